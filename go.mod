@@ -1,0 +1,3 @@
+module github.com/kadipay/kadi
+
+go 1.26.8
