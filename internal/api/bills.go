@@ -1,0 +1,78 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/merchant"
+)
+
+// BillResponse is spec 2.3. Status is the string "1" on success and the
+// JSON boolean false on failure: never the string "false", which PHP and
+// JavaScript read as true.
+type BillResponse struct {
+	Reference  string           `json:"reference"`
+	Amount     string           `json:"amount"`
+	ServiceID  string           `json:"serviceId"`
+	Status     any              `json:"status"`
+	OrderRef   string           `json:"orderRef"`
+	Channel    string           `json:"channel"`
+	Remarks    string           `json:"remarks"`
+	SystemCode string           `json:"systemCode"`
+	Code       string           `json:"code,omitempty"`
+	Message    string           `json:"message,omitempty"`
+	Errors     []bill.FieldError `json:"errors,omitempty"`
+}
+
+func (h *Handler) createBill(w http.ResponseWriter, r *http.Request) {
+	c := claimsOf(r)
+	req, err := bill.DecodeRequest(r.Body)
+	if err != nil {
+		h.failBill(w, r, req, err)
+		return
+	}
+	m, err := h.Merchants.MerchantByCode(r.Context(), c.MerchantCode)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	b, replay, err := h.Bills.Create(r.Context(), m, c.Mode, req)
+	if err != nil {
+		h.failBill(w, r, req, err)
+		return
+	}
+	remarks := "Bill created successfully"
+	if replay {
+		remarks = "Bill already created for this order reference; returning the original"
+	}
+	writeJSON(w, http.StatusOK, billResponse(b, m, remarks))
+}
+
+func billResponse(b bill.Bill, m merchant.Merchant, remarks string) BillResponse {
+	return BillResponse{
+		Reference: b.Reference, Amount: b.Amount.String(), ServiceID: m.ServiceID, Status: "1",
+		OrderRef: b.OrderReference, Channel: "CARD", Remarks: remarks, SystemCode: m.SystemCode,
+	}
+}
+
+// failBill answers a refused bill in the bill's own shape, so integrations
+// that only read status and remarks still see the failure.
+func (h *Handler) failBill(w http.ResponseWriter, r *http.Request, req bill.Request, err error) {
+	status, code, message := classify(err)
+	if status >= 500 {
+		h.fail(w, r, err)
+		return
+	}
+	h.Log.InfoContext(r.Context(), "bill refused", "code", code, "err", err)
+	resp := BillResponse{Status: false, OrderRef: req.Order.Reference.Value, Channel: "CARD", Remarks: message, Code: code, Message: message}
+	var validation *bill.ValidationError
+	switch {
+	case errors.As(err, &validation):
+		resp.Errors = validation.Fields
+		resp.Remarks = validation.Error()
+	case errors.Is(err, bill.ErrReferenceReused):
+		resp.Errors = []bill.FieldError{{Field: "order.reference", Code: "duplicate", Message: "is already used by a bill with different details"}}
+	}
+	writeJSON(w, status, resp)
+}

@@ -1,0 +1,106 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/kadipay/kadi/internal/auth"
+	"github.com/kadipay/kadi/internal/bill"
+)
+
+// Error is decisions §8's error body; every error body has a message.
+type Error struct {
+	Code    string           `json:"code"`
+	Message string           `json:"message"`
+	Errors  []bill.FieldError `json:"errors,omitempty"`
+}
+
+// oauthError is RFC 6749 §5.2's shape plus the message client libraries read.
+type oauthError struct {
+	Error       string `json:"error"`
+	Description string `json:"error_description"`
+	Message     string `json:"message"`
+}
+
+var errBodyTooLarge = errors.New("request body is larger than 64 KiB")
+
+// classify decides, for every error the API can meet, its HTTP status and
+// its stable code. This is the one place that does.
+func classify(err error) (status int, code, message string) {
+	var maxBytes *http.MaxBytesError
+	var validation *bill.ValidationError
+	var locked *auth.LockedError
+	var req *auth.RequestError
+	switch {
+	case errors.As(err, &maxBytes), errors.Is(err, errBodyTooLarge):
+		return http.StatusRequestEntityTooLarge, "body_too_large", errBodyTooLarge.Error()
+	case errors.As(err, &locked):
+		return http.StatusTooManyRequests, "too_many_attempts", locked.Error()
+	case errors.As(err, &req):
+		return http.StatusBadRequest, req.Code, req.Message
+	case errors.Is(err, auth.ErrInvalidClient):
+		return http.StatusUnauthorized, "invalid_client", err.Error()
+	case errors.Is(err, auth.ErrInvalidGrant):
+		return http.StatusBadRequest, "invalid_grant", err.Error()
+	case errors.Is(err, auth.ErrInvalidToken):
+		return http.StatusUnauthorized, "invalid_token", err.Error()
+	case errors.As(err, &validation):
+		return http.StatusBadRequest, "invalid_request", "the bill request breaks one or more field rules"
+	case errors.Is(err, bill.ErrMalformed):
+		return http.StatusBadRequest, "invalid_json", err.Error()
+	case errors.Is(err, bill.ErrReferenceReused):
+		return http.StatusConflict, "duplicate_reference", err.Error()
+	case errors.Is(err, bill.ErrNotFound):
+		return http.StatusNotFound, "not_found", "no bill with that reference for this merchant"
+	case errors.Is(err, errMissingReference):
+		return http.StatusBadRequest, "invalid_request", err.Error()
+	}
+	return http.StatusInternalServerError, "internal_error", "internal error"
+}
+
+// fail answers with err's status and logs it once: server faults at error
+// level, caller mistakes at info.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, code, message := classify(err)
+	if status >= 500 {
+		h.Log.ErrorContext(r.Context(), "request failed", "err", err)
+		message = "internal error; quote the X-Request-Id header to support"
+	} else {
+		h.Log.InfoContext(r.Context(), "request refused", "code", code, "err", err)
+	}
+	var locked *auth.LockedError
+	if errors.As(err, &locked) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(locked.RetryAfter.Seconds()+0.999)))
+	}
+	switch code {
+	case "invalid_token":
+		w.Header().Set("WWW-Authenticate", `Bearer realm="kadi", error="invalid_token"`)
+	case "invalid_client":
+		w.Header().Set("WWW-Authenticate", `Basic realm="kadi"`)
+	}
+	body := Error{Code: code, Message: message}
+	var validation *bill.ValidationError
+	if errors.As(err, &validation) {
+		body.Errors = validation.Fields
+	}
+	writeJSON(w, status, body)
+}
+
+// failOAuth answers a token request in the OAuth 2.0 error shape.
+func (h *Handler) failOAuth(w http.ResponseWriter, r *http.Request, err error) {
+	status, code, message := classify(err)
+	if status >= 500 {
+		h.fail(w, r, err)
+		return
+	}
+	h.Log.InfoContext(r.Context(), "token refused", "code", code, "err", err)
+	var locked *auth.LockedError
+	if errors.As(err, &locked) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(locked.RetryAfter.Seconds()+0.999)))
+	}
+	if code == "invalid_client" {
+		w.Header().Set("WWW-Authenticate", `Basic realm="kadi"`)
+	}
+	writeJSON(w, status, oauthError{Error: code, Description: message, Message: message})
+}

@@ -1,0 +1,56 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/kadipay/kadi/internal/money"
+	"github.com/kadipay/kadi/internal/payment"
+)
+
+// VerificationResponse is spec 2.6. Status is a JSON boolean: true only when
+// a charge for the bill succeeded.
+type VerificationResponse struct {
+	OrderRef      string `json:"orderRef"`
+	TransactionID string `json:"transactionId"`
+	Amount        string `json:"amount"`
+	Status        bool   `json:"status"`
+	Date          string `json:"date"`
+	Narration     string `json:"narration"`
+}
+
+var errMissingReference = errors.New("query parameter billReference is required")
+
+func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
+	c := claimsOf(r)
+	ref := strings.TrimSpace(r.URL.Query().Get("billReference"))
+	if ref == "" || len(ref) > 64 {
+		h.fail(w, r, errMissingReference)
+		return
+	}
+	b, err := h.Bills.Find(r.Context(), c.MerchantCode, c.Mode, ref)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	zero, _ := money.FromMinor(0, b.Amount.Currency.Code)
+	resp := VerificationResponse{OrderRef: b.OrderReference, Amount: zero.String(), Date: b.CreatedAt.In(h.Location).Format(isoOffset), Narration: "Awaiting payment"}
+	paid, err := h.Payments.SuccessfulPayment(r.Context(), b.Reference)
+	switch {
+	case err == nil:
+		resp.Status, resp.TransactionID, resp.Amount = true, paid.NetworkRef, paid.Amount.String()
+		resp.Date, resp.Narration = paid.UpdatedAt.In(h.Location).Format(isoOffset), paid.Message
+	case errors.Is(err, payment.ErrNotFound):
+		if last, err := h.Payments.LatestPayment(r.Context(), b.Reference); err == nil {
+			resp.Date, resp.Narration = last.UpdatedAt.In(h.Location).Format(isoOffset), last.Message
+		}
+	default:
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// isoOffset is ISO 8601 with a numeric offset, as the spec's date field asks.
+const isoOffset = "2006-01-02T15:04:05-07:00"

@@ -1,0 +1,68 @@
+package auth
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Revocations is each node's in-memory copy of recently revoked API keys.
+// Token checks read it without touching the database; Watch refreshes it
+// from the database on a short interval, so a key rotated on any node (or by
+// the CLI) stops working everywhere within that interval.
+type Revocations struct {
+	mu      sync.RWMutex
+	revoked map[string]struct{}
+}
+
+// NewRevocations returns an empty set.
+func NewRevocations() *Revocations { return &Revocations{revoked: map[string]struct{}{}} }
+
+// Revoked reports whether keyID was revoked.
+func (r *Revocations) Revoked(keyID string) bool {
+	r.mu.RLock()
+	_, ok := r.revoked[keyID]
+	r.mu.RUnlock()
+	return ok
+}
+
+// Add marks keyID revoked on this node at once.
+func (r *Revocations) Add(keyID string) {
+	r.mu.Lock()
+	r.revoked[keyID] = struct{}{}
+	r.mu.Unlock()
+}
+
+// Refresh replaces the set with the keys revoked within the longest token
+// lifetime: a token from a key revoked earlier has expired anyway.
+func (r *Revocations) Refresh(ctx context.Context, repo Repo, since time.Time) error {
+	ids, err := repo.RevokedKeys(ctx, since)
+	if err != nil {
+		return err
+	}
+	next := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		next[id] = struct{}{}
+	}
+	r.mu.Lock()
+	r.revoked = next
+	r.mu.Unlock()
+	return nil
+}
+
+// Watch refreshes every interval until ctx ends.
+func (r *Revocations) Watch(ctx context.Context, repo Repo, interval, ttl time.Duration, log *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := r.Refresh(ctx, repo, time.Now().Add(-ttl-time.Minute)); err != nil && ctx.Err() == nil {
+				log.Warn("refresh revoked keys", "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package bill
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Request is the create-bill body of spec 2.2. Every field is flexible on
+// the wire so that one wrongly typed field is reported with the others
+// instead of failing the whole decode.
+type Request struct {
+	Customer struct {
+		Name Text `json:"name"`
+	} `json:"customer"`
+	Order struct {
+		BillerCode  Text `json:"billerCode"`
+		Reference   Text `json:"reference"`
+		Amount      Text `json:"amount"`
+		Currency    Text `json:"currency"`
+		Description Text `json:"description"`
+		Channel     Text `json:"channel"`
+		Outlet      Text `json:"outlet"`
+		Expiry      Text `json:"expiry"`
+	} `json:"order"`
+}
+
+// Text is a JSON value the spec calls a string. Integrations also send
+// numbers ("amount": 1000), which we keep as their literal text; anything
+// else marks the field as wrongly typed.
+type Text struct {
+	Value   string
+	Present bool
+	BadType bool
+}
+
+func (t *Text) UnmarshalJSON(b []byte) error {
+	t.Present = true
+	b = bytes.TrimSpace(b)
+	switch {
+	case len(b) == 0 || string(b) == "null":
+		t.Present = false
+	case b[0] == '"':
+		return json.Unmarshal(b, &t.Value)
+	case b[0] == '-' || (b[0] >= '0' && b[0] <= '9'):
+		t.Value = string(b)
+	default:
+		t.BadType = true
+	}
+	return nil
+}
+
+// ErrMalformed is returned when the body is not a JSON object.
+var ErrMalformed = errors.New("request body is not a valid JSON object")
+
+// DecodeRequest reads a create-bill body. Content-Type is deliberately not
+// consulted: many integrations post JSON with a form type or none.
+func DecodeRequest(r io.Reader) (Request, error) {
+	var req Request
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return req, fmt.Errorf("read body: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&req); err != nil {
+		return req, fmt.Errorf("%w: %s", ErrMalformed, describeJSONError(err))
+	}
+	if dec.More() {
+		return req, fmt.Errorf("%w: trailing data after the object", ErrMalformed)
+	}
+	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
+		return req, ErrMalformed
+	}
+	return req, nil
+}
+
+// describeJSONError keeps decoder messages short and free of Go type names.
+func describeJSONError(err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Sprintf("syntax error at byte %d", syn.Offset)
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "body"
+		}
+		return fmt.Sprintf("%s must be an object", strings.TrimSpace(field))
+	case errors.Is(err, io.EOF):
+		return "empty body"
+	}
+	return "unexpected end of input"
+}

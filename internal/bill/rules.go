@@ -1,0 +1,223 @@
+package bill
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/money"
+)
+
+// FieldError is one violated rule. Code is stable for programs; Message is
+// for people.
+type FieldError struct {
+	Field   string `json:"field"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Codes of FieldError.
+const (
+	CodeRequired            = "required"
+	CodeInvalidType         = "invalid_type"
+	CodeTooLong             = "too_long"
+	CodeInvalidCharacters   = "invalid_characters"
+	CodeInvalidFormat       = "invalid_format"
+	CodeInvalidPrecision    = "invalid_precision"
+	CodeNotPositive         = "not_positive"
+	CodeTooLarge            = "too_large"
+	CodeUnsupportedCurrency = "unsupported_currency"
+	CodeInvalidChannel      = "invalid_channel"
+	CodeUnknownBiller       = "unknown_biller_code"
+	CodeUnknownOutlet       = "unknown_outlet"
+	CodeInPast              = "in_past"
+)
+
+// ValidationError lists every rule a request broke, all at once.
+type ValidationError struct{ Fields []FieldError }
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		parts[i] = f.Field + ": " + f.Message
+	}
+	return "invalid bill: " + strings.Join(parts, "; ")
+}
+
+// Policy is the operator's configuration that bill rules depend on.
+type Policy struct {
+	Currencies []string // supported ISO 4217 codes
+	MaxAmount  int64    // in major units, per bill, any currency
+	TTL        time.Duration
+}
+
+// DefaultPolicy is decisions §4's defaults.
+func DefaultPolicy() Policy {
+	return Policy{
+		Currencies: []string{"KES", "USD", "EUR", "GBP", "UGX", "TZS", "RWF"},
+		MaxAmount:  10_000_000,
+		TTL:        24 * time.Hour,
+	}
+}
+
+func (p Policy) supports(code string) bool {
+	for _, c := range p.Currencies {
+		if c == code {
+			return true
+		}
+	}
+	return false
+}
+
+type fieldRule struct {
+	field   string
+	text    Text
+	max     int
+	allowed func(rune) bool
+	what    string // the allowed set, for the message
+}
+
+func isNameRune(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || r == ' ' || r == '.' || r == '\'' || r == '-' || unicode.Is(unicode.Mn, r)
+}
+
+func isReferenceRune(r rune) bool {
+	return r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+}
+
+func isDescriptionRune(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r) || strings.ContainsRune(" .,-()/:#", r)
+}
+
+// Validate checks req against decisions §4 for merchant m and returns the
+// normalised bill (without reference, state or timestamps), or a
+// *ValidationError naming every broken rule.
+func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, error) {
+	var errs []FieldError
+	add := func(field, code, format string, args ...any) {
+		errs = append(errs, FieldError{Field: field, Code: code, Message: fmt.Sprintf(format, args...)})
+	}
+	text := func(field string, t Text) (string, bool) {
+		switch {
+		case t.BadType:
+			add(field, CodeInvalidType, "must be a string")
+		case strings.TrimSpace(t.Value) == "":
+			add(field, CodeRequired, "is required")
+		default:
+			return strings.TrimSpace(t.Value), true
+		}
+		return "", false
+	}
+	out := Bill{MerchantCode: m.Code}
+
+	for _, r := range []fieldRule{
+		{"customer.name", req.Customer.Name, 50, isNameRune, "letters, digits, spaces and . ' -"},
+		{"order.reference", req.Order.Reference, 20, isReferenceRune, "ASCII letters and digits"},
+		{"order.description", req.Order.Description, 70, isDescriptionRune, "letters, digits, spaces and . , - ( ) / : #"},
+	} {
+		v, ok := text(r.field, r.text)
+		if !ok {
+			continue
+		}
+		if n := utf8.RuneCountInString(v); n > r.max {
+			add(r.field, CodeTooLong, "must be at most %d characters, got %d", r.max, n)
+		}
+		if strings.IndexFunc(v, func(c rune) bool { return !r.allowed(c) }) >= 0 {
+			add(r.field, CodeInvalidCharacters, "may contain only %s", r.what)
+		}
+		switch r.field {
+		case "customer.name":
+			out.CustomerName = v
+		case "order.reference":
+			out.OrderReference = v
+		case "order.description":
+			out.Description = v
+		}
+	}
+
+	if v, ok := text("order.billerCode", req.Order.BillerCode); ok && v != m.BillerCode {
+		add("order.billerCode", CodeUnknownBiller, "is not this merchant's biller code")
+	} else {
+		out.BillerCode = v
+	}
+	if v, ok := text("order.outlet", req.Order.Outlet); ok && !m.HasOutlet(v) {
+		add("order.outlet", CodeUnknownOutlet, "is not one of this merchant's outlets")
+	} else {
+		out.Outlet = v
+	}
+	if v, ok := text("order.channel", req.Order.Channel); ok && v != "CARD" {
+		add("order.channel", CodeInvalidChannel, "must be CARD")
+	}
+
+	currency, currencyOK := text("order.currency", req.Order.Currency)
+	if currencyOK {
+		if _, known := money.LookupCurrency(currency); !known || !p.supports(currency) {
+			add("order.currency", CodeUnsupportedCurrency, "must be one of %s", strings.Join(p.Currencies, ", "))
+			currencyOK = false
+		}
+	}
+	if amount, ok := text("order.amount", req.Order.Amount); ok && currencyOK {
+		a, err := money.Parse(amount, currency)
+		switch {
+		case errors.Is(err, money.ErrPrecision):
+			add("order.amount", CodeInvalidPrecision, "has more decimal places than %s allows", currency)
+		case errors.Is(err, money.ErrNotPositive):
+			add("order.amount", CodeNotPositive, "must be greater than zero")
+		case errors.Is(err, money.ErrTooLarge):
+			add("order.amount", CodeTooLarge, "must be at most %d", p.MaxAmount)
+		case err != nil:
+			add("order.amount", CodeInvalidFormat, "must be decimal text such as 1500.00")
+		case exceeds(a, p.MaxAmount):
+			add("order.amount", CodeTooLarge, "must be at most %d", p.MaxAmount)
+		default:
+			out.Amount = a
+		}
+	}
+
+	out.ExpiresAt = now.Add(p.TTL)
+	if req.Order.Expiry.BadType {
+		add("order.expiry", CodeInvalidType, "must be an ISO 8601 time")
+	} else if v := strings.TrimSpace(req.Order.Expiry.Value); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		switch {
+		case err != nil:
+			add("order.expiry", CodeInvalidFormat, "must be an ISO 8601 time with offset, such as 2026-11-21T18:00:00+03:00")
+		case !t.After(now):
+			add("order.expiry", CodeInPast, "must be in the future")
+		default:
+			out.ExpiresAt = t
+		}
+	}
+
+	if len(errs) > 0 {
+		return Bill{}, &ValidationError{Fields: errs}
+	}
+	out.RequestHash = requestHash(out, req.Order.Expiry.Value)
+	return out, nil
+}
+
+func exceeds(a money.Amount, maxMajor int64) bool {
+	scale := int64(1)
+	for i := 0; i < a.Currency.Digits; i++ {
+		scale *= 10
+	}
+	return a.Minor/scale > maxMajor || (a.Minor/scale == maxMajor && a.Minor%scale != 0)
+}
+
+// requestHash identifies a request by its meaning, so "1500" and "1500.00"
+// are the same retry but a different amount is a different request.
+func requestHash(b Bill, expiry string) string {
+	h := sha256.New()
+	for _, s := range []string{b.CustomerName, b.OrderReference, b.Description, b.BillerCode, b.Outlet,
+		b.Amount.Currency.Code, fmt.Sprint(b.Amount.Minor), strings.TrimSpace(expiry)} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,81 @@
+package bill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/secret"
+)
+
+var (
+	// ErrNotFound: no such bill for this merchant and mode.
+	ErrNotFound = errors.New("bill not found")
+	// ErrReferenceReused: the order reference already names a different bill.
+	ErrReferenceReused = errors.New("order reference already used for a different bill")
+	// ErrDuplicateReference is what a Repo returns when the generated bill
+	// reference collides; Create draws another.
+	ErrDuplicateReference = errors.New("bill reference collision")
+)
+
+// IdempotencyWindow is how long an identical retry returns the original bill.
+const IdempotencyWindow = 24 * time.Hour
+
+// Repo is the storage the bill service needs.
+type Repo interface {
+	// InsertBill stores b, unless the merchant already has a bill with the
+	// same order reference in the same mode: then it returns that bill and
+	// created=false.
+	InsertBill(ctx context.Context, b Bill) (stored Bill, created bool, err error)
+	BillByReference(ctx context.Context, merchantCode string, mode merchant.Mode, reference string) (Bill, error)
+	BillByOrderReference(ctx context.Context, merchantCode string, mode merchant.Mode, orderRef string) (Bill, error)
+}
+
+// Service creates and finds bills.
+type Service struct {
+	Repo   Repo
+	Policy Policy
+	Now    func() time.Time
+}
+
+// Create validates req and stores a new bill. An identical retry within the
+// idempotency window returns the original bill; replay reports that case.
+func (s *Service) Create(ctx context.Context, m merchant.Merchant, mode merchant.Mode, req Request) (b Bill, replay bool, err error) {
+	now := s.Now()
+	b, err = Validate(req, m, s.Policy, now)
+	if err != nil {
+		return Bill{}, false, err
+	}
+	b.Mode = mode
+	b.State = Open
+	b.CreatedAt = now
+	for range 5 {
+		b.Reference = secret.RandomUpperAlnum(12)
+		stored, created, err := s.Repo.InsertBill(ctx, b)
+		switch {
+		case errors.Is(err, ErrDuplicateReference):
+			continue
+		case err != nil:
+			return Bill{}, false, fmt.Errorf("store bill: %w", err)
+		case created:
+			return stored, false, nil
+		case stored.RequestHash == b.RequestHash && now.Sub(stored.CreatedAt) < IdempotencyWindow:
+			return stored, true, nil
+		default:
+			return Bill{}, false, ErrReferenceReused
+		}
+	}
+	return Bill{}, false, errors.New("could not draw a unique bill reference")
+}
+
+// Find looks ref up as a bill reference, then as the merchant's order
+// reference (the spec's own example fills billReference with the latter).
+func (s *Service) Find(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (Bill, error) {
+	b, err := s.Repo.BillByReference(ctx, merchantCode, mode, ref)
+	if errors.Is(err, ErrNotFound) {
+		b, err = s.Repo.BillByOrderReference(ctx, merchantCode, mode, ref)
+	}
+	return b, err
+}

@@ -1,0 +1,65 @@
+package card
+
+import "slices"
+
+// Brand is a card scheme, named as the acquirer API spells it.
+type Brand string
+
+// The schemes we accept. Every constant is typed so a Brand can never be
+// confused with an arbitrary string at a call site.
+const (
+	Visa       Brand = "VISA"
+	Mastercard Brand = "MASTERCARD"
+	Amex       Brand = "AMEX"
+	Discover   Brand = "DISCOVER"
+	JCB        Brand = "JCB"
+	DinersClub Brand = "DINERS"
+	UnionPay   Brand = "UNIONPAY"
+)
+
+// brandRule is one issuer identification number (IIN) range of a scheme,
+// compared on the first len(low) digits, with the card lengths it issues.
+type brandRule struct {
+	brand     Brand
+	low, high string
+	lengths   []int
+}
+
+var (
+	sixteenToNineteen  = []int{16, 17, 18, 19}
+	fourteenToNineteen = []int{14, 15, 16, 17, 18, 19}
+)
+
+// brandRules lists the ranges we route. The ranges do not overlap, so order
+// does not matter; a number matching none is a scheme we cannot acquire.
+var brandRules = []brandRule{
+	{Visa, "4", "4", []int{13, 16, 19}},
+	{Mastercard, "51", "55", []int{16}},
+	{Mastercard, "2221", "2720", []int{16}},
+	{Amex, "34", "34", []int{15}},
+	{Amex, "37", "37", []int{15}},
+	{Discover, "6011", "6011", sixteenToNineteen},
+	{Discover, "644", "649", sixteenToNineteen},
+	{Discover, "65", "65", sixteenToNineteen},
+	{JCB, "3528", "3589", sixteenToNineteen},
+	{DinersClub, "300", "305", fourteenToNineteen},
+	{DinersClub, "36", "36", fourteenToNineteen},
+	{DinersClub, "38", "39", fourteenToNineteen},
+	{UnionPay, "62", "62", sixteenToNineteen},
+}
+
+// brandOf returns the scheme for a string of digits, or "" when no range
+// and length fits.
+func brandOf(digits string) Brand {
+	for _, r := range brandRules {
+		if !slices.Contains(r.lengths, len(digits)) {
+			continue
+		}
+		// Equal-length strings of digits compare like the numbers they spell.
+		prefix := digits[:len(r.low)]
+		if prefix >= r.low && prefix <= r.high {
+			return r.brand
+		}
+	}
+	return ""
+}

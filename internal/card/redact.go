@@ -1,0 +1,205 @@
+package card
+
+import (
+	"cmp"
+	"slices"
+)
+
+// Redact masks every card number in s, keeping the first six and last four
+// digits, and returns all other text unchanged. It runs on every log line,
+// so text without digits is returned as is without allocating, and so is
+// text whose digits contain no card number.
+//
+// A card number here is 13 to 19 digits that pass the Luhn check, bounded
+// by non-digits, and written either solid or in groups joined by single
+// spaces or dashes. Groups are joined greedily into chains ("1500 4242 4242
+// 4242 4242"), and every run of whole groups in a chain is tried, so a card
+// number is found even when an amount or reference sits one space away from
+// it.
+//
+// The test is deliberately wider than ParsePAN's: it ignores brand, since a
+// scheme we do not route is no less sensitive. About one in ten 13 to 19
+// digit numbers passes Luhn by chance, so the occasional millisecond
+// timestamp or long reference gets masked too; that is the price of never
+// logging a card number.
+func Redact(s string) string {
+	var out []byte // stays nil until the first mask, so clean text costs nothing
+	copied := 0    // s[:copied] is already in out
+	eachCardSpan(s, func(from, to int) {
+		if out == nil {
+			out = make([]byte, 0, len(s))
+		}
+		out = append(out, s[copied:from]...)
+		out = appendMasked(out, s[from:to])
+		copied = to
+	})
+	if out == nil {
+		return s
+	}
+	return string(append(out, s[copied:]...))
+}
+
+// eachCardSpan calls mask(from, to), left to right, for every stretch of s
+// that Redact must mask.
+func eachCardSpan(s string, mask func(from, to int)) {
+	i := 0
+	for i < len(s) && !isDigit(s[i]) {
+		i++
+	}
+	var groupsArray [16]digitGroup
+	for i < len(s) {
+		if !isDigit(s[i]) {
+			i++
+			continue
+		}
+		groups, digits, end := scanChain(s, i, groupsArray[:0])
+		i = end
+		if digits >= minRedactDigits {
+			maskCardsInChain(s, groups, mask)
+		}
+	}
+}
+
+const (
+	minRedactDigits = 13
+	maxRedactDigits = 19
+)
+
+// digitGroup is a maximal run of digits, s[start:end].
+type digitGroup struct{ start, end int }
+
+// scanChain collects the digit groups starting at s[i] that are joined by
+// single spaces or dashes, with their total digit count and the index just
+// past the last one.
+func scanChain(s string, i int, groups []digitGroup) ([]digitGroup, int, int) {
+	digits := 0
+	for {
+		start := i
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+		groups = append(groups, digitGroup{start, i})
+		digits += i - start
+		if i+1 < len(s) && (s[i] == ' ' || s[i] == '-') && isDigit(s[i+1]) {
+			i++
+			continue
+		}
+		return groups, digits, i
+	}
+}
+
+// candidate is a run of whole groups, groups[first..last], that could be a
+// card number.
+type candidate struct {
+	first, last int
+	digits      int
+	branded     bool
+}
+
+// maskCardsInChain calls mask(from, to), left to right, for the stretches
+// of a chain that must be masked so that no Luhn-valid run of 13 to 19 digits in
+// groups survives whole.
+//
+// Candidates can overlap: in "2026-03-15 4242 4242 4242 4242" the run
+// "03 15 4242 4242 4242" may pass Luhn by chance as well as the card. We
+// mask the likeliest card first (a known brand, then more digits, then
+// fewer groups), and a rival that shares a group with it is already broken
+// by that mask, so the date survives. Two overlapping candidates that both
+// carry a known brand are masked as one stretch, because if the wrong one
+// had been chosen most of the real number would be left readable.
+func maskCardsInChain(s string, groups []digitGroup, mask func(from, to int)) {
+	var found []candidate
+	for a := range groups {
+		digits := 0
+		for b := a; b < len(groups); b++ {
+			digits += groups[b].end - groups[b].start
+			if digits > maxRedactDigits {
+				break
+			}
+			text := s[groups[a].start:groups[b].end]
+			if digits >= minRedactDigits && luhnSum(text)%10 == 0 {
+				found = append(found, candidate{a, b, digits, brandOf(stripSeparators(text)) != ""})
+			}
+		}
+	}
+	if len(found) == 0 {
+		return
+	}
+	slices.SortStableFunc(found, func(x, y candidate) int {
+		switch {
+		case x.branded != y.branded:
+			if x.branded {
+				return -1
+			}
+			return 1
+		case x.digits != y.digits:
+			return cmp.Compare(y.digits, x.digits)
+		default:
+			return cmp.Compare(x.last-x.first, y.last-y.first)
+		}
+	})
+
+	var chosen []candidate
+	for _, c := range found {
+		overlapped := false
+		for i := 0; i < len(chosen); {
+			o := chosen[i]
+			if c.first > o.last || o.first > c.last {
+				i++
+				continue
+			}
+			overlapped = true
+			if !c.branded {
+				break
+			}
+			c.first, c.last = min(c.first, o.first), max(c.last, o.last)
+			chosen = slices.Delete(chosen, i, i+1)
+		}
+		if !overlapped || c.branded {
+			chosen = append(chosen, c)
+		}
+	}
+	slices.SortFunc(chosen, func(x, y candidate) int { return cmp.Compare(x.first, y.first) })
+	for _, c := range chosen {
+		mask(groups[c.first].start, groups[c.last].end)
+	}
+}
+
+// stripSeparators returns the digits of a run of groups of at most
+// maxRedactDigits digits.
+func stripSeparators(text string) string {
+	var buf [maxRedactDigits]byte
+	n := 0
+	for i := 0; i < len(text) && n < len(buf); i++ {
+		if isDigit(text[i]) {
+			buf[n] = text[i]
+			n++
+		}
+	}
+	return string(buf[:n])
+}
+
+// appendMasked writes the digits of text, a run of groups, as first six,
+// stars, last four, dropping the separators so the result reads as one
+// masked number.
+func appendMasked(out []byte, text string) []byte {
+	total := 0
+	for i := 0; i < len(text); i++ {
+		if isDigit(text[i]) {
+			total++
+		}
+	}
+	k := 0
+	for i := 0; i < len(text); i++ {
+		if !isDigit(text[i]) {
+			continue
+		}
+		if k < 6 || k >= total-4 {
+			out = append(out, text[i])
+		} else {
+			out = append(out, '*')
+		}
+		k++
+	}
+	return out
+}

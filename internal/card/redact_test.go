@@ -1,0 +1,146 @@
+package card
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRedact(t *testing.T) {
+	nineteen := withCheckDigit("4" + strings.Repeat("1", 17))
+	thirteen := withCheckDigit("422222222222")
+	twelve := withCheckDigit("42424242424")
+	sixteenNotLuhn := breakLuhn(visa4242)
+	unknownBrand := withCheckDigit("900000000000000")
+	tests := []struct {
+		name string
+		in   string
+		want string
+	}{
+		{"empty", "", ""},
+		{"no digits", "payment declined by issuer", "payment declined by issuer"},
+		{"bare", visa4242, "424242******4242"},
+		{"json", `{"cardNumber":"` + visa4242 + `","amount":"1500.00"}`,
+			`{"cardNumber":"424242******4242","amount":"1500.00"}`},
+		{"json number", `{"pan":` + visa4111 + `}`, `{"pan":411111******1111}`},
+		{"form", "cardNumber=" + visa4242 + "&x=1", "cardNumber=424242******4242&x=1"},
+		{"form with spaces encoded as plus", "cardNumber=4242+4242+4242+4242&x=1", "cardNumber=4242+4242+4242+4242&x=1"},
+		{"spaces", "card 4242 4242 4242 4242 ok", "card 424242******4242 ok"},
+		{"dashes", "card 4242-4242-4242-4242 ok", "card 424242******4242 ok"},
+		{"amex grouping", "amex 3782 822463 10005.", "amex 378282*****0005."},
+		{"diners 14", "d=" + diners, "d=362272****1667"},
+		{"thirteen digits", thirteen + "!", thirteen[:6] + "***" + thirteen[9:] + "!"},
+		{"nineteen digits", "[" + nineteen + "]", "[" + nineteen[:6] + "*********" + nineteen[15:] + "]"},
+		{"unknown brand still masked", unknownBrand, unknownBrand[:6] + "******" + unknownBrand[12:]},
+		{"two cards", visa4242 + "," + mastercard5555, "424242******4242,555555******4444"},
+		{"mastercard 2-series", "pan:" + mastercard2222, "pan:222300******3222"},
+		{"amount one space before card", "1500 " + visa4242, "1500 424242******4242"},
+		{"order ref one space after card", visa4242 + " 12345", "424242******4242 12345"},
+		{"grouped card next to a date", "2026-03-15 4242 4242 4242 4242", "2026-03-15 424242******4242"},
+		{"rival run with a brand is masked along with the card", "ref 4 5555 5555 5555 4444", "ref 455555*******4444"},
+		{"utf-8 around card", "carte «" + visa4242 + "» payée", "carte «424242******4242» payée"},
+
+		{"sixteen digits failing luhn", "ref " + sixteenNotLuhn, "ref " + sixteenNotLuhn},
+		{"twelve digits", "ref " + twelve, "ref " + twelve},
+		{"twenty digits", "id " + withCheckDigit("4"+strings.Repeat("1", 18)), "id " + withCheckDigit("4"+strings.Repeat("1", 18))},
+		{"card inside a longer digit run", "x1" + visa4242 + "1", "x1" + visa4242 + "1"},
+		{"double space breaks grouping", "4242  4242 4242 4242", "4242  4242 4242 4242"},
+		{"amount", "amount=1500.00&currency=KES", "amount=1500.00&currency=KES"},
+		{"timestamp", "2026-03-15T12:00:00Z", "2026-03-15T12:00:00Z"},
+		{"phone", "+254 712 345 678", "+254 712 345 678"},
+		{"order ref", "order ORD-2026-000123 for 250.50", "order ORD-2026-000123 for 250.50"},
+		{"lone digits", "1 2 3", "1 2 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Redact(tt.in); got != tt.want {
+				t.Errorf("Redact(%q)\n got %q\nwant %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRedactDoesNotAllocateWithoutCards(t *testing.T) {
+	for _, line := range []string{benchLineWithoutCard, benchLineWithoutDigits} {
+		if n := testing.AllocsPerRun(100, func() { _ = Redact(line) }); n != 0 {
+			t.Errorf("Redact allocated %v times on %q", n, line)
+		}
+	}
+}
+
+// cardLikeRuns finds every stretch of s that Redact's contract forbids
+// leaving in clear: 13 to 19 digits bounded by non-digits, joined by single
+// spaces or dashes, passing Luhn. It is written independently of Redact, by
+// brute force, so the fuzz target checks the contract rather than the code.
+func cardLikeRuns(s string) []string {
+	var found []string
+	for i := 0; i < len(s); i++ {
+		if !isDigit(s[i]) || (i > 0 && isDigit(s[i-1])) {
+			continue
+		}
+		var digits []byte
+		for j := i; j < len(s) && len(digits) <= 19; j++ {
+			c := s[j]
+			if isDigit(c) {
+				digits = append(digits, c)
+			} else if (c != ' ' && c != '-') || !isDigit(s[j-1]) {
+				break
+			}
+			atRunEnd := isDigit(c) && (j+1 == len(s) || !isDigit(s[j+1]))
+			if atRunEnd && len(digits) >= 13 && len(digits) <= 19 && Luhn(string(digits)) {
+				found = append(found, string(digits))
+			}
+		}
+	}
+	return found
+}
+
+func FuzzRedact(f *testing.F) {
+	for _, seed := range []string{
+		"", "no digits here", visa4242, "4242 4242 4242 4242", "4242-4242-4242-4242",
+		`{"cardNumber":"` + visa4242 + `"}`, "cardNumber=" + amex + "&x=1",
+		"1500 " + visa4242 + " 12345", breakLuhn(visa4242), diners, "1 2 3 4 5 6 7 8 9 0 1 2 3 4",
+		visa4242 + visa4242, visa4242 + " " + visa4242 + " " + visa4242,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		out := Redact(in)
+		before := map[string]bool{}
+		for _, run := range cardLikeRuns(in) {
+			before[run] = true
+		}
+		for _, run := range cardLikeRuns(out) {
+			if before[run] {
+				t.Fatalf("Redact(%q) = %q, still holds card-like %s", in, out, run)
+			}
+		}
+		if len(before) == 0 && out != in {
+			t.Fatalf("Redact(%q) = %q, changed text without a card number", in, out)
+		}
+	})
+}
+
+const (
+	benchLineWithoutDigits = `level=INFO msg="payment page served" merchant=acme-stores outlet=westlands channel=CARD ` +
+		`customer="Jane Wanjiru" description="School fees, term two" status=awaiting_card_details source=web`
+	benchLineWithoutCard = `time=2026-03-15T12:00:00.123+03:00 level=INFO msg="charge approved" merchant=M1024 ` +
+		`order=ORD-2026-000123 amount=1500.00 currency=KES brand=VISA last4=4242 auth=A1B2C3 latency_ms=184`
+	benchLineWithCard = `time=2026-03-15T12:00:00.123+03:00 level=WARN msg="unexpected field" merchant=M1024 ` +
+		`order=ORD-2026-000123 body="cardNumber=` + visa4242 + `&amount=1500.00&currency=KES" ip=10.0.0.7`
+)
+
+func BenchmarkRedact(b *testing.B) {
+	for _, bench := range []struct{ name, line string }{
+		{"no digits", benchLineWithoutDigits},
+		{"no card", benchLineWithoutCard},
+		{"card", benchLineWithCard},
+	} {
+		b.Run(bench.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bench.line)))
+			for b.Loop() {
+				_ = Redact(bench.line)
+			}
+		})
+	}
+}

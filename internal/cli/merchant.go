@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/kadipay/kadi/internal/config"
+	"github.com/kadipay/kadi/internal/ipn"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/server"
+)
+
+func merchantCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var st storeFlags
+	var name string
+	var asJSON bool
+	fs := newFlags("merchant create", stderr)
+	st.register(fs)
+	fs.StringVar(&name, "name", "", "the merchant's trading name (required)")
+	fs.BoolVar(&asJSON, "json", false, "print the credentials as one JSON object")
+	if err := config.Parse(fs, args); err != nil {
+		return usageErr(err)
+	}
+	if name == "" {
+		return usageErr(errors.New("--name is required"))
+	}
+	db, err := server.OpenStore(ctx, st.dataDir, st.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	creds, err := merchant.Onboard(ctx, db, name, time.Now())
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(creds)
+	}
+	fmt.Fprintf(stdout, `Merchant %q created. These secrets are shown once: store them now.
+
+  merchant code (username)  %s
+  password                  %s
+  biller code               %s
+  outlet code               %s
+  paybill (serviceId)       %s
+  till (systemCode)         %s
+  settlement account        %s
+
+  test API key              %s
+  test notification secret  %s
+  live API key              %s
+  live notification secret  %s
+`, name, creds.MerchantCode, creds.Password, creds.BillerCode, creds.OutletCode, creds.ServiceID, creds.SystemCode,
+		creds.SettlementAccount, creds.Test.APIKey, creds.Test.NotificationSecret, creds.Live.APIKey, creds.Live.NotificationSecret)
+	return nil
+}
+
+func merchantSetIPN(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var st storeFlags
+	var code, mode string
+	var cfg merchant.IPNConfig
+	fs := newFlags("merchant set-ipn", stderr)
+	st.register(fs)
+	fs.StringVar(&code, "merchant", "", "merchant code (required)")
+	fs.StringVar(&mode, "mode", "", "test or live (required)")
+	fs.StringVar(&cfg.URL, "url", "", "the merchant's IPN receiver URL (required)")
+	fs.StringVar(&cfg.Username, "username", "", "Basic auth username sent with every IPN (required)")
+	fs.StringVar(&cfg.Password, "password", "", "Basic auth password sent with every IPN (required)")
+	if err := config.Parse(fs, args); err != nil {
+		return usageErr(err)
+	}
+	m, err := merchant.ParseMode(mode)
+	if err != nil {
+		return usageErr(err)
+	}
+	if code == "" || cfg.Username == "" || cfg.Password == "" {
+		return usageErr(errors.New("--merchant, --url, --username and --password are required"))
+	}
+	if err := ipn.CheckURL(cfg.URL, m); err != nil {
+		return usageErr(err)
+	}
+	db, err := server.OpenStore(ctx, st.dataDir, st.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.SetIPN(ctx, code, m, cfg); err != nil {
+		return fmt.Errorf("merchant %s: %w", code, err)
+	}
+	fmt.Fprintf(stdout, "IPN for merchant %s (%s) now goes to %s\n", code, m, cfg.URL)
+	return nil
+}
+
+func merchantRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var st storeFlags
+	var code, mode string
+	var asJSON bool
+	fs := newFlags("merchant rotate-key", stderr)
+	st.register(fs)
+	fs.StringVar(&code, "merchant", "", "merchant code (required)")
+	fs.StringVar(&mode, "mode", "", "test or live (required)")
+	fs.BoolVar(&asJSON, "json", false, `print {"apiKey": …}`)
+	if err := config.Parse(fs, args); err != nil {
+		return usageErr(err)
+	}
+	m, err := merchant.ParseMode(mode)
+	if err != nil {
+		return usageErr(err)
+	}
+	if code == "" {
+		return usageErr(errors.New("--merchant is required"))
+	}
+	db, err := server.OpenStore(ctx, st.dataDir, st.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	key, err := merchant.RotateKey(ctx, db, code, m, time.Now())
+	if err != nil {
+		return fmt.Errorf("merchant %s: %w", code, err)
+	}
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(map[string]string{"apiKey": key})
+	}
+	fmt.Fprintf(stdout, "New %s API key for merchant %s (shown once; the old key and its tokens no longer work):\n  %s\n", m, code, key)
+	return nil
+}

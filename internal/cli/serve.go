@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+
+	"github.com/kadipay/kadi/internal/config"
+	"github.com/kadipay/kadi/internal/logging"
+	"github.com/kadipay/kadi/internal/server"
+)
+
+// serveFlags binds `kadi serve`'s flags onto a server.Config.
+func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logLevel *string) {
+	st.register(fs)
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address for the API, the hosted form and /healthz")
+	fs.StringVar(&cfg.PublicURL, "public-url", "", "the URL merchants and customers reach this gateway at (default http://ADDR)")
+	fs.BoolVar(&cfg.AllowPrivateIPN, "allow-private-ipn", false, "let test-mode IPN reach loopback and private addresses (local development)")
+	fs.DurationVar(&cfg.TokenTTL, "token-ttl", cfg.TokenTTL, "access token lifetime")
+	fs.DurationVar(&cfg.Bills.TTL, "bill-ttl", cfg.Bills.TTL, "how long an unpaid bill stays payable")
+	fs.Int64Var(&cfg.Bills.MaxAmount, "max-amount", cfg.Bills.MaxAmount, "largest bill amount, in major units")
+	fs.Func("currencies", "comma-separated ISO 4217 codes bills may use (default "+strings.Join(cfg.Bills.Currencies, ",")+")", func(v string) error {
+		cfg.Bills.Currencies = strings.Split(strings.ToUpper(strings.ReplaceAll(v, " ", "")), ",")
+		return nil
+	})
+	fs.StringVar(&cfg.TimeZone, "timezone", cfg.TimeZone, "IANA time zone of dates in callbacks and IPN")
+	fs.StringVar(logLevel, "log-level", "info", "debug, info, warn or error")
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg := server.Defaults()
+	var st storeFlags
+	var level string
+	fs := newFlags("serve", stderr)
+	serveFlags(fs, &cfg, &st, &level)
+	if err := config.Parse(fs, args); err != nil {
+		return usageErr(err)
+	}
+	cfg.DataDir, cfg.DatabaseURL = st.dataDir, st.databaseURL
+	log, err := newLogger(stderr, level)
+	if err != nil {
+		return usageErr(err)
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://" + ln.Addr().String()
+	}
+	g, err := server.New(ctx, cfg, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer g.Close()
+	log.Info("kadi serving", "addr", ln.Addr().String(), "public_url", cfg.PublicURL, "database", redactURL(server.DatabaseURL(cfg.DataDir, cfg.DatabaseURL)))
+	return g.Serve(ctx, ln)
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return logging.New(w, l), nil
+}
+
+// redactURL hides a password in a database URL before it is logged.
+func redactURL(u string) string {
+	if at := strings.LastIndex(u, "@"); at > 0 {
+		if scheme := strings.Index(u, "://"); scheme > 0 && scheme < at {
+			return u[:scheme+3] + "…" + u[at:]
+		}
+	}
+	return u
+}
+
+func usageErr(err error) error {
+	if err == flag.ErrHelp {
+		return err
+	}
+	return fmt.Errorf("%w: %v", errUsage, err)
+}
+

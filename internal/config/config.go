@@ -1,0 +1,41 @@
+// Package config reads command-line flags and their KADI_* environment
+// twins once, validates them and hands plain values to the rest.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// EnvName is the environment twin of a flag: --data-dir → KADI_DATA_DIR.
+func EnvName(flagName string) string {
+	return "KADI_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// Parse parses args into fs, then fills every flag not given on the command
+// line from its environment twin. Command line beats environment.
+func Parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] {
+			return
+		}
+		if v, ok := os.LookupEnv(EnvName(f.Name)); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", EnvName(f.Name), err))
+			}
+		}
+	})
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,359 @@
+// Package form serves the hosted payment pages: POST /cardPay, our own
+// card-entry page, the 3-D Secure challenge, the auto-posting redirect back
+// to the merchant and the error page.
+package form
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/kadipay/kadi/internal/auth"
+	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/card"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/payment"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Callback statuses, spelled as the spec documents them.
+const (
+	StatusSuccessful = "Transaction Successfull"
+	StatusFailed     = "Transaction Failed"
+)
+
+// Bills finds the bill a form names.
+type Bills interface {
+	BillByReference(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (bill.Bill, error)
+	BillByID(ctx context.Context, ref string) (bill.Bill, error)
+	MerchantByCode(ctx context.Context, code string) (merchant.Merchant, error)
+}
+
+// Handler serves the hosted pages.
+type Handler struct {
+	Auth     *auth.Service
+	Bills    Bills
+	Payments *payment.Service
+	Location *time.Location
+	Log      *slog.Logger
+	Now      func() time.Time
+	// HSTS is sent when the public URL is https.
+	HSTS bool
+
+	pages *template.Template
+}
+
+// Register adds the pages' routes to mux.
+func (h *Handler) Register(mux *http.ServeMux) {
+	h.pages = template.Must(template.New("").Funcs(template.FuncMap{"cardYears": h.cardYears, "cardMonths": cardMonths}).ParseFS(templateFS, "templates/*.html"))
+	mux.HandleFunc("POST /cardPay", h.cardPay)
+	mux.HandleFunc("POST /cardPay/3ds", h.challenge)
+	mux.Handle("GET /static/", http.FileServerFS(staticFS))
+}
+
+// pageError is a problem shown on our own error page: the browser is never
+// sent anywhere we have not checked.
+type pageError struct {
+	Status  int
+	Title   string
+	Message string
+}
+
+func (e *pageError) Error() string { return e.Title + ": " + e.Message }
+
+func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	var maxBytes *http.MaxBytesError
+	if errors.As(err, &maxBytes) {
+		h.renderError(w, r, &pageError{http.StatusRequestEntityTooLarge, "Payment form too large", "The payment form sent by the shop is larger than 64 KiB."})
+		return
+	} else if err != nil {
+		h.renderError(w, r, &pageError{http.StatusBadRequest, "Payment form unreadable", "The payment form could not be read."})
+		return
+	}
+	sub, err := ParseSubmission(string(body))
+	if err != nil {
+		h.renderError(w, r, &pageError{http.StatusBadRequest, "Payment form unreadable", err.Error()})
+		return
+	}
+	t, err := h.trust(r.Context(), sub)
+	if err != nil {
+		h.renderError(w, r, err)
+		return
+	}
+
+	if !sub.HasCard() {
+		h.renderCardEntry(w, r, t, sub, nil)
+		return
+	}
+	attempt, problems := h.checkCustomer(sub)
+	if len(problems) > 0 {
+		if sub.FromEntryPage && onlyCardProblems(problems) {
+			h.renderCardEntry(w, r, t, sub, problems)
+			return
+		}
+		h.redirect(w, r, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location))
+		return
+	}
+	attempt.CallbackURL = t.callback.String()
+	p, err := h.Payments.Pay(r.Context(), t.bill, t.merchant, attempt)
+	h.answer(w, r, t, p, err)
+}
+
+// trusted is what a submission proved before we send the browser anywhere.
+type trusted struct {
+	claims   auth.Claims
+	merchant merchant.Merchant
+	bill     bill.Bill
+	callback *url.URL
+}
+
+// trust checks everything that must hold before the bill and callbackUrl
+// can be believed. Any failure here is shown on our own page.
+func (h *Handler) trust(ctx context.Context, sub Submission) (trusted, error) {
+	var t trusted
+	c, err := h.Auth.Verify(sub.Token)
+	if err != nil {
+		return t, &pageError{http.StatusUnauthorized, "Payment session not valid",
+			"The shop's payment session is missing, has expired or was revoked. Please go back to the shop and start the payment again."}
+	}
+	if sub.MerchantCode != c.MerchantCode {
+		return t, &pageError{http.StatusForbidden, "Payment form not valid", "The merchant code does not match the payment session."}
+	}
+	b, err := h.Bills.BillByReference(ctx, c.MerchantCode, c.Mode, sub.BillReference)
+	if errors.Is(err, bill.ErrNotFound) {
+		return t, &pageError{http.StatusNotFound, "Bill not found", "The shop sent a bill reference we do not know. Please go back to the shop."}
+	} else if err != nil {
+		return t, err
+	}
+	m, err := h.Bills.MerchantByCode(ctx, c.MerchantCode)
+	if err != nil {
+		return t, err
+	}
+	var mismatch []string
+	if sub.OutletCode != b.Outlet {
+		mismatch = append(mismatch, "outletCode")
+	}
+	if sub.OrderReference != b.OrderReference {
+		mismatch = append(mismatch, "orderReference")
+	}
+	if !b.Amount.EqualText(sub.Amount) {
+		mismatch = append(mismatch, "amount")
+	}
+	if len(mismatch) > 0 {
+		return t, &pageError{http.StatusBadRequest, "Payment form does not match the bill",
+			"These fields differ from the bill the shop created: " + strings.Join(mismatch, ", ") + "."}
+	}
+	if problems := sub.checkLengths(false); len(problems) > 0 {
+		return t, &pageError{http.StatusBadRequest, "Payment form not valid", describe(problems)}
+	}
+	cb, err := CheckCallbackURL(sub.CallbackURL, c.Mode)
+	if err != nil {
+		return t, &pageError{http.StatusBadRequest, "Payment form not valid", "The shop's " + err.Error() + "."}
+	}
+	if h.Payments.Acquirers[c.Mode] == nil {
+		return t, &pageError{http.StatusServiceUnavailable, "Card payments unavailable", payment.ErrLiveDisabled.Error() + "."}
+	}
+	return trusted{claims: c, merchant: m, bill: b, callback: cb}, nil
+}
+
+// checkCustomer validates the card and customer fields of a trusted form.
+func (h *Handler) checkCustomer(sub Submission) (payment.Attempt, []Problem) {
+	problems := sub.checkLengths(true)
+	var a payment.Attempt
+	pan, err := card.ParsePAN(sub.CardNumber)
+	if err != nil {
+		problems = append(problems, Problem{"cardNumber", cardMessage(err)})
+	}
+	exp, err := card.ParseExpiry(sub.CardExpiryMonth, sub.CardExpiryYear, h.Now().In(h.Location))
+	if err != nil {
+		problems = append(problems, Problem{"cardExpiry", cardMessage(err)})
+	}
+	if pan.Last4() != "" {
+		if err := card.CheckCVV(sub.CardSecurity, pan.Brand()); err != nil {
+			problems = append(problems, Problem{"cardSecurity", cardMessage(err)})
+		}
+	}
+	if err := CheckMobile(sub.MobileNumber); err != nil {
+		problems = append(problems, Problem{"mobileNumber", err.Error()})
+	}
+	if err := CheckEmail(sub.EmailAddress); err != nil {
+		problems = append(problems, Problem{"emailAddress", err.Error()})
+	}
+	a = payment.Attempt{
+		PAN: pan, Expiry: exp, CVV: sub.CardSecurity,
+		Holder:       strings.TrimSpace(sub.CardFirstName + " " + sub.CardLastName),
+		MobileNumber: sub.MobileNumber, EmailAddress: sub.EmailAddress,
+	}
+	return a, problems
+}
+
+func onlyCardProblems(ps []Problem) bool {
+	for _, p := range ps {
+		if !strings.HasPrefix(p.Field, "card") {
+			return false
+		}
+	}
+	return true
+}
+
+func describe(ps []Problem) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = p.Field + " " + p.Message
+	}
+	return "Invalid payment details: " + strings.Join(parts, "; ")
+}
+
+// cardMessage words card errors for customers; it never echoes the input.
+func cardMessage(err error) string {
+	switch {
+	case errors.Is(err, card.ErrExpired):
+		return "is in the past: the card has expired"
+	case errors.Is(err, card.ErrExpiryFormat):
+		return "is not a valid month and year"
+	case errors.Is(err, card.ErrCVV):
+		return "must be 3 digits (4 for American Express)"
+	case errors.Is(err, card.ErrBrand):
+		return "is not a card brand we accept"
+	}
+	return "is not a valid card number"
+}
+
+func (h *Handler) challenge(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		h.renderError(w, r, &pageError{http.StatusBadRequest, "Authentication form unreadable", "The authentication form could not be read."})
+		return
+	}
+	id := r.PostForm.Get("payment")
+	p, err := h.Payments.CompleteChallenge(r.Context(), id, r.PostForm.Get("code"))
+	if errors.Is(err, payment.ErrNotFound) {
+		h.renderError(w, r, &pageError{http.StatusNotFound, "Payment not found", "This authentication does not belong to a payment we know."})
+		return
+	}
+	if err != nil {
+		h.renderError(w, r, err)
+		return
+	}
+	b, err := h.Bills.BillByID(r.Context(), p.BillReference)
+	if err != nil {
+		h.renderError(w, r, err)
+		return
+	}
+	cb, err := url.Parse(p.CallbackURL)
+	if err != nil {
+		h.renderError(w, r, err)
+		return
+	}
+	m, err := h.Bills.MerchantByCode(r.Context(), b.MerchantCode)
+	if err != nil {
+		h.renderError(w, r, err)
+		return
+	}
+	h.answer(w, r, trusted{merchant: m, bill: b, callback: cb}, p, nil)
+}
+
+// answer shows the outcome of a charge attempt.
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p payment.Payment, err error) {
+	switch {
+	case errors.Is(err, payment.ErrLiveDisabled):
+		h.renderError(w, r, &pageError{http.StatusServiceUnavailable, "Card payments unavailable", err.Error() + "."})
+	case err != nil:
+		h.renderError(w, r, err)
+	case p.Status == payment.Challenge:
+		h.renderChallenge(w, r, t, p, "")
+	case p.Status == payment.Processing:
+		h.renderError(w, r, &pageError{http.StatusConflict, "Payment in progress", payment.MsgInFlight + ". Please wait a moment and check with the shop; do not pay again."})
+	default:
+		if p.UpdatedAt.IsZero() {
+			p.UpdatedAt = h.Now() // refused before any attempt was stored
+		}
+		cb := t.callback
+		if p.CallbackURL != "" {
+			// A replay goes where the first result went.
+			if u, err := url.Parse(p.CallbackURL); err == nil {
+				cb = u
+			}
+		}
+		h.redirect(w, r, cb, callbackFor(t.bill, p, h.Location))
+	}
+}
+
+// Callback is spec 2.5.
+type Callback struct {
+	OrderAmount    string
+	OrderReference string
+	OrderStatus    string
+	Message        string
+	DateTime       string
+	BillReference  string
+	TransactionRef string
+}
+
+// Fields lists the callback in the spec's order, for the redirect form.
+func (c Callback) Fields() []nameValue {
+	return []nameValue{
+		{"orderAmount", c.OrderAmount}, {"orderReference", c.OrderReference}, {"orderStatus", c.OrderStatus},
+		{"message", c.Message}, {"dateTime", c.DateTime}, {"billReference", c.BillReference}, {"transactionRef", c.TransactionRef},
+	}
+}
+
+// JavaDateZone formats t as the spec's "yyyy-MM-ddZ": 2026-11-21+0300.
+func JavaDateZone(t time.Time) string { return t.Format("2006-01-02-0700") }
+
+func callbackFor(b bill.Bill, p payment.Payment, loc *time.Location) Callback {
+	cb := Callback{
+		OrderAmount: b.Amount.String(), OrderReference: b.OrderReference, OrderStatus: StatusFailed,
+		Message: p.Message, DateTime: JavaDateZone(p.UpdatedAt.In(loc)), BillReference: b.Reference,
+	}
+	if p.Status == payment.Succeeded {
+		cb.OrderStatus, cb.TransactionRef = StatusSuccessful, p.NetworkRef
+	}
+	if cb.Message == "" {
+		cb.Message = "The payment did not go through"
+	}
+	return cb
+}
+
+func cardMonths() []string {
+	return []string{"01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12"}
+}
+
+func (h *Handler) cardYears() []int {
+	y := h.Now().In(h.Location).Year()
+	out := make([]int, 16)
+	for i := range out {
+		out[i] = y + i
+	}
+	return out
+}
+
+// securityHeaders are decisions §5's headers for pages that carry card data.
+// formAction names where forms on the page may post: form-action does not
+// fall back to default-src.
+func (h *Handler) securityHeaders(w http.ResponseWriter, formAction string) {
+	hd := w.Header()
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Pragma", "no-cache")
+	hd.Set("Content-Security-Policy", fmt.Sprintf("default-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action %s", formAction))
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("X-Frame-Options", "DENY")
+	if h.HSTS {
+		hd.Set("Strict-Transport-Security", "max-age=63072000; includeSubDomains")
+	}
+}

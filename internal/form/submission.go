@@ -1,0 +1,217 @@
+package form
+
+import (
+	"errors"
+	"fmt"
+	"net/mail"
+	"net/url"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/kadipay/kadi/internal/merchant"
+)
+
+// Submission is spec 2.4: the fields posted to /cardPay.
+type Submission struct {
+	Token              string
+	OutletCode         string
+	MerchantCode       string
+	Amount             string
+	OrderReference     string
+	BillReference      string
+	ProductType        string
+	ProductDescription string
+	ServiceDate        string
+	CardFirstName      string
+	CardLastName       string
+	CardNumber         string
+	CardSecurity       string
+	CardExpiryYear     string
+	CardExpiryMonth    string
+	CustomerFirstName  string
+	CustomerLastName   string
+	Country            string
+	MobileNumber       string
+	EmailAddress       string
+	PostalcodeZip      string
+	Address            string
+	City               string
+	IPAddress          string
+	CallbackURL        string
+
+	// FromEntryPage marks a post from our own card-entry page: a typo in the
+	// card there is shown back to the customer instead of failing the bill.
+	FromEntryPage bool
+}
+
+// field binds a spec field name to its place in Submission. The order is
+// the spec's, which is also the order of hidden inputs we render.
+type field struct {
+	name string
+	ptr  func(*Submission) *string
+	max  int // in characters
+	card bool
+}
+
+var fields = []field{
+	{"token", func(s *Submission) *string { return &s.Token }, 512, false},
+	{"outletCode", func(s *Submission) *string { return &s.OutletCode }, 20, false},
+	{"merchantCode", func(s *Submission) *string { return &s.MerchantCode }, 20, false},
+	{"amount", func(s *Submission) *string { return &s.Amount }, 32, false},
+	{"orderReference", func(s *Submission) *string { return &s.OrderReference }, 29, false},
+	{"billReference", func(s *Submission) *string { return &s.BillReference }, 20, false},
+	{"productType", func(s *Submission) *string { return &s.ProductType }, 50, false},
+	{"productDescription", func(s *Submission) *string { return &s.ProductDescription }, 200, false},
+	{"serviceDate", func(s *Submission) *string { return &s.ServiceDate }, 40, false},
+	{"cardFirstName", func(s *Submission) *string { return &s.CardFirstName }, 50, true},
+	{"cardLastName", func(s *Submission) *string { return &s.CardLastName }, 50, true},
+	{"cardNumber", func(s *Submission) *string { return &s.CardNumber }, 30, true},
+	{"cardSecurity", func(s *Submission) *string { return &s.CardSecurity }, 4, true},
+	{"cardExpiryYear", func(s *Submission) *string { return &s.CardExpiryYear }, 4, true},
+	{"cardExpiryMonth", func(s *Submission) *string { return &s.CardExpiryMonth }, 2, true},
+	{"customerFirstName", func(s *Submission) *string { return &s.CustomerFirstName }, 50, false},
+	{"customerLastName", func(s *Submission) *string { return &s.CustomerLastName }, 50, false},
+	{"country", func(s *Submission) *string { return &s.Country }, 56, false},
+	{"mobileNumber", func(s *Submission) *string { return &s.MobileNumber }, 24, false},
+	{"emailAddress", func(s *Submission) *string { return &s.EmailAddress }, 254, false},
+	{"postalcodeZip", func(s *Submission) *string { return &s.PostalcodeZip }, 20, false},
+	{"address", func(s *Submission) *string { return &s.Address }, 200, false},
+	{"city", func(s *Submission) *string { return &s.City }, 100, false},
+	{"ipAddress", func(s *Submission) *string { return &s.IPAddress }, 45, false},
+	{"callbackUrl", func(s *Submission) *string { return &s.CallbackURL }, 2048, false},
+}
+
+const entryMarker = "kadiEntry"
+
+// ErrBadEncoding: the body is not form encoding.
+var ErrBadEncoding = errors.New("the payment form is not valid form encoding")
+
+// ParseSubmission reads a /cardPay body. Content-Type is not consulted;
+// values are trimmed and unknown fields ignored.
+func ParseSubmission(body string) (Submission, error) {
+	v, err := url.ParseQuery(body)
+	if err != nil {
+		return Submission{}, ErrBadEncoding
+	}
+	var s Submission
+	for _, f := range fields {
+		*f.ptr(&s) = strings.TrimSpace(v.Get(f.name))
+	}
+	s.FromEntryPage = v.Get(entryMarker) == "1"
+	return s, nil
+}
+
+// HasCard reports whether any card field was posted: without them we
+// collect the card ourselves.
+func (s Submission) HasCard() bool {
+	return s.CardNumber != "" || s.CardSecurity != "" || s.CardExpiryMonth != "" || s.CardExpiryYear != ""
+}
+
+// hidden returns the non-card fields as name/value pairs, to carry them
+// through our card-entry page.
+func (s Submission) hidden() []nameValue {
+	var out []nameValue
+	for _, f := range fields {
+		if !f.card {
+			out = append(out, nameValue{f.name, *f.ptr(&s)})
+		}
+	}
+	return out
+}
+
+type nameValue struct{ Name, Value string }
+
+// Problem is one field rule a submission breaks.
+type Problem struct{ Field, Message string }
+
+func (p Problem) Error() string { return p.Field + ": " + p.Message }
+
+// checkLengths applies decisions §5's length limits and refuses control
+// characters anywhere.
+func (s Submission) checkLengths(cardToo bool) []Problem {
+	var out []Problem
+	for _, f := range fields {
+		if f.card && !cardToo {
+			continue
+		}
+		v := *f.ptr(&s)
+		if n := utf8.RuneCountInString(v); n > f.max {
+			out = append(out, Problem{f.name, fmt.Sprintf("must be at most %d characters", f.max)})
+		} else if strings.IndexFunc(v, isControl) >= 0 || !utf8.ValidString(v) {
+			out = append(out, Problem{f.name, "contains characters that are not allowed"})
+		}
+	}
+	return out
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
+
+// e123 is ITU-T E.123 international notation as the spec puts it: '+', a
+// country code of 1 to 3 digits, a space, then the national number (digits,
+// optionally grouped by single spaces). E.164 caps the total at 15 digits.
+var e123 = regexp.MustCompile(`^\+[1-9][0-9]{0,2} [0-9]+( [0-9]+)*$`)
+
+// CheckMobile validates an E.123 international number. Empty is allowed:
+// the IPN documents the number as optional.
+func CheckMobile(v string) error {
+	if v == "" {
+		return nil
+	}
+	digits := 0
+	for _, r := range v {
+		if r >= '0' && r <= '9' {
+			digits++
+		}
+	}
+	if !e123.MatchString(v) || digits < 7 || digits > 15 {
+		return errors.New("must be in international format: '+', country code, a space, then the number, e.g. +254 712345678")
+	}
+	return nil
+}
+
+// CheckEmail validates a bare address. Empty is allowed.
+func CheckEmail(v string) error {
+	if v == "" {
+		return nil
+	}
+	a, err := mail.ParseAddress(v)
+	if err != nil || a.Address != v || a.Name != "" || !strings.Contains(v[strings.LastIndex(v, "@")+1:], ".") {
+		return errors.New("must be an e-mail address such as name@example.com")
+	}
+	return nil
+}
+
+// ErrCallbackURL explains why a callbackUrl cannot be trusted.
+type ErrCallbackURL struct{ Reason string }
+
+func (e *ErrCallbackURL) Error() string { return "callbackUrl " + e.Reason }
+
+// CheckCallbackURL applies decisions §5: absolute http(s), no query, no
+// fragment, no credentials; https only in live mode.
+func CheckCallbackURL(raw string, mode merchant.Mode) (*url.URL, error) {
+	if raw == "" {
+		return nil, &ErrCallbackURL{"is required"}
+	}
+	if len(raw) > 2048 || strings.IndexFunc(raw, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return nil, &ErrCallbackURL{"is not a valid URL"}
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return nil, &ErrCallbackURL{"is not a valid URL"}
+	case u.Scheme != "https" && u.Scheme != "http":
+		return nil, &ErrCallbackURL{"must be an absolute http or https URL"}
+	case mode == merchant.Live && u.Scheme != "https":
+		return nil, &ErrCallbackURL{"must use https in live mode"}
+	case u.Host == "" || u.Hostname() == "" || u.Opaque != "":
+		return nil, &ErrCallbackURL{"must name a host"}
+	case u.User != nil:
+		return nil, &ErrCallbackURL{"must not carry credentials"}
+	case u.RawQuery != "" || u.ForceQuery || strings.Contains(raw, "?"):
+		return nil, &ErrCallbackURL{"must not contain query parameters"}
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return nil, &ErrCallbackURL{"must not contain a fragment"}
+	}
+	return u, nil
+}

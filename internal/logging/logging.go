@@ -1,0 +1,80 @@
+// Package logging builds the gateway's structured logger: JSON lines that
+// carry the request id and never a card number.
+package logging
+
+import (
+	"context"
+	"io"
+	"log/slog"
+
+	"github.com/kadipay/kadi/internal/card"
+)
+
+type ctxKey struct{}
+
+// WithRequestID returns ctx carrying id, which every log line made with
+// that context will show.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, ctxKey{}, id)
+}
+
+// RequestID returns the id WithRequestID stored, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(ctxKey{}).(string)
+	return id
+}
+
+// New returns a JSON logger writing to w.
+func New(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(&redactor{next: slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})})
+}
+
+// redactor masks anything that looks like a card number in the message and
+// in every string attribute, and adds the request id. It is the last line of
+// defence: code should never log card data in the first place.
+type redactor struct{ next slog.Handler }
+
+func (h *redactor) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+func (h *redactor) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, card.Redact(r.Message), r.PC)
+	if id := RequestID(ctx); id != "" {
+		out.AddAttrs(slog.String("request_id", id))
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(redactAttr(a))
+		return true
+	})
+	return h.next.Handle(ctx, out)
+}
+
+func (h *redactor) WithAttrs(attrs []slog.Attr) slog.Handler {
+	clean := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		clean[i] = redactAttr(a)
+	}
+	return &redactor{next: h.next.WithAttrs(clean)}
+}
+
+func (h *redactor) WithGroup(name string) slog.Handler { return &redactor{next: h.next.WithGroup(name)} }
+
+func redactAttr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		return slog.String(a.Key, card.Redact(v.String()))
+	case slog.KindGroup:
+		group := v.Group()
+		clean := make([]any, len(group))
+		for i, g := range group {
+			clean[i] = redactAttr(g)
+		}
+		return slog.Group(a.Key, clean...)
+	case slog.KindAny:
+		if err, ok := v.Any().(error); ok {
+			return slog.String(a.Key, card.Redact(err.Error()))
+		}
+		return slog.String(a.Key, card.Redact(v.String()))
+	}
+	return slog.Attr{Key: a.Key, Value: v}
+}

@@ -1,0 +1,87 @@
+// Package merchant holds what the gateway knows about a merchant: codes,
+// credentials per mode and IPN settings, and the onboarding that makes them.
+package merchant
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Mode separates test money from live money: a token carries its mode and
+// data created in one mode is invisible in the other.
+type Mode string
+
+const (
+	Test Mode = "test"
+	Live Mode = "live"
+)
+
+// Modes lists every mode, in display order.
+var Modes = []Mode{Test, Live}
+
+// ErrBadMode is returned for a mode other than test or live.
+var ErrBadMode = errors.New("mode must be test or live")
+
+// ParseMode reads "test" or "live".
+func ParseMode(s string) (Mode, error) {
+	switch Mode(s) {
+	case Test, Live:
+		return Mode(s), nil
+	}
+	return "", fmt.Errorf("%q: %w", s, ErrBadMode)
+}
+
+// Merchant is an onboarded partner. Its username is its merchant code.
+type Merchant struct {
+	Code              string
+	Name              string
+	PasswordHash      string
+	BillerCode        string
+	Outlets           []string
+	ServiceID         string // paybill number
+	SystemCode        string // till number
+	SettlementAccount string
+	CreatedAt         time.Time
+}
+
+// HasOutlet reports whether code is one of the merchant's outlets.
+func (m Merchant) HasOutlet(code string) bool {
+	for _, o := range m.Outlets {
+		if o == code {
+			return true
+		}
+	}
+	return false
+}
+
+// Settings are a merchant's per-mode secrets and IPN target.
+type Settings struct {
+	MerchantCode       string
+	Mode               Mode
+	NotificationSecret string
+	IPN                IPNConfig
+}
+
+// IPNConfig is where and how IPN messages are delivered for one mode.
+type IPNConfig struct {
+	URL      string
+	Username string
+	Password string
+	// DisabledAt is set when the receiver answered 410 Gone; saving the
+	// configuration again clears it.
+	DisabledAt time.Time
+}
+
+// APIKey is a stored key: only its hash is ever kept.
+type APIKey struct {
+	ID           string
+	MerchantCode string
+	Mode         Mode
+	Hash         string
+	CreatedAt    time.Time
+	RevokedAt    time.Time
+}
+
+// ErrNotFound is returned by lookups that find no merchant, key or settings.
+var ErrNotFound = errors.New("merchant not found")

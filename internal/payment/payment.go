@@ -1,0 +1,120 @@
+// Package payment charges a bill: the attempt state machine, exactly one
+// successful charge per bill, and the Acquirer interface that moves money.
+package payment
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kadipay/kadi/internal/card"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/money"
+)
+
+// Status of one charge attempt.
+//
+//	processing ──▶ succeeded | failed | unknown | challenge
+//	challenge  ──▶ succeeded | failed
+//	unknown    ──▶ succeeded | failed   (only by asking the acquirer)
+type Status string
+
+const (
+	Processing Status = "processing"
+	Challenge  Status = "challenge" // waiting for the customer's 3-D Secure code
+	Succeeded  Status = "succeeded"
+	Failed     Status = "failed"
+	Unknown    Status = "unknown" // the acquirer did not answer: maybe charged
+)
+
+// Final reports whether no further transition can happen.
+func (s Status) Final() bool { return s == Succeeded || s == Failed }
+
+// Payment is one attempt to charge a bill. It never holds the PAN or CVV:
+// only what decisions §6 allows.
+type Payment struct {
+	ID            string
+	BillReference string
+	MerchantCode  string
+	Mode          merchant.Mode
+	Status        Status
+	Amount        money.Amount
+	Card          CardSummary
+	NetworkRef    string // the card network's reference: the callback's transactionRef
+	ApprovalCode  string
+	DeclineCode   string
+	Message       string // for the customer and the merchant
+	ChallengeRef  string // the acquirer's handle on a pending 3-D Secure challenge
+	CallbackURL   string
+	MobileNumber  string
+	EmailAddress  string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// CardSummary is the part of a card we may keep.
+type CardSummary struct {
+	Brand       card.Brand
+	First6      string
+	Last4       string
+	ExpMonth    int
+	ExpYear     int
+	Holder      string
+	Fingerprint string
+}
+
+// Acquirer authorizes and captures card payments. Implementations must be
+// idempotent on ChargeRequest.PaymentID: asking twice never charges twice.
+type Acquirer interface {
+	Charge(ctx context.Context, req ChargeRequest) (Result, error)
+	// CompleteChallenge finishes a 3-D Secure challenge with the code the
+	// customer typed.
+	CompleteChallenge(ctx context.Context, challengeRef, code string) (Result, error)
+	// Lookup asks what became of an earlier charge, to resolve an unknown
+	// payment without charging again.
+	Lookup(ctx context.Context, paymentID string) (Result, error)
+}
+
+// ChargeRequest carries the clear card data to the acquirer; it lives only
+// in memory for the duration of one request.
+type ChargeRequest struct {
+	PaymentID string
+	Amount    money.Amount
+	PAN       card.PAN
+	Expiry    card.Expiry
+	CVV       string
+	Holder    string
+}
+
+// Outcome of an acquirer call.
+type Outcome string
+
+const (
+	Approved         Outcome = "approved"
+	Declined         Outcome = "declined"
+	ChallengeNeeded  Outcome = "challenge"
+	AcquirerError    Outcome = "error"     // nothing charged; the customer may retry
+	NotFoundAtBank   Outcome = "not_found" // Lookup: the acquirer never saw it, so nothing was charged
+)
+
+// Result is the acquirer's answer.
+type Result struct {
+	Outcome      Outcome
+	NetworkRef   string
+	ApprovalCode string
+	DeclineCode  string
+	Message      string
+	ChallengeRef string
+}
+
+var (
+	// ErrBillBusy is returned by Repo.StartPayment when the bill is not open.
+	ErrBillBusy = errors.New("bill is not open for payment")
+	// ErrStale is returned by Repo.FinishPayment when another request
+	// already finished the attempt.
+	ErrStale = errors.New("payment already finished")
+	// ErrNotFound: no such payment.
+	ErrNotFound = errors.New("payment not found")
+	// ErrLiveDisabled: live mode has no acquirer connector configured.
+	ErrLiveDisabled = errors.New("live card processing is not configured on this gateway")
+)

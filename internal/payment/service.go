@@ -1,0 +1,316 @@
+package payment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/card"
+	"github.com/kadipay/kadi/internal/ipn"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/secret"
+)
+
+// Repo is the storage the payment service needs. StartPayment and
+// FinishPayment are each one transaction.
+type Repo interface {
+	// StartPayment moves the bill from open to processing and inserts p,
+	// or returns ErrBillBusy when the bill is not open.
+	StartPayment(ctx context.Context, p Payment) error
+	// SetChallenge records that p waits for a 3-D Secure code.
+	SetChallenge(ctx context.Context, p Payment) error
+	// FinishPayment stores p's outcome and moves the bill on: to paid on
+	// success (inserting event in the same transaction), back to open or to
+	// blocked on failure, nowhere while unknown. ErrStale if p was already
+	// finished.
+	FinishPayment(ctx context.Context, p Payment, maxFailures int, event *ipn.Event) error
+	PaymentByID(ctx context.Context, id string) (Payment, error)
+	LatestPayment(ctx context.Context, billRef string) (Payment, error)
+	SuccessfulPayment(ctx context.Context, billRef string) (Payment, error)
+	// UnsettledPayments lists processing, challenge and unknown payments
+	// last touched before cutoff.
+	UnsettledPayments(ctx context.Context, cutoff time.Time) ([]Payment, error)
+	BillByID(ctx context.Context, reference string) (bill.Bill, error)
+	MerchantByCode(ctx context.Context, code string) (merchant.Merchant, error)
+}
+
+// Service runs charge attempts.
+type Service struct {
+	Repo      Repo
+	Acquirers map[merchant.Mode]Acquirer // live absent: live charges refused
+	// FingerprintKey keys the PAN fingerprint; derive it from the master key.
+	FingerprintKey []byte
+	Now            func() time.Time
+	Location       *time.Location // for IPN dates
+	Log            *slog.Logger
+
+	MaxFailures     int           // failed attempts before a bill is blocked
+	AcquirerTimeout time.Duration // after this the payment is unknown, not failed
+	ChallengeTTL    time.Duration // an unanswered 3-D Secure challenge fails after this
+	WaitInFlight    time.Duration // how long a concurrent submit waits for the first
+}
+
+// Attempt is what the customer submitted for one charge.
+type Attempt struct {
+	PAN          card.PAN
+	Expiry       card.Expiry
+	CVV          string
+	Holder       string
+	CallbackURL  string
+	MobileNumber string
+	EmailAddress string
+}
+
+// Messages shown to customers and sent to merchants.
+const (
+	MsgApproved       = "Payment approved"
+	MsgExpired        = "The bill has expired and can no longer be paid"
+	MsgBlocked        = "Too many failed payment attempts: this bill is blocked"
+	MsgInFlight       = "A payment for this bill is still being processed"
+	MsgUnknown        = "The card network did not answer in time; the payment is being confirmed and will not be charged twice"
+	MsgChallengeFail  = "3-D Secure authentication failed"
+	MsgChallengeStale = "3-D Secure authentication was not completed in time"
+)
+
+// Pay charges b once. Whatever the browser does (double submits, back
+// button, replays) a bill gets at most one successful charge: a paid bill
+// answers with its successful payment, and a submit that races an attempt
+// in flight waits for that attempt's result and returns it.
+//
+// The returned payment carries the outcome; an error means the gateway
+// itself failed.
+func (s *Service) Pay(ctx context.Context, b bill.Bill, m merchant.Merchant, a Attempt) (Payment, error) {
+	acq := s.Acquirers[b.Mode]
+	if acq == nil {
+		return Payment{}, ErrLiveDisabled
+	}
+	now := s.Now()
+	switch {
+	case b.State == bill.Paid:
+		return s.Repo.SuccessfulPayment(ctx, b.Reference)
+	case b.State == bill.Processing:
+		return s.awaitSettled(ctx, b.Reference)
+	case b.State == bill.Blocked:
+		return refused(b, MsgBlocked), nil
+	case b.Expired(now):
+		return refused(b, MsgExpired), nil
+	}
+
+	p := Payment{
+		ID:            secret.NewID("pay"),
+		BillReference: b.Reference,
+		MerchantCode:  b.MerchantCode,
+		Mode:          b.Mode,
+		Status:        Processing,
+		Amount:        b.Amount,
+		Card: CardSummary{
+			Brand: a.PAN.Brand(), First6: a.PAN.First6(), Last4: a.PAN.Last4(),
+			ExpMonth: a.Expiry.Month, ExpYear: a.Expiry.Year, Holder: a.Holder,
+			Fingerprint: card.Fingerprint(s.FingerprintKey, a.PAN),
+		},
+		CallbackURL:  a.CallbackURL,
+		MobileNumber: a.MobileNumber,
+		EmailAddress: a.EmailAddress,
+		CreatedAt:    now,
+		UpdatedAt:    now,
+	}
+	if err := s.Repo.StartPayment(ctx, p); errors.Is(err, ErrBillBusy) {
+		return s.awaitSettled(ctx, b.Reference)
+	} else if err != nil {
+		return Payment{}, fmt.Errorf("start payment: %w", err)
+	}
+
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.AcquirerTimeout)
+	res, err := acq.Charge(actx, ChargeRequest{PaymentID: p.ID, Amount: b.Amount, PAN: a.PAN, Expiry: a.Expiry, CVV: a.CVV, Holder: a.Holder})
+	cancel()
+	if err != nil {
+		s.Log.WarnContext(ctx, "acquirer did not answer; payment left unknown", "payment", p.ID, "err", err)
+		res = Result{Outcome: "", Message: MsgUnknown}
+	}
+	return s.settle(ctx, p, b, m, res)
+}
+
+// CompleteChallenge finishes a 3-D Secure challenge for payment id.
+func (s *Service) CompleteChallenge(ctx context.Context, id, code string) (Payment, error) {
+	p, err := s.Repo.PaymentByID(ctx, id)
+	if err != nil {
+		return Payment{}, err
+	}
+	if p.Status != Challenge {
+		return p, nil // a replayed challenge answer gets the first result
+	}
+	b, m, err := s.billAndMerchant(ctx, p)
+	if err != nil {
+		return Payment{}, err
+	}
+	if s.Now().Sub(p.UpdatedAt) > s.ChallengeTTL {
+		return s.settle(ctx, p, b, m, Result{Outcome: Declined, DeclineCode: "authentication_timeout", Message: MsgChallengeStale})
+	}
+	acq := s.Acquirers[p.Mode]
+	if acq == nil {
+		return Payment{}, ErrLiveDisabled
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.AcquirerTimeout)
+	res, err := acq.CompleteChallenge(actx, p.ChallengeRef, code)
+	cancel()
+	if err != nil {
+		res = Result{Message: MsgUnknown}
+	}
+	return s.settle(ctx, p, b, m, res)
+}
+
+// Reconcile settles payments a crash or a silent acquirer left behind:
+// unknown or processing ones by asking the acquirer (never by charging
+// again), abandoned challenges by failing them so the bill reopens.
+func (s *Service) Reconcile(ctx context.Context, olderThan time.Duration) error {
+	stale, err := s.Repo.UnsettledPayments(ctx, s.Now().Add(-olderThan))
+	if err != nil {
+		return fmt.Errorf("list unsettled payments: %w", err)
+	}
+	for _, p := range stale {
+		acq := s.Acquirers[p.Mode]
+		if acq == nil {
+			continue
+		}
+		b, m, err := s.billAndMerchant(ctx, p)
+		if err != nil {
+			return err
+		}
+		var res Result
+		if p.Status == Challenge {
+			if s.Now().Sub(p.UpdatedAt) < s.ChallengeTTL {
+				continue
+			}
+			res = Result{Outcome: Declined, DeclineCode: "authentication_timeout", Message: MsgChallengeStale}
+		} else if res, err = acq.Lookup(ctx, p.ID); err != nil {
+			s.Log.WarnContext(ctx, "acquirer lookup failed; payment stays unknown", "payment", p.ID, "err", err)
+			continue
+		}
+		if res.Outcome == NotFoundAtBank {
+			res = Result{Outcome: AcquirerError, Message: "The payment did not reach the card network; nothing was charged"}
+		}
+		if _, err := s.settle(ctx, p, b, m, res); err != nil {
+			return err
+		}
+		s.Log.InfoContext(ctx, "reconciled payment", "payment", p.ID, "outcome", res.Outcome)
+	}
+	return nil
+}
+
+func (s *Service) billAndMerchant(ctx context.Context, p Payment) (bill.Bill, merchant.Merchant, error) {
+	b, err := s.Repo.BillByID(ctx, p.BillReference)
+	if err != nil {
+		return bill.Bill{}, merchant.Merchant{}, fmt.Errorf("load bill of payment %s: %w", p.ID, err)
+	}
+	m, err := s.Repo.MerchantByCode(ctx, p.MerchantCode)
+	if err != nil {
+		return bill.Bill{}, merchant.Merchant{}, fmt.Errorf("load merchant of payment %s: %w", p.ID, err)
+	}
+	return b, m, nil
+}
+
+// settle records the acquirer's answer durably before anyone is told.
+func (s *Service) settle(ctx context.Context, p Payment, b bill.Bill, m merchant.Merchant, res Result) (Payment, error) {
+	ctx = context.WithoutCancel(ctx) // the charge happened: record it even if the browser left
+	p.UpdatedAt = s.Now()
+	p.NetworkRef, p.ApprovalCode, p.DeclineCode, p.Message = res.NetworkRef, res.ApprovalCode, res.DeclineCode, res.Message
+	var event *ipn.Event
+	switch res.Outcome {
+	case Approved:
+		p.Status = Succeeded
+		if p.Message == "" {
+			p.Message = MsgApproved
+		}
+		ev, err := s.notification(p, b, m)
+		if err != nil {
+			return Payment{}, err
+		}
+		event = &ev
+	case ChallengeNeeded:
+		p.Status = Challenge
+		p.ChallengeRef = res.ChallengeRef
+		if err := s.Repo.SetChallenge(ctx, p); err != nil {
+			return Payment{}, fmt.Errorf("record challenge: %w", err)
+		}
+		return p, nil
+	case Declined, AcquirerError:
+		p.Status = Failed
+	default:
+		p.Status = Unknown
+		p.Message = MsgUnknown
+	}
+	err := s.Repo.FinishPayment(ctx, p, s.MaxFailures, event)
+	if errors.Is(err, ErrStale) {
+		return s.Repo.PaymentByID(ctx, p.ID)
+	}
+	if err != nil {
+		return Payment{}, fmt.Errorf("finish payment %s: %w", p.ID, err)
+	}
+	return p, nil
+}
+
+// awaitSettled waits for the attempt in flight on billRef and returns its
+// result: a double submit sees the first submit's outcome.
+func (s *Service) awaitSettled(ctx context.Context, billRef string) (Payment, error) {
+	deadline := time.Now().Add(s.WaitInFlight)
+	for {
+		p, err := s.Repo.LatestPayment(ctx, billRef)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return Payment{}, err
+		}
+		if err == nil && p.Status != Processing {
+			if p.Status != Succeeded {
+				if won, err := s.Repo.SuccessfulPayment(ctx, billRef); err == nil {
+					return won, nil
+				}
+			}
+			return p, nil
+		}
+		if time.Now().After(deadline) {
+			return Payment{BillReference: billRef, Status: Processing, Message: MsgInFlight}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return Payment{}, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func refused(b bill.Bill, msg string) Payment {
+	return Payment{BillReference: b.Reference, MerchantCode: b.MerchantCode, Mode: b.Mode, Status: Failed, Amount: b.Amount, Message: msg}
+}
+
+func (s *Service) notification(p Payment, b bill.Bill, m merchant.Merchant) (ipn.Event, error) {
+	amount := json.Number(p.Amount.String())
+	payload := ipn.Payload{
+		CallbackType: "IPN",
+		Customer:     ipn.PayloadCustomer{Name: b.CustomerName, MobileNumber: p.MobileNumber},
+		Transaction: ipn.PayloadTransaction{
+			Date:           ipn.JavaTimestamp(p.UpdatedAt.In(s.Location)),
+			Reference:      p.NetworkRef,
+			PaymentMode:    "CARD",
+			Amount:         amount,
+			BillNumber:     b.Reference,
+			OrderAmount:    json.Number(b.Amount.String()),
+			ServiceCharge:  "0",
+			ServedBy:       b.Outlet,
+			AdditionalInfo: b.OrderReference,
+			Status:         "SUCCESS",
+			Remarks:        p.Message,
+		},
+		Bank: ipn.PayloadBank{Reference: p.ID, TransactionType: "C", Account: m.SettlementAccount},
+	}
+	body, err := json.Marshal(payload)
+	if err != nil {
+		return ipn.Event{}, fmt.Errorf("encode IPN payload: %w", err)
+	}
+	return ipn.Event{
+		ID: secret.NewID("msg"), MerchantCode: p.MerchantCode, Mode: p.Mode, PaymentID: p.ID,
+		Payload: body, Status: ipn.Pending, NextAttemptAt: p.UpdatedAt, CreatedAt: p.UpdatedAt,
+	}, nil
+}

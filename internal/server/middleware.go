@@ -1,0 +1,71 @@
+package server
+
+import (
+	"log/slog"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/kadipay/kadi/internal/logging"
+	"github.com/kadipay/kadi/internal/secret"
+)
+
+// MaxBody is decisions §3's limit on any request body.
+const MaxBody = 64 << 10
+
+// RequestIDHeader is on every response and in every log line.
+const RequestIDHeader = "X-Request-Id"
+
+var safeRequestID = regexp.MustCompile(`^[A-Za-z0-9._-]{8,64}$`)
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// withRequest gives every request an id (a sane incoming one is kept, so a
+// merchant can correlate), bounds its body, recovers panics and logs it once.
+func withRequest(next http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(RequestIDHeader)
+		if !safeRequestID.MatchString(id) {
+			id = secret.NewID("req")
+		}
+		ctx := logging.WithRequestID(r.Context(), id)
+		r = r.WithContext(ctx)
+		w.Header().Set(RequestIDHeader, id)
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		rec := &statusRecorder{ResponseWriter: w}
+		start := time.Now()
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				log.ErrorContext(ctx, "panic serving request", "panic", p, "method", r.Method, "path", r.URL.Path)
+				if rec.status == 0 {
+					http.Error(rec, `{"code":"internal_error","message":"internal error; quote request id `+id+`"}`, http.StatusInternalServerError)
+				}
+			}
+			// The path only: query strings can hold references but never
+			// card data, which travels in bodies, and bodies are not logged.
+			log.InfoContext(ctx, "request", "method", r.Method, "path", r.URL.Path, "status", rec.status,
+				"duration_ms", time.Since(start).Milliseconds(), "remote", r.RemoteAddr)
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}

@@ -1,0 +1,235 @@
+// Package server assembles the gateway from its parts and serves it: the
+// API, the hosted pages and the health check on one listener, with the
+// background work (revocation refresh, payment reconciliation).
+package server
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	_ "time/tzdata" // the operator's zone must resolve on minimal hosts too
+
+	"github.com/kadipay/kadi/internal/acquirer/sim"
+	"github.com/kadipay/kadi/internal/api"
+	"github.com/kadipay/kadi/internal/auth"
+	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/form"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/payment"
+	"github.com/kadipay/kadi/internal/secret"
+	"github.com/kadipay/kadi/internal/store"
+)
+
+// Config is everything `kadi serve` can be told.
+type Config struct {
+	Addr            string
+	DataDir         string
+	DatabaseURL     string // empty: SQLite in DataDir
+	PublicURL       string
+	AllowPrivateIPN bool
+	TokenTTL        time.Duration
+	Bills           bill.Policy
+	TimeZone        string
+	MasterKey       []byte // empty: from KADI_SECRET_KEY(_FILE), else DataDir/secret.key
+	// LiveAcquirer is the connector for live mode; nil refuses live charges.
+	LiveAcquirer payment.Acquirer
+	// RevocationPoll is how often each node reloads revoked keys.
+	RevocationPoll time.Duration
+}
+
+// Defaults returns the configuration decisions.md describes.
+func Defaults() Config {
+	return Config{
+		Addr: "127.0.0.1:8080", DataDir: "kadi-data", TokenTTL: time.Hour, Bills: bill.DefaultPolicy(),
+		TimeZone: "Africa/Nairobi", RevocationPoll: time.Second,
+	}
+}
+
+// DatabaseURL says which database a data dir and URL select.
+func DatabaseURL(dataDir, url string) string {
+	if url != "" {
+		return url
+	}
+	return filepath.Join(dataDir, "kadi.db")
+}
+
+// OpenStore opens (creating if need be) the configured database.
+func OpenStore(ctx context.Context, dataDir, url string) (*store.DB, error) {
+	if url == "" {
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("create data dir: %w", err)
+		}
+	}
+	return store.Open(ctx, DatabaseURL(dataDir, url))
+}
+
+// Gateway is a running configuration: its store, services and handler.
+type Gateway struct {
+	Store    *store.DB
+	Auth     *auth.Service
+	Bills    *bill.Service
+	Payments *payment.Service
+	Handler  http.Handler
+	cfg      Config
+	log      *slog.Logger
+}
+
+// New builds a gateway. Close releases its store.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
+	loc, err := time.LoadLocation(cfg.TimeZone)
+	if err != nil {
+		return nil, fmt.Errorf("time zone %q: %w", cfg.TimeZone, err)
+	}
+	if cfg.TokenTTL <= 0 || cfg.TokenTTL > 24*time.Hour {
+		return nil, errors.New("token lifetime must be between 1s and 24h")
+	}
+	master, err := masterKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	st, err := OpenStore(ctx, cfg.DataDir, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	revoked := auth.NewRevocations()
+	if err := revoked.Refresh(ctx, st, time.Now().Add(-cfg.TokenTTL-time.Minute)); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("load revoked keys: %w", err)
+	}
+	now := time.Now
+	g := &Gateway{Store: st, cfg: cfg, log: log}
+	g.Auth = &auth.Service{Repo: st, Signer: auth.NewSigner(secret.Derive(master, "token")), Revocations: revoked,
+		TTL: cfg.TokenTTL, Lockout: auth.DefaultLockout, Now: now, Log: log}
+	g.Bills = &bill.Service{Repo: st, Policy: cfg.Bills, Now: now}
+	acquirers := map[merchant.Mode]payment.Acquirer{merchant.Test: sim.New(secret.Derive(master, "sim-acquirer"))}
+	if cfg.LiveAcquirer != nil {
+		acquirers[merchant.Live] = cfg.LiveAcquirer
+	}
+	g.Payments = &payment.Service{Repo: st, Acquirers: acquirers, FingerprintKey: secret.Derive(master, "card-fingerprint"),
+		Now: now, Location: loc, Log: log, MaxFailures: 5, AcquirerTimeout: 30 * time.Second,
+		ChallengeTTL: 15 * time.Minute, WaitInFlight: 35 * time.Second}
+
+	mux := http.NewServeMux()
+	(&api.Handler{Auth: g.Auth, Bills: g.Bills, Merchants: st, Payments: st, Location: loc, Log: log}).Register(mux)
+	(&form.Handler{Auth: g.Auth, Bills: st, Payments: g.Payments, Location: loc, Log: log, Now: now,
+		HSTS: strings.HasPrefix(cfg.PublicURL, "https://")}).Register(mux)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		w.Header().Set("Content-Type", "application/json")
+		if err := st.Ping(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"status":"unavailable"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"code":"not_found","message":"no such endpoint"}`))
+	})
+	g.Handler = withRequest(mux, log)
+	return g, nil
+}
+
+// Close releases the store.
+func (g *Gateway) Close() error { return g.Store.Close() }
+
+// Serve answers on ln until ctx ends, then drains in-flight requests.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	go g.Auth.Revocations.Watch(bg, g.Store, g.cfg.RevocationPoll, g.cfg.TokenTTL, g.log)
+	go g.reconcile(bg)
+
+	srv := &http.Server{Handler: g.Handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	g.log.Info("shutting down: draining requests")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// reconcile settles payments a crash left open, at start and then every
+// 30 seconds.
+func (g *Gateway) reconcile(ctx context.Context) {
+	for {
+		if err := g.Payments.Reconcile(ctx, time.Minute); err != nil && ctx.Err() == nil {
+			g.log.Warn("reconcile payments", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(30 * time.Second):
+		}
+	}
+}
+
+// masterKey finds the key every other secret is derived from: the config,
+// KADI_SECRET_KEY (hex), KADI_SECRET_KEY_FILE, or, for the embedded
+// single-node default only, a file made in the data dir on first start.
+func masterKey(cfg Config) ([]byte, error) {
+	if len(cfg.MasterKey) > 0 {
+		return cfg.MasterKey, nil
+	}
+	if v := os.Getenv("KADI_SECRET_KEY"); v != "" {
+		return decodeKey(v, "KADI_SECRET_KEY")
+	}
+	if path := os.Getenv("KADI_SECRET_KEY_FILE"); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read KADI_SECRET_KEY_FILE: %w", err)
+		}
+		return decodeKey(string(b), path)
+	}
+	if cfg.DatabaseURL != "" {
+		return nil, errors.New("with a shared database every node needs the same key: set KADI_SECRET_KEY or KADI_SECRET_KEY_FILE (64 hex characters)")
+	}
+	path := filepath.Join(cfg.DataDir, "secret.key")
+	if b, err := os.ReadFile(path); err == nil {
+		return decodeKey(string(b), path)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	key := secret.RandomBytes(32)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) { // another process made it first
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return decodeKey(string(b), path)
+	} else if err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(hex.EncodeToString(key) + "\n"); err != nil {
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	return key, f.Sync()
+}
+
+func decodeKey(v, from string) ([]byte, error) {
+	key, err := hex.DecodeString(strings.TrimSpace(v))
+	if err != nil || len(key) < 32 {
+		return nil, fmt.Errorf("%s must hold at least 32 bytes as hex (64 characters)", from)
+	}
+	return key, nil
+}

@@ -1,0 +1,99 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/auth"
+	"github.com/kadipay/kadi/internal/secret"
+)
+
+// RecordAuthFailure counts one failure in the current window and locks the
+// subject when the count reaches the policy's maximum.
+func (s *DB) RecordAuthFailure(ctx context.Context, subject string, now time.Time, p auth.LockoutPolicy) (time.Time, bool, error) {
+	var until time.Time
+	var newly bool
+	err := s.inTx(ctx, func(t tx) error {
+		var failures int
+		var first, locked int64
+		err := t.queryRow(ctx, `SELECT failures, first_at, locked_until FROM auth_failures WHERE subject = ?`, subject).Scan(&failures, &first, &locked)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			failures, first, locked = 0, ms(now), 0
+		case err != nil:
+			return err
+		}
+		if now.Sub(fromMS(first)) > p.Window && locked <= ms(now) {
+			failures, first, locked = 0, ms(now), 0 // the window passed: start counting again
+		}
+		failures++
+		if failures >= p.MaxFailures && locked <= ms(now) {
+			locked = ms(now.Add(p.LockFor))
+			newly = true
+			failures = 0
+			first = ms(now)
+		}
+		until = fromMS(locked)
+		_, err = t.exec(ctx, `INSERT INTO auth_failures (subject, failures, first_at, locked_until) VALUES (?, ?, ?, ?)
+			ON CONFLICT (subject) DO UPDATE SET failures = excluded.failures, first_at = excluded.first_at, locked_until = excluded.locked_until`,
+			subject, failures, first, locked)
+		return err
+	})
+	return until, newly, err
+}
+
+// AuthLockedUntil returns when subject's lockout ends, or zero.
+func (s *DB) AuthLockedUntil(ctx context.Context, subject string, now time.Time) (time.Time, error) {
+	var locked int64
+	err := s.queryRow(ctx, `SELECT locked_until FROM auth_failures WHERE subject = ?`, subject).Scan(&locked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	return fromMS(locked), err
+}
+
+// ClearAuthFailures forgets subject's failures after a success.
+func (s *DB) ClearAuthFailures(ctx context.Context, subject string) error {
+	_, err := s.exec(ctx, `DELETE FROM auth_failures WHERE subject = ? AND locked_until = 0`, subject)
+	return err
+}
+
+// RecordAudit appends to the audit log.
+func (s *DB) RecordAudit(ctx context.Context, e audit.Event) error {
+	return s.inTx(ctx, func(t tx) error { return insertAudit(ctx, t, e) })
+}
+
+// AuditEvents lists a merchant's audit log, newest first.
+func (s *DB) AuditEvents(ctx context.Context, merchantCode string, limit int) ([]audit.Event, error) {
+	rows, err := s.query(ctx, `SELECT id, at, merchant_code, actor, action, detail FROM audit_events
+		WHERE merchant_code = ? ORDER BY at DESC, id DESC LIMIT ?`, merchantCode, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []audit.Event
+	for rows.Next() {
+		var e audit.Event
+		var at int64
+		if err := rows.Scan(&e.ID, &at, &e.MerchantCode, &e.Actor, &e.Action, &e.Detail); err != nil {
+			return nil, err
+		}
+		e.At = fromMS(at)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+func insertAudit(ctx context.Context, t tx, e audit.Event) error {
+	if e.ID == "" {
+		e.ID = newAuditID()
+	}
+	_, err := t.exec(ctx, `INSERT INTO audit_events (id, at, merchant_code, actor, action, detail) VALUES (?, ?, ?, ?, ?, ?)`,
+		e.ID, ms(e.At), e.MerchantCode, e.Actor, e.Action, e.Detail)
+	return err
+}
+
+func newAuditID() string { return secret.NewID("aud") }

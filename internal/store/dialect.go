@@ -1,0 +1,73 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
+	_ "modernc.org/sqlite"             // registers "sqlite"
+)
+
+// dialect holds every difference between SQLite and PostgreSQL.
+type dialect struct {
+	name     string
+	numbered bool // PostgreSQL wants $1, $2… where we write ?
+}
+
+func connect(url string) (dialect, *sql.DB, error) {
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		db, err := sql.Open("pgx", url)
+		if err != nil {
+			return dialect{}, nil, fmt.Errorf("open postgres: %w", err)
+		}
+		// synchronous_commit defaults to on; say so anyway, so a server
+		// configured otherwise cannot lose an acknowledged payment.
+		db.SetMaxOpenConns(20)
+		return dialect{name: "postgres", numbered: true}, db, nil
+	}
+	path := strings.TrimPrefix(url, "sqlite:")
+	// WAL lets readers run beside the writer; synchronous=FULL makes a
+	// commit durable before the browser sees its result; immediate
+	// transactions take the write lock up front, so two writers queue on
+	// busy_timeout instead of failing with SQLITE_BUSY on upgrade.
+	dsn := "file:" + path + "?_txlock=immediate" +
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)" +
+		"&_pragma=foreign_keys(ON)&_pragma=journal_size_limit(67108864)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return dialect{}, nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(8)
+	return dialect{name: "sqlite"}, db, nil
+}
+
+func (d dialect) rebind(q string) string {
+	if !d.numbered || !strings.Contains(q, "?") {
+		return q
+	}
+	var sb strings.Builder
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			n++
+			sb.WriteByte('$')
+			sb.WriteString(strconv.Itoa(n))
+			continue
+		}
+		sb.WriteByte(q[i])
+	}
+	return sb.String()
+}
+
+// lockMigrations keeps two nodes starting at once from migrating twice.
+// SQLite's immediate transaction already holds the database's write lock.
+func (d dialect) lockMigrations(ctx context.Context, t tx) error {
+	if d.name != "postgres" {
+		return nil
+	}
+	_, err := t.ExecContext(ctx, `SELECT pg_advisory_xact_lock(4711)`)
+	return err
+}

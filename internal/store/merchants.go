@@ -1,0 +1,146 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/merchant"
+)
+
+// CreateMerchant stores a new merchant with its outlets, settings and keys.
+func (s *DB) CreateMerchant(ctx context.Context, m merchant.Merchant, settings []merchant.Settings, keys []merchant.APIKey) error {
+	return s.inTx(ctx, func(t tx) error {
+		_, err := t.exec(ctx, `INSERT INTO merchants (code, name, password_hash, biller_code, service_id, system_code, settlement_account, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			m.Code, m.Name, m.PasswordHash, m.BillerCode, m.ServiceID, m.SystemCode, m.SettlementAccount, ms(m.CreatedAt))
+		if err != nil {
+			return fmt.Errorf("insert merchant: %w", err)
+		}
+		for _, o := range m.Outlets {
+			if _, err := t.exec(ctx, `INSERT INTO outlets (code, merchant_code) VALUES (?, ?)`, o, m.Code); err != nil {
+				return fmt.Errorf("insert outlet: %w", err)
+			}
+		}
+		for _, st := range settings {
+			_, err := t.exec(ctx, `INSERT INTO merchant_settings (merchant_code, mode, notification_secret, ipn_url, ipn_username, ipn_password)
+				VALUES (?, ?, ?, ?, ?, ?)`, m.Code, string(st.Mode), st.NotificationSecret, st.IPN.URL, st.IPN.Username, st.IPN.Password)
+			if err != nil {
+				return fmt.Errorf("insert settings: %w", err)
+			}
+		}
+		for _, k := range keys {
+			if err := insertKey(ctx, t, k); err != nil {
+				return err
+			}
+		}
+		return insertAudit(ctx, t, audit.Event{At: m.CreatedAt, MerchantCode: m.Code, Actor: "cli", Action: audit.MerchantAdded, Detail: m.Name})
+	})
+}
+
+func insertKey(ctx context.Context, t tx, k merchant.APIKey) error {
+	_, err := t.exec(ctx, `INSERT INTO api_keys (id, merchant_code, mode, key_hash, created_at) VALUES (?, ?, ?, ?, ?)`,
+		k.ID, k.MerchantCode, string(k.Mode), k.Hash, ms(k.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("insert api key: %w", err)
+	}
+	return nil
+}
+
+// MerchantByCode loads a merchant and its outlets.
+func (s *DB) MerchantByCode(ctx context.Context, code string) (merchant.Merchant, error) {
+	var m merchant.Merchant
+	var created int64
+	err := s.queryRow(ctx, `SELECT code, name, password_hash, biller_code, service_id, system_code, settlement_account, created_at
+		FROM merchants WHERE code = ?`, code).
+		Scan(&m.Code, &m.Name, &m.PasswordHash, &m.BillerCode, &m.ServiceID, &m.SystemCode, &m.SettlementAccount, &created)
+	if err != nil {
+		return m, notFound(err, merchant.ErrNotFound)
+	}
+	m.CreatedAt = fromMS(created)
+	rows, err := s.query(ctx, `SELECT code FROM outlets WHERE merchant_code = ? ORDER BY code`, code)
+	if err != nil {
+		return m, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var o string
+		if err := rows.Scan(&o); err != nil {
+			return m, err
+		}
+		m.Outlets = append(m.Outlets, o)
+	}
+	return m, rows.Err()
+}
+
+// Settings loads one mode's secrets and IPN configuration.
+func (s *DB) Settings(ctx context.Context, code string, mode merchant.Mode) (merchant.Settings, error) {
+	st := merchant.Settings{MerchantCode: code, Mode: mode}
+	var disabled int64
+	err := s.queryRow(ctx, `SELECT notification_secret, ipn_url, ipn_username, ipn_password, ipn_disabled_at
+		FROM merchant_settings WHERE merchant_code = ? AND mode = ?`, code, string(mode)).
+		Scan(&st.NotificationSecret, &st.IPN.URL, &st.IPN.Username, &st.IPN.Password, &disabled)
+	st.IPN.DisabledAt = fromMS(disabled)
+	return st, notFound(err, merchant.ErrNotFound)
+}
+
+// SetIPN saves a mode's IPN target and re-enables it.
+func (s *DB) SetIPN(ctx context.Context, code string, mode merchant.Mode, cfg merchant.IPNConfig) error {
+	return s.inTx(ctx, func(t tx) error {
+		res, err := t.exec(ctx, `UPDATE merchant_settings SET ipn_url = ?, ipn_username = ?, ipn_password = ?, ipn_disabled_at = 0
+			WHERE merchant_code = ? AND mode = ?`, cfg.URL, cfg.Username, cfg.Password, code, string(mode))
+		if err != nil {
+			return fmt.Errorf("update ipn: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return merchant.ErrNotFound
+		}
+		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: time.Now(), MerchantCode: code, Actor: "cli", Action: audit.IPNChanged,
+			Detail: fmt.Sprintf("%s: %s as %s", mode, cfg.URL, cfg.Username)})
+	})
+}
+
+// RotateAPIKey revokes the mode's active keys and stores key, atomically.
+func (s *DB) RotateAPIKey(ctx context.Context, k merchant.APIKey) error {
+	return s.inTx(ctx, func(t tx) error {
+		if _, err := t.exec(ctx, `UPDATE api_keys SET revoked_at = ? WHERE merchant_code = ? AND mode = ? AND revoked_at = 0`,
+			ms(k.CreatedAt), k.MerchantCode, string(k.Mode)); err != nil {
+			return fmt.Errorf("revoke keys: %w", err)
+		}
+		if err := insertKey(ctx, t, k); err != nil {
+			return err
+		}
+		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: k.CreatedAt, MerchantCode: k.MerchantCode, Actor: "cli", Action: audit.KeyRotated,
+			Detail: fmt.Sprintf("%s key replaced by %s", k.Mode, k.ID)})
+	})
+}
+
+// APIKeyByHash finds an active key.
+func (s *DB) APIKeyByHash(ctx context.Context, hash string) (merchant.APIKey, error) {
+	var k merchant.APIKey
+	var mode string
+	var created int64
+	err := s.queryRow(ctx, `SELECT id, merchant_code, mode, key_hash, created_at FROM api_keys WHERE key_hash = ? AND revoked_at = 0`, hash).
+		Scan(&k.ID, &k.MerchantCode, &mode, &k.Hash, &created)
+	k.Mode, k.CreatedAt = merchant.Mode(mode), fromMS(created)
+	return k, notFound(err, merchant.ErrNotFound)
+}
+
+// RevokedKeys lists keys revoked at or after since.
+func (s *DB) RevokedKeys(ctx context.Context, since time.Time) ([]string, error) {
+	rows, err := s.query(ctx, `SELECT id FROM api_keys WHERE revoked_at >= ? AND revoked_at > 0`, ms(since))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}

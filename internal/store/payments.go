@@ -1,0 +1,149 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/card"
+	"github.com/kadipay/kadi/internal/ipn"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/money"
+	"github.com/kadipay/kadi/internal/payment"
+)
+
+const paymentColumns = `id, bill_ref, merchant_code, mode, status, amount_minor, currency, card_brand, card_first6, card_last4,
+	card_exp_month, card_exp_year, card_holder, card_fingerprint, network_ref, approval_code, decline_code, message,
+	challenge_ref, callback_url, mobile_number, email_address, created_at, updated_at`
+
+// StartPayment claims an open bill for p in one transaction.
+func (s *DB) StartPayment(ctx context.Context, p payment.Payment) error {
+	return s.inTx(ctx, func(t tx) error {
+		res, err := t.exec(ctx, `UPDATE bills SET state = ?, updated_at = ? WHERE reference = ? AND state = ?`,
+			string(bill.Processing), ms(p.CreatedAt), p.BillReference, string(bill.Open))
+		if err != nil {
+			return fmt.Errorf("claim bill: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return payment.ErrBillBusy
+		}
+		_, err = t.exec(ctx, `INSERT INTO payments (`+paymentColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			p.ID, p.BillReference, p.MerchantCode, string(p.Mode), string(p.Status), p.Amount.Minor, p.Amount.Currency.Code,
+			string(p.Card.Brand), p.Card.First6, p.Card.Last4, p.Card.ExpMonth, p.Card.ExpYear, p.Card.Holder, p.Card.Fingerprint,
+			p.NetworkRef, p.ApprovalCode, p.DeclineCode, p.Message, p.ChallengeRef, p.CallbackURL, p.MobileNumber, p.EmailAddress,
+			ms(p.CreatedAt), ms(p.UpdatedAt))
+		if err != nil {
+			return fmt.Errorf("insert payment: %w", err)
+		}
+		return nil
+	})
+}
+
+// SetChallenge records a pending 3-D Secure challenge.
+func (s *DB) SetChallenge(ctx context.Context, p payment.Payment) error {
+	res, err := s.exec(ctx, `UPDATE payments SET status = ?, challenge_ref = ?, updated_at = ? WHERE id = ? AND status = ?`,
+		string(payment.Challenge), p.ChallengeRef, ms(p.UpdatedAt), p.ID, string(payment.Processing))
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return payment.ErrStale
+	}
+	return nil
+}
+
+// FinishPayment records p's outcome, moves its bill on and, for a success,
+// writes the IPN outbox row, all in one transaction.
+func (s *DB) FinishPayment(ctx context.Context, p payment.Payment, maxFailures int, event *ipn.Event) error {
+	return s.inTx(ctx, func(t tx) error {
+		res, err := t.exec(ctx, `UPDATE payments SET status = ?, network_ref = ?, approval_code = ?, decline_code = ?, message = ?, updated_at = ?
+			WHERE id = ? AND status IN (?, ?, ?)`,
+			string(p.Status), p.NetworkRef, p.ApprovalCode, p.DeclineCode, p.Message, ms(p.UpdatedAt),
+			p.ID, string(payment.Processing), string(payment.Challenge), string(payment.Unknown))
+		if err != nil {
+			return fmt.Errorf("update payment: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return payment.ErrStale
+		}
+		switch p.Status {
+		case payment.Succeeded:
+			_, err = t.exec(ctx, `UPDATE bills SET state = ?, updated_at = ? WHERE reference = ?`, string(bill.Paid), ms(p.UpdatedAt), p.BillReference)
+		case payment.Failed:
+			_, err = t.exec(ctx, `UPDATE bills SET failed_attempts = failed_attempts + 1, updated_at = ?,
+				state = CASE WHEN failed_attempts + 1 >= ? THEN ? ELSE ? END WHERE reference = ?`,
+				ms(p.UpdatedAt), maxFailures, string(bill.Blocked), string(bill.Open), p.BillReference)
+		}
+		if err != nil {
+			return fmt.Errorf("update bill: %w", err)
+		}
+		if event != nil {
+			_, err = t.exec(ctx, `INSERT INTO ipn_events (id, merchant_code, mode, payment_id, payload, status, next_attempt_at, created_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, event.ID, event.MerchantCode, string(event.Mode), event.PaymentID, string(event.Payload),
+				string(event.Status), ms(event.NextAttemptAt), ms(event.CreatedAt))
+			if err != nil {
+				return fmt.Errorf("insert IPN event: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// PaymentByID loads one payment.
+func (s *DB) PaymentByID(ctx context.Context, id string) (payment.Payment, error) {
+	return scanPayment(s.queryRow(ctx, `SELECT `+paymentColumns+` FROM payments WHERE id = ?`, id))
+}
+
+// LatestPayment loads a bill's most recent attempt.
+func (s *DB) LatestPayment(ctx context.Context, billRef string) (payment.Payment, error) {
+	return scanPayment(s.queryRow(ctx, `SELECT `+paymentColumns+` FROM payments WHERE bill_ref = ? ORDER BY created_at DESC, id DESC LIMIT 1`, billRef))
+}
+
+// SuccessfulPayment loads a bill's one successful charge.
+func (s *DB) SuccessfulPayment(ctx context.Context, billRef string) (payment.Payment, error) {
+	return scanPayment(s.queryRow(ctx, `SELECT `+paymentColumns+` FROM payments WHERE bill_ref = ? AND status = ?`, billRef, string(payment.Succeeded)))
+}
+
+// UnsettledPayments lists attempts left open and untouched since cutoff.
+func (s *DB) UnsettledPayments(ctx context.Context, cutoff time.Time) ([]payment.Payment, error) {
+	rows, err := s.query(ctx, `SELECT `+paymentColumns+` FROM payments WHERE status IN (?, ?, ?) AND updated_at < ? ORDER BY updated_at LIMIT 500`,
+		string(payment.Processing), string(payment.Challenge), string(payment.Unknown), ms(cutoff))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []payment.Payment
+	for rows.Next() {
+		p, err := scanPayment(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+type scanner interface{ Scan(...any) error }
+
+func scanPayment(row scanner) (payment.Payment, error) {
+	var p payment.Payment
+	var mode, status, currency, brand string
+	var minor, created, updated int64
+	err := row.Scan(&p.ID, &p.BillReference, &p.MerchantCode, &mode, &status, &minor, &currency, &brand, &p.Card.First6, &p.Card.Last4,
+		&p.Card.ExpMonth, &p.Card.ExpYear, &p.Card.Holder, &p.Card.Fingerprint, &p.NetworkRef, &p.ApprovalCode, &p.DeclineCode, &p.Message,
+		&p.ChallengeRef, &p.CallbackURL, &p.MobileNumber, &p.EmailAddress, &created, &updated)
+	if err != nil {
+		return payment.Payment{}, notFound(err, payment.ErrNotFound)
+	}
+	p.Mode, p.Status, p.Card.Brand = merchant.Mode(mode), payment.Status(status), card.Brand(brand)
+	p.CreatedAt, p.UpdatedAt = fromMS(created), fromMS(updated)
+	if p.Amount, err = money.FromMinor(minor, currency); err != nil {
+		return payment.Payment{}, fmt.Errorf("payment %s: %w", p.ID, err)
+	}
+	return p, nil
+}
+
+var _ scanner = (*sql.Row)(nil)

@@ -1,0 +1,187 @@
+// Package store is the only package that speaks SQL. One implementation
+// serves SQLite (the embedded default) and PostgreSQL (scale-out): the SQL is
+// portable and everything dialect-specific lives in dialect.go.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kadipay/kadi/internal/auth"
+	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/payment"
+)
+
+// Store is everything the services need from storage. The behaviour suite
+// in storetest runs against every implementation.
+type Store interface {
+	merchant.Registry
+	bill.Repo
+	payment.Repo
+	auth.Repo
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// DB is the SQL implementation of Store.
+type DB struct {
+	db *sql.DB
+	d  dialect
+}
+
+var _ Store = (*DB)(nil)
+
+// Open connects to url ("postgres://…" or a SQLite file path, optionally
+// "sqlite:" prefixed) and applies pending migrations.
+func Open(ctx context.Context, url string) (*DB, error) {
+	d, db, err := connect(url)
+	if err != nil {
+		return nil, err
+	}
+	s := &DB{db: db, d: d}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Ping checks the database answers.
+func (s *DB) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+// Close releases the connection pool.
+func (s *DB) Close() error { return s.db.Close() }
+
+func (s *DB) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return s.db.ExecContext(ctx, s.d.rebind(q), args...)
+}
+
+func (s *DB) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	return s.db.QueryRowContext(ctx, s.d.rebind(q), args...)
+}
+
+func (s *DB) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return s.db.QueryContext(ctx, s.d.rebind(q), args...)
+}
+
+// tx is a transaction that rebinds like DB does.
+type tx struct {
+	*sql.Tx
+	d dialect
+}
+
+func (t tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return t.ExecContext(ctx, t.d.rebind(q), args...)
+}
+
+func (t tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	return t.QueryRowContext(ctx, t.d.rebind(q), args...)
+}
+
+// inTx runs fn in one transaction, committing if fn returns nil.
+func (s *DB) inTx(ctx context.Context, fn func(tx) error) error {
+	sqlTx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx{sqlTx, s.d}); err != nil {
+		_ = sqlTx.Rollback()
+		return err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func (s *DB) migrate(ctx context.Context) error {
+	if _, err := s.exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		version := strings.TrimSuffix(strings.TrimPrefix(name, "migrations/"), ".sql")
+		err = s.inTx(ctx, func(t tx) error {
+			if err := s.d.lockMigrations(ctx, t); err != nil {
+				return err
+			}
+			var n int
+			if err := t.queryRow(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return nil
+			}
+			for _, stmt := range splitStatements(string(body)) {
+				if _, err := t.exec(ctx, stmt); err != nil {
+					return fmt.Errorf("%s: %w", version, err)
+				}
+			}
+			_, err := t.exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, version, ms(time.Now()))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migrate %s: %w", version, err)
+		}
+	}
+	return nil
+}
+
+// splitStatements cuts a migration at semicolons that end a line, dropping
+// comment-only chunks. Our migrations keep semicolons out of literals.
+func splitStatements(body string) []string {
+	var out []string
+	for _, chunk := range strings.Split(body, ";\n") {
+		var lines []string
+		for _, l := range strings.Split(chunk, "\n") {
+			if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "--") {
+				lines = append(lines, l)
+			}
+		}
+		if stmt := strings.TrimSuffix(strings.TrimSpace(strings.Join(lines, "\n")), ";"); stmt != "" {
+			out = append(out, stmt)
+		}
+	}
+	return out
+}
+
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v)
+}
+
+// notFound maps sql.ErrNoRows to the caller's sentinel.
+func notFound(err, sentinel error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return sentinel
+	}
+	return err
+}
