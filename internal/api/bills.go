@@ -12,16 +12,16 @@ import (
 // JSON boolean false on failure: never the string "false", which PHP and
 // JavaScript read as true.
 type BillResponse struct {
-	Reference  string           `json:"reference"`
-	Amount     string           `json:"amount"`
-	ServiceID  string           `json:"serviceId"`
-	Status     any              `json:"status"`
-	OrderRef   string           `json:"orderRef"`
-	Channel    string           `json:"channel"`
-	Remarks    string           `json:"remarks"`
-	SystemCode string           `json:"systemCode"`
-	Code       string           `json:"code,omitempty"`
-	Message    string           `json:"message,omitempty"`
+	Reference  string            `json:"reference"`
+	Amount     string            `json:"amount"`
+	ServiceID  string            `json:"serviceId"`
+	Status     any               `json:"status"`
+	OrderRef   string            `json:"orderRef"`
+	Channel    string            `json:"channel"`
+	Remarks    string            `json:"remarks"`
+	SystemCode string            `json:"systemCode"`
+	Code       string            `json:"code,omitempty"`
+	Message    string            `json:"message,omitempty"`
 	Errors     []bill.FieldError `json:"errors,omitempty"`
 }
 

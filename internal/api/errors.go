@@ -11,8 +11,8 @@ import (
 
 // Error is decisions §8's error body; every error body has a message.
 type Error struct {
-	Code    string           `json:"code"`
-	Message string           `json:"message"`
+	Code    string            `json:"code"`
+	Message string            `json:"message"`
 	Errors  []bill.FieldError `json:"errors,omitempty"`
 }
 

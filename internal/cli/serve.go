@@ -86,4 +86,3 @@ func usageErr(err error) error {
 	}
 	return fmt.Errorf("%w: %v", errUsage, err)
 }
-

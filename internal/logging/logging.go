@@ -56,7 +56,9 @@ func (h *redactor) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return &redactor{next: h.next.WithAttrs(clean)}
 }
 
-func (h *redactor) WithGroup(name string) slog.Handler { return &redactor{next: h.next.WithGroup(name)} }
+func (h *redactor) WithGroup(name string) slog.Handler {
+	return &redactor{next: h.next.WithGroup(name)}
+}
 
 func redactAttr(a slog.Attr) slog.Attr {
 	v := a.Value.Resolve()

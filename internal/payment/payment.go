@@ -90,11 +90,11 @@ type ChargeRequest struct {
 type Outcome string
 
 const (
-	Approved         Outcome = "approved"
-	Declined         Outcome = "declined"
-	ChallengeNeeded  Outcome = "challenge"
-	AcquirerError    Outcome = "error"     // nothing charged; the customer may retry
-	NotFoundAtBank   Outcome = "not_found" // Lookup: the acquirer never saw it, so nothing was charged
+	Approved        Outcome = "approved"
+	Declined        Outcome = "declined"
+	ChallengeNeeded Outcome = "challenge"
+	AcquirerError   Outcome = "error"     // nothing charged; the customer may retry
+	NotFoundAtBank  Outcome = "not_found" // Lookup: the acquirer never saw it, so nothing was charged
 )
 
 // Result is the acquirer's answer.
