@@ -7,6 +7,7 @@ import (
 
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/merchant"
 )
 
 // Error is decisions §8's error body; every error body has a message.
@@ -43,8 +44,9 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusUnauthorized, "invalid_client", err.Error()
 	case errors.Is(err, auth.ErrInvalidGrant):
 		return http.StatusBadRequest, "invalid_grant", err.Error()
-	case errors.Is(err, auth.ErrInvalidToken):
-		return http.StatusUnauthorized, "invalid_token", err.Error()
+	case errors.Is(err, auth.ErrInvalidToken), errors.Is(err, merchant.ErrNotFound):
+		// A valid token whose merchant is gone is as good as revoked.
+		return http.StatusUnauthorized, "invalid_token", auth.ErrInvalidToken.Error()
 	case errors.As(err, &validation):
 		return http.StatusBadRequest, "invalid_request", "the bill request breaks one or more field rules"
 	case errors.Is(err, bill.ErrMalformed):

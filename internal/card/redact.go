@@ -97,8 +97,8 @@ type candidate struct {
 }
 
 // maskCardsInChain calls mask(from, to), left to right, for the stretches
-// of a chain that must be masked so that no Luhn-valid run of 13 to 19 digits in
-// groups survives whole.
+// of a chain that must be masked so that no Luhn-valid run of 13 to 19
+// digits in whole groups survives intact.
 //
 // Candidates can overlap: in "2026-03-15 4242 4242 4242 4242" the run
 // "03 15 4242 4242 4242" may pass Luhn by chance as well as the card. We
