@@ -1,0 +1,38 @@
+// Package client is the merchant's side of a Kadi card payment, written
+// against the standard library only so that it adds nothing to a merchant's
+// dependency graph.
+//
+// A checkout takes four steps:
+//
+//  1. [New] builds a [Client] from the credentials given at onboarding. The
+//     client fetches and caches its access token by itself; [Client.Token]
+//     is only needed for the hosted form's token field.
+//  2. [Client.CreateBill] registers the order and returns the [Bill] whose
+//     reference and amount the form must carry.
+//  3. [Client.RenderPaymentForm] writes the HTML form that sends the
+//     customer's browser to the hosted card page. Leave [PaymentForm.Card]
+//     nil: the gateway then collects the card data itself and the merchant's
+//     systems never see a card number.
+//  4. The gateway sends the browser back to the callback URL, where
+//     [ParseCallback] reads the result.
+//
+// # The callback is not proof of payment
+//
+// The callback arrives through the customer's browser, unauthenticated. Anyone
+// can post "Transaction Successfull" to a callback URL, so a [Callback] only
+// says which bill to look at. Before giving value (shipping goods, crediting
+// an account) call [Client.Verify] from the backend and check both
+// [Verification.Paid] and the amount against the order.
+//
+// The callback POST is cross-site: exempt the callback route from CSRF
+// protection and do not rely on the merchant's own session cookie there
+// (browsers do not send SameSite=Lax or Strict cookies with a cross-site
+// POST); find the order by its reference instead.
+//
+// # Errors
+//
+// Every refusal by the gateway is an [*APIError] carrying the HTTP status,
+// the gateway's code and message, the request id to quote to support, and for
+// a rejected bill the [FieldError] of every violated rule. [ErrNotFound],
+// [ErrUnauthorized] and [ErrRateLimited] match such errors with [errors.Is].
+package client

@@ -1,0 +1,149 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+const (
+	tokenPath = "/identity/v2/token"
+	// minRefreshMargin is how long before expiry a token is replaced at the
+	// least, so that a request started with it still lands in time even on
+	// a slow network.
+	minRefreshMargin = 60 * time.Second
+)
+
+// tokenFetch is one token request in flight, shared by every caller that
+// needs a token meanwhile, so a burst of requests costs one token request.
+type tokenFetch struct {
+	done  chan struct{} // closed when the fields below are final
+	token string
+	err   error
+	// abandoned means the fetching caller's context ended: that says
+	// nothing about the gateway, so waiters with time left try again.
+	abandoned bool
+}
+
+// Token returns an access token for the hosted form's token field; the other
+// methods call it themselves. The token is cached and replaced before it
+// expires: once less than a tenth of its lifetime or 60 seconds, whichever is
+// larger, remains. Concurrent callers share one token request.
+//
+// If replacing a token fails while the old one is still valid, the old one
+// is returned: a gateway hiccup should not fail a checkout early.
+func (c *Client) Token(ctx context.Context) (string, error) {
+	for {
+		c.mu.Lock()
+		now := c.now()
+		if c.token != "" && now.Before(c.refreshAt) {
+			token := c.token
+			c.mu.Unlock()
+			return token, nil
+		}
+		if f := c.fetch; f != nil {
+			// Refreshing early exists so that nobody waits: while the old
+			// token is still valid, use it and let the fetch run.
+			if c.token != "" && now.Before(c.expiresAt) {
+				token := c.token
+				c.mu.Unlock()
+				return token, nil
+			}
+			c.mu.Unlock()
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+			if f.abandoned {
+				continue
+			}
+			return f.token, f.err
+		}
+
+		f := &tokenFetch{done: make(chan struct{})}
+		c.fetch = f
+		c.mu.Unlock()
+
+		token, lifetime, err := c.requestToken(ctx)
+
+		c.mu.Lock()
+		c.fetch = nil
+		if err == nil {
+			c.store(token, now, lifetime)
+		} else if c.token != "" && c.now().Before(c.expiresAt) {
+			token, err = c.token, nil
+		}
+		c.mu.Unlock()
+
+		f.token, f.err = token, err
+		f.abandoned = err != nil && ctx.Err() != nil
+		close(f.done)
+		return token, err
+	}
+}
+
+// store caches a token. Expiry counts from when the request was sent, on the
+// local clock, rather than from the gateway's issued_at: that keeps a skewed
+// merchant clock from using a token past its end.
+func (c *Client) store(token string, sent time.Time, lifetime time.Duration) {
+	margin := max(lifetime/10, minRefreshMargin)
+	// A token shorter-lived than two minutes would otherwise be "due for
+	// refresh" from birth and every call would fetch a new one.
+	margin = min(margin, lifetime/2)
+	c.token = token
+	c.expiresAt = sent.Add(lifetime)
+	c.refreshAt = c.expiresAt.Add(-margin)
+}
+
+// dropToken forgets a token the gateway refused, unless another caller has
+// already replaced it.
+func (c *Client) dropToken(token string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.token == token {
+		c.token = ""
+	}
+}
+
+// tokenResponse leaves out token_type (always bearer) and issued_at (see
+// store).
+type tokenResponse struct {
+	ExpiresIn   looseString `json:"expires_in"`
+	AccessToken string      `json:"access_token"`
+}
+
+func (c *Client) requestToken(ctx context.Context) (string, time.Duration, error) {
+	form := url.Values{"username": {c.username}, "password": {c.password}}
+	header := http.Header{
+		// The gateway takes the raw API key here, not base64(user:pass).
+		"Authorization": {"Basic " + c.apiKey},
+		"Content-Type":  {"application/x-www-form-urlencoded"},
+	}
+	resp, err := c.send(ctx, http.MethodPost, c.base+tokenPath, header, []byte(form.Encode()))
+	if err != nil {
+		return "", 0, err
+	}
+	if resp.status/100 != 2 {
+		return "", 0, c.apiError(resp)
+	}
+	var tr tokenResponse
+	if err := json.Unmarshal(resp.body, &tr); err != nil || tr.AccessToken == "" {
+		return "", 0, malformed(resp, "token response without access_token")
+	}
+	seconds, err := strconv.ParseInt(string(tr.ExpiresIn), 10, 64)
+	if err != nil || seconds < 0 {
+		return "", 0, malformed(resp, fmt.Sprintf("token expires_in %q", tr.ExpiresIn))
+	}
+	return tr.AccessToken, time.Duration(seconds) * time.Second, nil
+}
+
+// malformed reports a success status with a body that cannot be used, with
+// the request id so support can find the exchange.
+func malformed(r *response, what string) error {
+	return fmt.Errorf("%w: HTTP %d: %s [request id %s]", ErrMalformedResponse, r.status, what, r.requestID())
+}
