@@ -106,7 +106,8 @@ func (p PAN) Reveal() string { return p.digits() }
 // Equal reports whether two PANs hold the same digits.
 func (p PAN) Equal(q PAN) bool { return p.digits() == q.digits() }
 
-// String is the masked form, "424242******4242".
+// String is the masked form: first six digits, a star for each hidden
+// digit, last four.
 func (p PAN) String() string { return mask(p.digits()) }
 
 // GoString is masked too, so %#v in a debugging session cannot leak.

@@ -5,15 +5,16 @@ import (
 	"slices"
 )
 
-// Redact masks every card number in s, keeping the first six and last four
-// digits, and returns all other text unchanged. It runs on every log line,
+// Redact masks every card number in s as its first six digits, a star for
+// each hidden digit and its last four, dropping any separators inside it,
+// and returns all other text unchanged. It runs on every log line,
 // so text without digits is returned as is without allocating, and so is
 // text whose digits contain no card number.
 //
 // A card number here is 13 to 19 digits that pass the Luhn check, bounded
 // by non-digits, and written either solid or in groups joined by single
-// spaces or dashes. Groups are joined greedily into chains ("1500 4242 4242
-// 4242 4242"), and every run of whole groups in a chain is tried, so a card
+// spaces or dashes. Groups are joined greedily into chains ("1500 nnnn nnnn
+// nnnn nnnn"), and every run of whole groups in a chain is tried, so a card
 // number is found even when an amount or reference sits one space away from
 // it.
 //
@@ -43,9 +44,6 @@ func Redact(s string) string {
 // that Redact must mask.
 func eachCardSpan(s string, mask func(from, to int)) {
 	i := 0
-	for i < len(s) && !isDigit(s[i]) {
-		i++
-	}
 	var groupsArray [16]digitGroup
 	for i < len(s) {
 		if !isDigit(s[i]) {
@@ -100,8 +98,8 @@ type candidate struct {
 // of a chain that must be masked so that no Luhn-valid run of 13 to 19
 // digits in whole groups survives intact.
 //
-// Candidates can overlap: in "2026-03-15 4242 4242 4242 4242" the run
-// "03 15 4242 4242 4242" may pass Luhn by chance as well as the card. We
+// Candidates can overlap: in "2026-03-15 nnnn nnnn nnnn nnnn" the run
+// "03 15 nnnn nnnn nnnn" may pass Luhn by chance as well as the card. We
 // mask the likeliest card first (a known brand, then more digits, then
 // fewer groups), and a rival that shares a group with it is already broken
 // by that mask, so the date survives. Two overlapping candidates that both
