@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "serve":
 		return serve(ctx, args[1:], stdout, stderr)
 	case "demo":
-		return demo(ctx, args[1:], stdout, stderr)
+		return runDemo(ctx, args[1:], stdout, stderr)
 	case "merchant":
 		if len(args) < 2 {
 			fmt.Fprint(stderr, usage)
