@@ -7,6 +7,7 @@ import (
 	"net/url"
 
 	"github.com/kadipay/kadi/internal/logging"
+	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
 )
 
@@ -16,11 +17,12 @@ type pageHeader struct {
 	Currency  string
 	OrderRef  string
 	Reference string
+	Test      bool
 }
 
 func header(t trusted) pageHeader {
 	return pageHeader{Merchant: t.merchant.Name, Amount: t.bill.Amount.String(), Currency: t.bill.Amount.Currency.Code,
-		OrderRef: t.bill.OrderReference, Reference: t.bill.Reference}
+		OrderRef: t.bill.OrderReference, Reference: t.bill.Reference, Test: t.bill.Mode == merchant.Test}
 }
 
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, formAction, name string, data any) {

@@ -58,7 +58,9 @@ func withRequest(next http.Handler, log *slog.Logger) http.Handler {
 				}
 				log.ErrorContext(ctx, "panic serving request", "panic", p, "method", r.Method, "path", r.URL.Path)
 				if rec.status == 0 {
-					http.Error(rec, `{"code":"internal_error","message":"internal error; quote request id `+id+`"}`, http.StatusInternalServerError)
+					rec.Header().Set("Content-Type", "application/json")
+					rec.WriteHeader(http.StatusInternalServerError)
+					_, _ = rec.Write([]byte(`{"code":"internal_error","message":"internal error; quote request id ` + id + `"}`))
 				}
 			}
 			// The path only: query strings can hold references but never
