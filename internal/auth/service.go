@@ -111,7 +111,7 @@ func (s *Service) Issue(ctx context.Context, g Grant) (Issued, error) {
 
 	key, err := s.Repo.APIKeyByHash(ctx, secret.HashAPIKey(g.APIKey))
 	if errors.Is(err, merchant.ErrNotFound) {
-		return Issued{}, s.fail(ctx, subjects, now, ErrInvalidClient)
+		return Issued{}, s.fail(ctx, subjects, now, ErrInvalidClient, "")
 	} else if err != nil {
 		return Issued{}, fmt.Errorf("look up API key: %w", err)
 	}
@@ -130,7 +130,11 @@ func (s *Service) Issue(ctx context.Context, g Grant) (Issued, error) {
 		}
 	}
 	if !ok {
-		return Issued{}, s.fail(ctx, subjects, now, ErrInvalidGrant)
+		known := ""
+		if hash != "" {
+			known = key.MerchantCode
+		}
+		return Issued{}, s.fail(ctx, subjects, now, ErrInvalidGrant, known)
 	}
 	if err := s.Repo.ClearAuthFailures(ctx, subjects[0]); err != nil {
 		return Issued{}, fmt.Errorf("clear failures: %w", err)
@@ -143,7 +147,9 @@ func (s *Service) Issue(ctx context.Context, g Grant) (Issued, error) {
 	return Issued{Token: s.Signer.Issue(c), Claims: c, NotificationSecret: settings.NotificationSecret}, nil
 }
 
-func (s *Service) fail(ctx context.Context, subjects []string, now time.Time, cause error) error {
+// fail counts a failure against every subject; merchantCode names the
+// merchant in the audit log when the credentials identified one.
+func (s *Service) fail(ctx context.Context, subjects []string, now time.Time, cause error, merchantCode string) error {
 	for _, sub := range subjects {
 		until, newly, err := s.Repo.RecordAuthFailure(ctx, sub, now, s.Lockout)
 		if err != nil {
@@ -151,7 +157,7 @@ func (s *Service) fail(ctx context.Context, subjects []string, now time.Time, ca
 		}
 		if newly {
 			s.Log.WarnContext(ctx, "credential locked out", "subject", sub, "until", until)
-			err := s.Repo.RecordAudit(ctx, audit.Event{ID: secret.NewID("aud"), At: now, Actor: subjects[1], Action: audit.LockedOut,
+			err := s.Repo.RecordAudit(ctx, audit.Event{ID: secret.NewID("aud"), At: now, MerchantCode: merchantCode, Actor: subjects[1], Action: audit.LockedOut,
 				Detail: fmt.Sprintf("%s locked until %s after %d failures", sub, until.UTC().Format(time.RFC3339), s.Lockout.MaxFailures)})
 			if err != nil {
 				return fmt.Errorf("audit lockout: %w", err)

@@ -55,7 +55,7 @@ func (s Signer) Parse(token string, now time.Time) (Claims, error) {
 	if len(token) > 512 {
 		return Claims{}, ErrInvalidToken
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(token)
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(token)
 	if err != nil || len(raw) < sha256.Size+20 {
 		return Claims{}, ErrInvalidToken
 	}

@@ -69,7 +69,7 @@ func DecodeRequest(r io.Reader) (Request, error) {
 	if err := dec.Decode(&req); err != nil {
 		return req, fmt.Errorf("%w: %s", ErrMalformed, describeJSONError(err))
 	}
-	if dec.More() {
+	if len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
 		return req, fmt.Errorf("%w: trailing data after the object", ErrMalformed)
 	}
 	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {

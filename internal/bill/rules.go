@@ -84,7 +84,7 @@ type fieldRule struct {
 }
 
 func isNameRune(r rune) bool {
-	return unicode.IsLetter(r) || unicode.IsDigit(r) || r == ' ' || r == '.' || r == '\'' || r == '-' || unicode.Is(unicode.Mn, r)
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) || r == ' ' || r == '.' || r == '\'' || r == '-'
 }
 
 func isReferenceRune(r rune) bool {
@@ -92,7 +92,7 @@ func isReferenceRune(r rune) bool {
 }
 
 func isDescriptionRune(r rune) bool {
-	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r) || strings.ContainsRune(" .,-()/:#", r)
+	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) || strings.ContainsRune(" .,-()/:#", r)
 }
 
 // Validate checks req against decisions §4 for merchant m and returns the
@@ -107,10 +107,10 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 		switch {
 		case t.BadType:
 			add(field, CodeInvalidType, "must be a string")
-		case strings.TrimSpace(t.Value) == "":
+		case trimSpaces(t.Value) == "":
 			add(field, CodeRequired, "is required")
 		default:
-			return strings.TrimSpace(t.Value), true
+			return trimSpaces(t.Value), true
 		}
 		return "", false
 	}
@@ -162,20 +162,18 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 			currencyOK = false
 		}
 	}
-	if amount, ok := text("order.amount", req.Order.Amount); ok && currencyOK {
-		a, err := money.Parse(amount, currency)
-		switch {
-		case errors.Is(err, money.ErrPrecision):
-			add("order.amount", CodeInvalidPrecision, "has more decimal places than %s allows", currency)
-		case errors.Is(err, money.ErrNotPositive):
-			add("order.amount", CodeNotPositive, "must be greater than zero")
-		case errors.Is(err, money.ErrTooLarge):
+	if amount, ok := text("order.amount", req.Order.Amount); ok {
+		if !currencyOK {
+			// Without a currency the precision cannot be judged, but format
+			// and sign can: report them too, every rule at once.
+			if err := money.CheckDecimal(amount); err != nil {
+				addAmountError(add, err, currency, p)
+			}
+		} else if a, err := money.Parse(amount, currency); err != nil {
+			addAmountError(add, err, currency, p)
+		} else if exceeds(a, p.MaxAmount) {
 			add("order.amount", CodeTooLarge, "must be at most %d", p.MaxAmount)
-		case err != nil:
-			add("order.amount", CodeInvalidFormat, "must be decimal text such as 1500.00")
-		case exceeds(a, p.MaxAmount):
-			add("order.amount", CodeTooLarge, "must be at most %d", p.MaxAmount)
-		default:
+		} else {
 			out.Amount = a
 		}
 	}
@@ -183,7 +181,7 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 	out.ExpiresAt = now.Add(p.TTL)
 	if req.Order.Expiry.BadType {
 		add("order.expiry", CodeInvalidType, "must be an ISO 8601 time")
-	} else if v := strings.TrimSpace(req.Order.Expiry.Value); v != "" {
+	} else if v := trimSpaces(req.Order.Expiry.Value); v != "" {
 		t, err := time.Parse(time.RFC3339, v)
 		switch {
 		case err != nil:
@@ -202,6 +200,23 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 	return out, nil
 }
 
+func addAmountError(add func(field, code, format string, args ...any), err error, currency string, p Policy) {
+	switch {
+	case errors.Is(err, money.ErrPrecision):
+		add("order.amount", CodeInvalidPrecision, "has more decimal places than %s allows", currency)
+	case errors.Is(err, money.ErrNotPositive):
+		add("order.amount", CodeNotPositive, "must be greater than zero")
+	case errors.Is(err, money.ErrTooLarge):
+		add("order.amount", CodeTooLarge, "must be at most %d", p.MaxAmount)
+	default:
+		add("order.amount", CodeInvalidFormat, "must be decimal text such as 1500.00")
+	}
+}
+
+// trimSpaces removes leading and trailing spaces only: other whitespace is
+// a control character, which no field accepts.
+func trimSpaces(s string) string { return strings.Trim(s, " ") }
+
 func exceeds(a money.Amount, maxMajor int64) bool {
 	scale := int64(1)
 	for i := 0; i < a.Currency.Digits; i++ {
@@ -215,7 +230,7 @@ func exceeds(a money.Amount, maxMajor int64) bool {
 func requestHash(b Bill, expiry string) string {
 	h := sha256.New()
 	for _, s := range []string{b.CustomerName, b.OrderReference, b.Description, b.BillerCode, b.Outlet,
-		b.Amount.Currency.Code, fmt.Sprint(b.Amount.Minor), strings.TrimSpace(expiry)} {
+		b.Amount.Currency.Code, fmt.Sprint(b.Amount.Minor), trimSpaces(expiry)} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}

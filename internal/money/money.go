@@ -154,3 +154,17 @@ func allDigits(s string) bool {
 	}
 	return true
 }
+
+// CheckDecimal applies the rules of Parse that need no currency (format,
+// sign, size), so an amount can be judged even when its currency is wrong.
+func CheckDecimal(text string) error {
+	_, fraction, _ := strings.Cut(text, ".")
+	minor, err := toMinor(text, len(fraction), false)
+	if err != nil {
+		return err
+	}
+	if minor == 0 {
+		return ErrNotPositive
+	}
+	return nil
+}

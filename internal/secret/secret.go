@@ -153,6 +153,11 @@ func CheckPassword(encoded, password string) (bool, error) {
 	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &memory, &passes, &threads); err != nil {
 		return false, ErrBadHash
 	}
+	// A stored hash is trusted input, but a corrupted one must not crash
+	// the process (argon2 panics on zero passes) or allocate without bound.
+	if version != argon2.Version || passes < 1 || passes > 16 || threads < 1 || memory < 8*1024 || memory > 1<<20 {
+		return false, ErrBadHash
+	}
 	salt, err1 := base64.RawStdEncoding.DecodeString(parts[4])
 	want, err2 := base64.RawStdEncoding.DecodeString(parts[5])
 	if err1 != nil || err2 != nil || len(want) == 0 {

@@ -1,0 +1,104 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestRevocations(t *testing.T) {
+	ctx := context.Background()
+	r := NewRevocations()
+	if r.Revoked("key_1") {
+		t.Fatal("empty set reports key_1 revoked")
+	}
+	r.Add("key_1")
+	if !r.Revoked("key_1") || r.Revoked("key_2") {
+		t.Fatal("Add revoked the wrong keys")
+	}
+
+	repo := newFakeRepo()
+	repo.revoked = []string{"key_2", "key_3"}
+	since := tokenNow.Add(-2 * time.Hour)
+	if err := r.Refresh(ctx, repo, since); err != nil {
+		t.Fatal(err)
+	}
+	if !repo.since.Equal(since) {
+		t.Errorf("RevokedKeys asked since %v, want %v", repo.since, since)
+	}
+	// The database is the truth: a local Add older than the window goes.
+	for key, want := range map[string]bool{"key_1": false, "key_2": true, "key_3": true} {
+		if got := r.Revoked(key); got != want {
+			t.Errorf("after Refresh, Revoked(%s) = %v, want %v", key, got, want)
+		}
+	}
+
+	repo.revokedErr = errors.New("database down")
+	repo.revoked = nil
+	if err := r.Refresh(ctx, repo, since); !errors.Is(err, repo.revokedErr) {
+		t.Fatalf("Refresh error = %v, want %v", err, repo.revokedErr)
+	}
+	if !r.Revoked("key_2") {
+		t.Error("a failed Refresh forgot revoked keys")
+	}
+}
+
+func TestRevocationsWatch(t *testing.T) {
+	repo := newFakeRepo()
+	repo.revoked = []string{"key_rotated"}
+	r := NewRevocations()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Watch(ctx, repo, time.Millisecond, time.Hour, slog.New(slog.DiscardHandler))
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !r.Revoked("key_rotated") {
+		if time.Now().After(deadline) {
+			t.Fatal("Watch never refreshed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	repo.mu.Lock()
+	since := repo.since
+	repo.mu.Unlock()
+	// Keys revoked within the token lifetime (plus slack) must be fetched.
+	if age := time.Since(since); age < time.Hour {
+		t.Errorf("Watch asked for keys revoked in the last %v, want at least the 1 h token lifetime", age)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Watch did not stop when its context ended")
+	}
+}
+
+func TestRevocationsConcurrent(t *testing.T) {
+	r := NewRevocations()
+	repo := newFakeRepo()
+	repo.revoked = []string{"a", "b"}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for range 200 {
+				switch i {
+				case 0:
+					r.Add("c")
+				case 1:
+					_ = r.Refresh(context.Background(), repo, time.Time{})
+				default:
+					r.Revoked("a")
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if !r.Revoked("a") {
+		t.Error("key a lost")
+	}
+}

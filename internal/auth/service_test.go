@@ -1,0 +1,364 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/secret"
+)
+
+const (
+	codeA     = "4000000001"
+	codeB     = "4000000002"
+	passwordA = "kadi test pass 01"
+	passwordB = "another pass 02"
+	keyATest  = "kadi_test_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	keyALive  = "kadi_live_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	keyBTest  = "kadi_test_BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+	ipA       = "203.0.113.7"
+)
+
+// passwordHashes are computed once: argon2id is slow on purpose.
+var passwordHashes = sync.OnceValues(func() (string, string) {
+	return secret.HashPassword(passwordA), secret.HashPassword(passwordB)
+})
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func newTestService(t testing.TB) (*Service, *fakeRepo, *clock) {
+	t.Helper()
+	hashA, hashB := passwordHashes()
+	repo := newFakeRepo()
+	repo.addMerchant(merchant.Merchant{Code: codeA, PasswordHash: hashA})
+	repo.addMerchant(merchant.Merchant{Code: codeB, PasswordHash: hashB})
+	repo.addKey("key_a_test", codeA, merchant.Test, keyATest, "whsec_a_test")
+	repo.addKey("key_a_live", codeA, merchant.Live, keyALive, "whsec_a_live")
+	repo.addKey("key_b_test", codeB, merchant.Test, keyBTest, "whsec_b_test")
+	c := &clock{now: tokenNow}
+	return &Service{
+		Repo:        repo,
+		Signer:      NewSigner(signingKey),
+		Revocations: NewRevocations(),
+		TTL:         time.Hour,
+		Lockout:     DefaultLockout,
+		Now:         c.Now,
+		Log:         slog.New(slog.DiscardHandler),
+	}, repo, c
+}
+
+func grantA() Grant {
+	return Grant{APIKey: keyATest, Username: codeA, Password: passwordA, ClientIP: ipA}
+}
+
+func TestIssue(t *testing.T) {
+	tests := []struct {
+		name    string
+		edit    func(*Grant)
+		err     error  // a sentinel, or nil
+		reqCode string // a *RequestError code
+		key     string // on success, the key ID the token carries
+		secret  string // on success, the notification secret
+	}{
+		{"test key", func(*Grant) {}, nil, "", "key_a_test", "whsec_a_test"},
+		{"live key", func(g *Grant) { g.APIKey = keyALive }, nil, "", "key_a_live", "whsec_a_live"},
+		{"no API key", func(g *Grant) { g.APIKey = "" }, ErrInvalidClient, "", "", ""},
+		{"wrong API key", func(g *Grant) { g.APIKey = keyATest + "x" }, ErrInvalidClient, "", "", ""},
+		{"API key hash instead of the key", func(g *Grant) { g.APIKey = secret.HashAPIKey(keyATest) }, ErrInvalidClient, "", "", ""},
+		{"wrong password", func(g *Grant) { g.Password = passwordA + "x" }, ErrInvalidGrant, "", "", ""},
+		{"password in another case", func(g *Grant) { g.Password = strings.ToUpper(passwordA) }, ErrInvalidGrant, "", "", ""},
+		{"username of another merchant, with its password", func(g *Grant) { g.Username, g.Password = codeB, passwordB }, ErrInvalidGrant, "", "", ""},
+		{"username of another merchant, with this one's password", func(g *Grant) { g.Username = codeB }, ErrInvalidGrant, "", "", ""},
+		{"unknown username", func(g *Grant) { g.Username = "4999999999" }, ErrInvalidGrant, "", "", ""},
+		{"no username", func(g *Grant) { g.Username = "" }, nil, "invalid_request", "", ""},
+		{"no password", func(g *Grant) { g.Password = "" }, nil, "invalid_request", "", ""},
+		{"API key as password, not allowed here", func(g *Grant) { g.Password = keyATest }, ErrInvalidGrant, "", "", ""},
+		{"API key as password, allowed", func(g *Grant) { g.Password, g.KeyAsPassword = keyATest, true }, nil, "", "key_a_test", "whsec_a_test"},
+		{"account password where the key is also allowed", func(g *Grant) { g.KeyAsPassword = true }, nil, "", "key_a_test", "whsec_a_test"},
+		{"another merchant's key as password", func(g *Grant) { g.Password, g.KeyAsPassword = keyBTest, true }, ErrInvalidGrant, "", "", ""},
+		{"this merchant's other key as password", func(g *Grant) { g.Password, g.KeyAsPassword = keyALive, true }, ErrInvalidGrant, "", "", ""},
+		{"API key as password for another merchant's username", func(g *Grant) { g.Username, g.Password, g.KeyAsPassword = codeB, keyATest, true }, ErrInvalidGrant, "", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _, _ := newTestService(t)
+			g := grantA()
+			tt.edit(&g)
+			got, err := s.Issue(context.Background(), g)
+			switch {
+			case tt.err != nil:
+				// The same value, hence the same message, whichever of
+				// username and password was wrong.
+				if err != tt.err {
+					t.Fatalf("Issue = %+v, %v; want %v", got, err, tt.err)
+				}
+				return
+			case tt.reqCode != "":
+				var re *RequestError
+				if !errors.As(err, &re) || re.Code != tt.reqCode || re.Message == "" {
+					t.Fatalf("Issue error = %#v, want RequestError %s", err, tt.reqCode)
+				}
+				return
+			case err != nil:
+				t.Fatalf("Issue: %v", err)
+			}
+			want := Claims{MerchantCode: codeA, KeyID: tt.key, Mode: merchant.Test, IssuedAt: tokenNow, ExpiresAt: tokenNow.Add(time.Hour)}
+			if strings.HasSuffix(tt.key, "live") {
+				want.Mode = merchant.Live
+			}
+			if !sameClaims(got.Claims, want) {
+				t.Errorf("Claims = %+v, want %+v", got.Claims, want)
+			}
+			if got.NotificationSecret != tt.secret {
+				t.Errorf("NotificationSecret = %q, want %q", got.NotificationSecret, tt.secret)
+			}
+			verified, err := s.Verify(got.Token)
+			if err != nil || !sameClaims(verified, want) {
+				t.Errorf("Verify(issued token) = %+v, %v; want %+v", verified, err, want)
+			}
+		})
+	}
+}
+
+func TestLockoutAfterTenFailures(t *testing.T) {
+	s, repo, c := newTestService(t)
+	ctx := context.Background()
+	wrong := grantA()
+	wrong.Password = "wrong password 1"
+
+	for i := 1; i <= 9; i++ {
+		if _, err := s.Issue(ctx, wrong); err != ErrInvalidGrant {
+			t.Fatalf("failure %d: %v, want ErrInvalidGrant", i, err)
+		}
+	}
+	if n := len(repo.auditEvents()); n != 0 {
+		t.Fatalf("%d audit events after 9 failures, want none", n)
+	}
+	// The tenth failure itself may answer either way; from then on the
+	// credential is refused.
+	_, err := s.Issue(ctx, wrong)
+	var locked *LockedError
+	if err != ErrInvalidGrant && !errors.As(err, &locked) {
+		t.Fatalf("failure 10: %v", err)
+	}
+
+	events := repo.auditEvents()
+	lockedSubjects := map[string]int{}
+	for _, e := range events {
+		if e.Action != audit.LockedOut || e.ID == "" || !e.At.Equal(tokenNow) {
+			t.Errorf("audit event %+v, want %s now", e, audit.LockedOut)
+		}
+		for _, sub := range []string{"merchant:" + codeA, "ip:" + ipA} {
+			if strings.Contains(e.Detail, sub) {
+				lockedSubjects[sub]++
+			}
+		}
+	}
+	if len(events) != 2 || lockedSubjects["merchant:"+codeA] != 1 || lockedSubjects["ip:"+ipA] != 1 {
+		t.Fatalf("audit events %+v, want one lockout each for the merchant and the address", events)
+	}
+
+	wantLocked := func(step string, g Grant, retry time.Duration) {
+		t.Helper()
+		_, err := s.Issue(ctx, g)
+		var le *LockedError
+		if !errors.As(err, &le) {
+			t.Fatalf("%s: %v, want LockedError", step, err)
+		}
+		if le.RetryAfter != retry {
+			t.Errorf("%s: RetryAfter = %v, want %v", step, le.RetryAfter, retry)
+		}
+		if !strings.Contains(le.Error(), fmt.Sprint(int((retry+time.Minute-1)/time.Minute))) {
+			t.Errorf("%s: message %q does not give the minutes", step, le.Error())
+		}
+	}
+	wantLocked("correct password while locked", grantA(), 30*time.Minute)
+	wantLocked("wrong password while locked", wrong, 30*time.Minute)
+	c.advance(10 * time.Minute)
+	// Attempts while locked neither extend the lock nor log it again.
+	wantLocked("correct password 10 minutes later", grantA(), 20*time.Minute)
+	c.advance(20*time.Minute - time.Second)
+	wantLocked("a second before the end", grantA(), time.Second)
+	if n := len(repo.auditEvents()); n != 2 {
+		t.Errorf("%d audit events, want still 2", n)
+	}
+
+	c.advance(time.Second)
+	if _, err := s.Issue(ctx, grantA()); err != nil {
+		t.Fatalf("correct password after 30 minutes: %v", err)
+	}
+}
+
+// Wrong API keys count too, and the address is locked whichever usernames
+// it tries; the merchants it named are not.
+func TestLockoutPerClientAddress(t *testing.T) {
+	s, repo, _ := newTestService(t)
+	ctx := context.Background()
+	for i := range 10 {
+		g := grantA()
+		g.APIKey = "kadi_test_guess" + fmt.Sprint(i)
+		g.Username = fmt.Sprintf("49000000%02d", i)
+		if _, err := s.Issue(ctx, g); err == nil {
+			t.Fatal("a guessed key was accepted")
+		}
+	}
+	var le *LockedError
+	if _, err := s.Issue(ctx, grantA()); !errors.As(err, &le) {
+		t.Fatalf("correct credentials from the locked address: %v, want LockedError", err)
+	}
+	other := grantA()
+	other.ClientIP = "198.51.100.9"
+	if _, err := s.Issue(ctx, other); err != nil {
+		t.Fatalf("correct credentials from another address: %v", err)
+	}
+	if events := repo.auditEvents(); len(events) != 1 || !strings.Contains(events[0].Detail, "ip:"+ipA) {
+		t.Errorf("audit events %+v, want exactly the address's lockout", events)
+	}
+}
+
+// Failures spread over many addresses still lock the merchant, and only it.
+func TestLockoutPerMerchant(t *testing.T) {
+	s, _, _ := newTestService(t)
+	ctx := context.Background()
+	for i := range 10 {
+		g := grantA()
+		g.APIKey = "kadi_test_guess"
+		g.ClientIP = fmt.Sprintf("192.0.2.%d", i+1)
+		if _, err := s.Issue(ctx, g); err != ErrInvalidClient {
+			t.Fatalf("failure %d: %v, want ErrInvalidClient", i+1, err)
+		}
+	}
+	fresh := grantA()
+	fresh.ClientIP = "198.51.100.9"
+	var le *LockedError
+	if _, err := s.Issue(ctx, fresh); !errors.As(err, &le) {
+		t.Fatalf("merchant A from a fresh address: %v, want LockedError", err)
+	}
+	b := Grant{APIKey: keyBTest, Username: codeB, Password: passwordB, ClientIP: "192.0.2.1"}
+	if _, err := s.Issue(ctx, b); err != nil {
+		t.Fatalf("merchant B from an address with one failure: %v", err)
+	}
+}
+
+// A success forgets the merchant's earlier failures, so an occasional typo
+// never adds up to a lockout.
+func TestSuccessClearsMerchantFailures(t *testing.T) {
+	s, _, _ := newTestService(t)
+	ctx := context.Background()
+	ip := 0
+	fail := func(n int) {
+		for range n {
+			ip++
+			g := grantA()
+			g.APIKey = "kadi_test_guess"
+			g.ClientIP = fmt.Sprintf("192.0.2.%d", ip)
+			if _, err := s.Issue(ctx, g); err != ErrInvalidClient {
+				t.Fatalf("failure from address %d: %v", ip, err)
+			}
+		}
+	}
+	fail(9)
+	if _, err := s.Issue(ctx, grantA()); err != nil {
+		t.Fatalf("success after 9 failures: %v", err)
+	}
+	fail(9)
+	if _, err := s.Issue(ctx, grantA()); err != nil {
+		t.Fatalf("9 failures after a success locked the merchant: %v", err)
+	}
+}
+
+func TestVerify(t *testing.T) {
+	s, _, c := newTestService(t)
+	issued, err := s.Issue(context.Background(), grantA())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := s.Issue(context.Background(), Grant{APIKey: keyALive, Username: codeA, Password: passwordA, ClientIP: ipA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Verify(issued.Token); err != nil {
+		t.Fatalf("fresh token: %v", err)
+	}
+	s.Revocations.Add("key_a_test")
+	if _, err := s.Verify(issued.Token); !errors.Is(err, ErrInvalidToken) {
+		t.Errorf("token of a revoked key: %v, want ErrInvalidToken", err)
+	}
+	if _, err := s.Verify(live.Token); err != nil {
+		t.Errorf("token of the other, unrevoked key: %v", err)
+	}
+	c.advance(time.Hour)
+	if _, err := s.Verify(live.Token); !errors.Is(err, ErrInvalidToken) {
+		t.Errorf("token at its expiry: %v, want ErrInvalidToken", err)
+	}
+	if _, err := s.Verify(""); !errors.Is(err, ErrInvalidToken) {
+		t.Errorf("empty token: %v, want ErrInvalidToken", err)
+	}
+}
+
+// Verify runs on every bearer request on every node: decisions §1 wants it
+// free of database round trips.
+func TestVerifyDoesNotTouchTheRepo(t *testing.T) {
+	s, _, _ := newTestService(t)
+	issued, err := s.Issue(context.Background(), grantA())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Repo = untouchableRepo{t}
+	if _, err := s.Verify(issued.Token); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Verify(issued.Token + "x"); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("bad token: %v", err)
+	}
+}
+
+func BenchmarkVerify(b *testing.B) {
+	s, _, _ := newTestService(b)
+	issued, err := s.Issue(context.Background(), grantA())
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.Repo = untouchableRepo{b}
+	s.Revocations.Add("key_of_someone_else")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Verify(issued.Token); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkIssue(b *testing.B) {
+	s, _, _ := newTestService(b)
+	ctx := context.Background()
+	g := grantA()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Issue(ctx, g); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
