@@ -65,13 +65,16 @@ func (a *Acquirer) CompleteChallenge(ctx context.Context, ref, code string) (pay
 	if !ok {
 		return payment.Result{Outcome: payment.Declined, DeclineCode: "authentication_failed", Message: payment.MsgChallengeFail}, nil
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if done, ok := a.charges[paymentID]; ok && done.Outcome != payment.ChallengeNeeded {
+		return done, nil // settled: a second answer changes nothing the bank recorded
+	}
 	res := payment.Result{Outcome: payment.Declined, DeclineCode: "authentication_failed", Message: payment.MsgChallengeFail}
 	if hmac.Equal([]byte(strings.TrimSpace(code)), []byte(ChallengeCode)) {
 		res = approve()
 	}
-	a.mu.Lock()
 	a.charges[paymentID] = res
-	a.mu.Unlock()
 	return res, nil
 }
 
