@@ -17,29 +17,36 @@ func (s *DB) RecordAuthFailure(ctx context.Context, subject string, now time.Tim
 	var until time.Time
 	var newly bool
 	err := s.inTx(ctx, func(t tx) error {
-		var failures int
-		var first, locked int64
-		err := t.queryRow(ctx, `SELECT failures, first_at, locked_until FROM auth_failures WHERE subject = ?`, subject).Scan(&failures, &first, &locked)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			failures, first, locked = 0, ms(now), 0
-		case err != nil:
+		// Claim the subject's row before reading it, so that failures
+		// counted at once queue instead of reading the same count (under
+		// PostgreSQL's read committed both would, and one would be lost).
+		_, err := t.exec(ctx, `INSERT INTO auth_failures (subject, failures, first_at, locked_until) VALUES (?, 0, ?, 0)
+			ON CONFLICT (subject) DO UPDATE SET failures = auth_failures.failures`, subject, ms(now))
+		if err != nil {
 			return err
 		}
-		if now.Sub(fromMS(first)) > p.Window && locked <= ms(now) {
-			failures, first, locked = 0, ms(now), 0 // the window passed: start counting again
+		var failures int
+		var first, locked int64
+		err = t.queryRow(ctx, `SELECT failures, first_at, locked_until FROM auth_failures WHERE subject = ?`, subject).Scan(&failures, &first, &locked)
+		if err != nil {
+			return err
+		}
+		if locked <= ms(now) {
+			locked = 0 // a lock that has ended is no lock, and Clear may forget it
+			if now.Sub(fromMS(first)) > p.Window {
+				failures, first = 0, ms(now) // the window passed: start counting again
+			}
 		}
 		failures++
-		if failures >= p.MaxFailures && locked <= ms(now) {
+		if failures >= p.MaxFailures && locked == 0 {
 			locked = ms(now.Add(p.LockFor))
 			newly = true
 			failures = 0
 			first = ms(now)
 		}
 		until = fromMS(locked)
-		_, err = t.exec(ctx, `INSERT INTO auth_failures (subject, failures, first_at, locked_until) VALUES (?, ?, ?, ?)
-			ON CONFLICT (subject) DO UPDATE SET failures = excluded.failures, first_at = excluded.first_at, locked_until = excluded.locked_until`,
-			subject, failures, first, locked)
+		_, err = t.exec(ctx, `UPDATE auth_failures SET failures = ?, first_at = ?, locked_until = ? WHERE subject = ?`,
+			failures, first, locked, subject)
 		return err
 	})
 	return until, newly, err
@@ -55,10 +62,16 @@ func (s *DB) AuthLockedUntil(ctx context.Context, subject string, now time.Time)
 	return fromMS(locked), err
 }
 
-// ClearAuthFailures forgets subject's failures after a success.
+// ClearAuthFailures forgets subject's failures after a success. It never
+// lifts an active lock: the row of a locked subject only loses its count.
 func (s *DB) ClearAuthFailures(ctx context.Context, subject string) error {
-	_, err := s.exec(ctx, `DELETE FROM auth_failures WHERE subject = ? AND locked_until = 0`, subject)
-	return err
+	return s.inTx(ctx, func(t tx) error {
+		if _, err := t.exec(ctx, `DELETE FROM auth_failures WHERE subject = ? AND locked_until = 0`, subject); err != nil {
+			return err
+		}
+		_, err := t.exec(ctx, `UPDATE auth_failures SET failures = 0 WHERE subject = ?`, subject)
+		return err
+	})
 }
 
 // RecordAudit appends to the audit log.

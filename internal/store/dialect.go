@@ -19,12 +19,19 @@ type dialect struct {
 
 func connect(url string) (dialect, *sql.DB, error) {
 	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		// synchronous_commit defaults to on; ask for it anyway, so a server
+		// configured otherwise cannot lose an acknowledged payment.
+		if !strings.Contains(url, "synchronous_commit=") {
+			sep := "?"
+			if strings.Contains(url, "?") {
+				sep = "&"
+			}
+			url += sep + "synchronous_commit=on"
+		}
 		db, err := sql.Open("pgx", url)
 		if err != nil {
 			return dialect{}, nil, fmt.Errorf("open postgres: %w", err)
 		}
-		// synchronous_commit defaults to on; say so anyway, so a server
-		// configured otherwise cannot lose an acknowledged payment.
 		db.SetMaxOpenConns(20)
 		return dialect{name: "postgres", numbered: true}, db, nil
 	}

@@ -104,6 +104,11 @@ func (s *DB) SetIPN(ctx context.Context, code string, mode merchant.Mode, cfg me
 // RotateAPIKey revokes the mode's active keys and stores key, atomically.
 func (s *DB) RotateAPIKey(ctx context.Context, k merchant.APIKey) error {
 	return s.inTx(ctx, func(t tx) error {
+		// Lock the merchant's row first so two rotations at once queue up
+		// instead of each revoking only the keys it can see.
+		if _, err := t.exec(ctx, `UPDATE merchants SET code = code WHERE code = ?`, k.MerchantCode); err != nil {
+			return fmt.Errorf("lock merchant: %w", err)
+		}
 		if _, err := t.exec(ctx, `UPDATE api_keys SET revoked_at = ? WHERE merchant_code = ? AND mode = ? AND revoked_at = 0`,
 			ms(k.CreatedAt), k.MerchantCode, string(k.Mode)); err != nil {
 			return fmt.Errorf("revoke keys: %w", err)

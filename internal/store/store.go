@@ -106,7 +106,16 @@ func (s *DB) inTx(ctx context.Context, fn func(tx) error) error {
 }
 
 func (s *DB) migrate(ctx context.Context) error {
-	if _, err := s.exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
+	// Under the migration lock too: PostgreSQL's IF NOT EXISTS is no guard
+	// against another node creating the table at the same moment.
+	err := s.inTx(ctx, func(t tx) error {
+		if err := s.d.lockMigrations(ctx, t); err != nil {
+			return err
+		}
+		_, err := t.exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)`)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	names, err := fs.Glob(migrations, "migrations/*.sql")

@@ -1,0 +1,39 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// ExecRaw lets the behaviour suite step around the store's own guards to
+// test the database's (storetest.RawExecer).
+func (s *DB) ExecRaw(ctx context.Context, query string, args ...any) error {
+	_, err := s.exec(ctx, query, args...)
+	return err
+}
+
+// PragmaOnConns reads a SQLite pragma on n pool connections held at once, so
+// a setting applied to only the first connection cannot pass for all.
+func PragmaOnConns(ctx context.Context, s *DB, pragma string, n int) ([]string, error) {
+	conns := make([]*sql.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	var values []string
+	for range n {
+		c, err := s.db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		conns = append(conns, c)
+		var v string
+		if err := c.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(&v); err != nil {
+			return nil, fmt.Errorf("PRAGMA %s: %w", pragma, err)
+		}
+		values = append(values, v)
+	}
+	return values, nil
+}

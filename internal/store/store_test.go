@@ -1,0 +1,239 @@
+package store_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/store"
+	"github.com/kadipay/kadi/internal/store/storetest"
+)
+
+// postgresEnv names the PostgreSQL the tests may create schemas in, e.g.
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable.
+const postgresEnv = "KADI_TEST_DATABASE_URL"
+
+func TestStore(t *testing.T) {
+	t.Run("SQLite", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) store.Store { return openSQLite(t, filepath.Join(t.TempDir(), "kadi.db")) })
+	})
+	t.Run("PostgreSQL", func(t *testing.T) {
+		base := postgresURL(t)
+		storetest.Run(t, func(t *testing.T) store.Store { return openStore(t, freshSchema(t, base)) })
+	})
+}
+
+func openStore(t *testing.T, url string) *store.DB {
+	t.Helper()
+	s, err := store.Open(t.Context(), url)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func openSQLite(t *testing.T, path string) *store.DB { return openStore(t, path) }
+
+func postgresURL(t *testing.T) string {
+	t.Helper()
+	u := os.Getenv(postgresEnv)
+	if u == "" {
+		t.Skip(postgresEnv + " is not set: skipping the PostgreSQL run (set it to e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
+	}
+	return u
+}
+
+// freshSchema creates an empty schema, dropped when t ends, and returns base
+// with search_path pointing into it: every test gets a database of its own.
+func freshSchema(t *testing.T, base string) string {
+	t.Helper()
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "kadi_test_" + strings.ToLower(rand.Text())
+	if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+name); err != nil {
+		admin.Close()
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		defer admin.Close()
+		if _, err := admin.ExecContext(context.Background(), `DROP SCHEMA `+name+` CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", name) // pgx passes unknown parameters on as runtime settings
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// migrationCount is how many migrations the store embeds.
+func migrationCount(t *testing.T) int {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join("migrations", "*.sql"))
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no migrations found: %v", err)
+	}
+	return len(names)
+}
+
+// checkMigrated opens the store twice more (the first Open migrated it) and
+// checks each migration is recorded once and the data survives.
+func checkMigrated(t *testing.T, dsn string, count func() (rows, versions int)) {
+	ctx := t.Context()
+	first := openStore(t, dsn)
+	if err := first.RecordAudit(ctx, auditEvent()); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	for range 2 {
+		s, err := store.Open(ctx, dsn)
+		if err != nil {
+			t.Fatalf("Open on a migrated database: %v", err)
+		}
+		events, err := s.AuditEvents(ctx, "1234567890", 10)
+		s.Close()
+		if err != nil || len(events) != 1 {
+			t.Fatalf("after reopening: %d audit events, %v; want the 1 written before", len(events), err)
+		}
+	}
+	want := migrationCount(t)
+	if rows, versions := count(); rows != want || versions != want {
+		t.Fatalf("schema_migrations holds %d rows for %d versions, want %d of each", rows, versions, want)
+	}
+}
+
+func auditEvent() audit.Event {
+	return audit.Event{ID: "aud_reopen", At: time.Now(), MerchantCode: "1234567890", Actor: "cli", Action: audit.IPNChanged, Detail: "before reopening"}
+}
+
+func TestMigrationsIdempotent(t *testing.T) {
+	t.Run("SQLite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "kadi.db")
+		checkMigrated(t, path, func() (int, int) {
+			db, err := sql.Open("sqlite", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			return countMigrations(t, db, "schema_migrations")
+		})
+	})
+	t.Run("PostgreSQL", func(t *testing.T) {
+		dsn := freshSchema(t, postgresURL(t))
+		checkMigrated(t, dsn, func() (int, int) {
+			db, err := sql.Open("pgx", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			return countMigrations(t, db, "schema_migrations")
+		})
+	})
+}
+
+func countMigrations(t *testing.T, db *sql.DB, table string) (rows, versions int) {
+	t.Helper()
+	if err := db.QueryRowContext(t.Context(), `SELECT COUNT(*), COUNT(DISTINCT version) FROM `+table).Scan(&rows, &versions); err != nil {
+		t.Fatal(err)
+	}
+	return rows, versions
+}
+
+// Nodes of a PostgreSQL deployment start together; each migrates on Open.
+func TestConcurrentOpenPostgres(t *testing.T) {
+	dsn := freshSchema(t, postgresURL(t))
+	const n = 4
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			s, err := store.Open(t.Context(), dsn)
+			if err == nil {
+				s.Close()
+			}
+			errs[i] = err
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Open %d of %d at once: %v", i+1, n, err)
+		}
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if rows, versions := countMigrations(t, db, "schema_migrations"); rows != migrationCount(t) || versions != rows {
+		t.Fatalf("schema_migrations holds %d rows for %d versions after concurrent opens", rows, versions)
+	}
+}
+
+func TestSQLitePragmas(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "kadi.db")
+	s := openSQLite(t, path)
+
+	// WAL is recorded in the file itself, so any connection sees it.
+	other, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	var mode string
+	if err := other.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "wal" {
+		t.Errorf("journal_mode seen by another connection = %q, want wal", mode)
+	}
+
+	// The rest are per connection: every connection of the pool needs them.
+	tests := []struct {
+		pragma string
+		ok     func(v string) bool
+		want   string
+	}{
+		{"journal_mode", func(v string) bool { return v == "wal" }, "wal"},
+		{"synchronous", func(v string) bool { return v == "2" }, "2 (FULL)"},
+		{"busy_timeout", func(v string) bool { n, err := strconv.Atoi(v); return err == nil && n > 0 }, "> 0"},
+		{"foreign_keys", func(v string) bool { return v == "1" }, "1"},
+	}
+	for _, tt := range tests {
+		values, err := store.PragmaOnConns(ctx, s, tt.pragma, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range values {
+			if !tt.ok(v) {
+				t.Errorf("connection %d: PRAGMA %s = %s, want %s", i, tt.pragma, v, tt.want)
+			}
+		}
+	}
+
+	// And foreign keys are enforced, not merely switched on.
+	err = s.ExecRaw(ctx, `INSERT INTO outlets (code, merchant_code) VALUES (?, ?)`, "00000001", "no such merchant")
+	if err == nil {
+		t.Error("an outlet of a merchant that does not exist was stored")
+	}
+}

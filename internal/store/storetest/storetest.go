@@ -1,0 +1,1169 @@
+// Package storetest is the behaviour suite every store.Store must pass. The
+// SQLite and PostgreSQL runs of the same SQL share it, so a difference
+// between the two databases shows up as a failing case rather than as a
+// production surprise.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/auth"
+	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/card"
+	"github.com/kadipay/kadi/internal/ipn"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/money"
+	"github.com/kadipay/kadi/internal/payment"
+	"github.com/kadipay/kadi/internal/secret"
+	"github.com/kadipay/kadi/internal/store"
+)
+
+// RawExecer is implemented by stores whose tests let the suite step around
+// the store's own guards to reach the database's last line of defence. The
+// store package adds it only in its own test binary; elsewhere the cases
+// that need it are skipped.
+type RawExecer interface {
+	// ExecRaw runs one statement written with ? placeholders.
+	ExecRaw(ctx context.Context, query string, args ...any) error
+}
+
+// AuditLister reads the audit log back. The Store interface leaves it out
+// (no service reads the log yet) but the SQL store has it, and the suite
+// needs it to see that writes were audited.
+type AuditLister interface {
+	AuditEvents(ctx context.Context, merchantCode string, limit int) ([]audit.Event, error)
+}
+
+func auditEvents(t *testing.T, s store.Store, merchantCode string, limit int) []audit.Event {
+	t.Helper()
+	l, ok := s.(AuditLister)
+	if !ok {
+		t.Fatalf("%T does not implement AuditLister", s)
+	}
+	events, err := l.AuditEvents(t.Context(), merchantCode, limit)
+	must(t, "AuditEvents", err)
+	return events
+}
+
+// Run exercises every Store method's contract. open must return a fresh,
+// empty, migrated store on each call and close it with t.Cleanup.
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	cases := []struct {
+		name string
+		test func(t *testing.T, s store.Store)
+	}{
+		{"Merchant/RoundTrip", testMerchantRoundTrip},
+		{"Merchant/UnknownCode", testMerchantUnknown},
+		{"Merchant/CreateIsAtomic", testMerchantCreateAtomic},
+		{"Merchant/Settings", testSettings},
+		{"Merchant/SetIPN", testSetIPN},
+		{"Merchant/SetIPNUnknownMerchant", testSetIPNUnknown},
+		{"APIKey/ByHash", testAPIKeyByHash},
+		{"APIKey/Rotate", testRotateAPIKey},
+		{"AuthFailures/LocksOnMaxFailuresWithinWindow", testLockout},
+		{"AuthFailures/WindowExpiryResetsCount", testLockoutWindowReset},
+		{"AuthFailures/ClearForgetsFailuresNotLocks", testLockoutClear},
+		{"AuthFailures/ClearAfterExpiredLock", testLockoutClearAfterExpiry},
+		{"AuthFailures/LockAgainAfterExpiry", testLockoutAgain},
+		{"AuthFailures/SubjectsAreSeparate", testLockoutSubjects},
+		{"AuthFailures/Concurrent", testLockoutConcurrent},
+		{"Audit/NewestFirstPerMerchant", testAudit},
+		{"Bill/AmountsRoundTrip", testBillRoundTrip},
+		{"Bill/SameOrderReferenceSameMode", testBillIdempotent},
+		{"Bill/SameOrderReferenceElsewhere", testBillOrderRefScope},
+		{"Bill/ReferenceCollision", testBillReferenceCollision},
+		{"Bill/LookupsScopedByMerchantAndMode", testBillLookupScope},
+		{"Payment/Start", testStartPayment},
+		{"Payment/StartNeedsOpenBill", testStartPaymentNotOpen},
+		{"Payment/StartConcurrent", testStartPaymentConcurrent},
+		{"Payment/SetChallenge", testSetChallenge},
+		{"Payment/FinishSuccess", testFinishSuccess},
+		{"Payment/FinishIsOneTransaction", testFinishAtomic},
+		{"Payment/FinishFailure", testFinishFailure},
+		{"Payment/FinishUnknownThenSettled", testFinishUnknown},
+		{"Payment/OneSuccessPerBillInDatabase", testOneSuccessIndex},
+		{"Payment/Latest", testLatestPayment},
+		{"Payment/Successful", testSuccessfulPayment},
+		{"Payment/Unsettled", testUnsettled},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.test(t, open(t)) })
+	}
+}
+
+// base has sub-millisecond digits so every round trip also proves that
+// times survive to the millisecond and no further.
+var base = time.Date(2025, time.March, 14, 9, 26, 53, 589_793_238, time.UTC)
+
+// norm is what a stored time reads back as: milliseconds, location-free.
+func norm(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.Truncate(time.Millisecond).UTC()
+}
+
+func equal[T any](t *testing.T, what string, got, want T) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s:\n got  %+v\n want %+v", what, got, want)
+	}
+}
+
+func mustErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("%s: err = %v, want %v", what, err, want)
+	}
+}
+
+func must(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func amount(t *testing.T, minor int64, code string) money.Amount {
+	t.Helper()
+	a, err := money.FromMinor(minor, code)
+	must(t, "amount", err)
+	return a
+}
+
+// fixture is an onboarded merchant with the clear API keys' hashes.
+type fixture struct {
+	m        merchant.Merchant
+	settings map[merchant.Mode]merchant.Settings
+	keys     map[merchant.Mode]merchant.APIKey
+}
+
+func addMerchant(t *testing.T, s store.Store, at time.Time) fixture {
+	t.Helper()
+	m := merchant.Merchant{
+		Code:              secret.RandomDigits(10),
+		Name:              "Duka la Mama Njeri",
+		PasswordHash:      secret.HashPassword(secret.NewPassword()),
+		BillerCode:        secret.RandomDigits(6),
+		Outlets:           []string{secret.RandomDigits(8), secret.RandomDigits(8)},
+		ServiceID:         secret.RandomDigits(6),
+		SystemCode:        secret.RandomDigits(7),
+		SettlementAccount: secret.RandomDigits(13),
+		CreatedAt:         at,
+	}
+	f := fixture{m: m, settings: map[merchant.Mode]merchant.Settings{}, keys: map[merchant.Mode]merchant.APIKey{}}
+	var settings []merchant.Settings
+	var keys []merchant.APIKey
+	for _, mode := range merchant.Modes {
+		st := merchant.Settings{MerchantCode: m.Code, Mode: mode, NotificationSecret: secret.NewNotificationSecret()}
+		k := merchant.APIKey{ID: secret.NewID("key"), MerchantCode: m.Code, Mode: mode,
+			Hash: secret.HashAPIKey(secret.NewAPIKey(string(mode))), CreatedAt: at}
+		settings, keys = append(settings, st), append(keys, k)
+		f.settings[mode], f.keys[mode] = st, k
+	}
+	must(t, "CreateMerchant", s.CreateMerchant(t.Context(), m, settings, keys))
+	return f
+}
+
+func newBill(t *testing.T, merchantCode string, mode merchant.Mode, orderRef string, a money.Amount, at time.Time) bill.Bill {
+	t.Helper()
+	return bill.Bill{
+		Reference:      secret.RandomUpperAlnum(12),
+		MerchantCode:   merchantCode,
+		Mode:           mode,
+		OrderReference: orderRef,
+		RequestHash:    secret.NewID("req"),
+		CustomerName:   "Wanjiku Kamau",
+		BillerCode:     "123456",
+		Outlet:         "87654321",
+		Amount:         a,
+		Description:    "Two bags of unga",
+		State:          bill.Open,
+		ExpiresAt:      at.Add(24 * time.Hour),
+		CreatedAt:      at,
+	}
+}
+
+func addBill(t *testing.T, s store.Store, merchantCode string, mode merchant.Mode, at time.Time) bill.Bill {
+	t.Helper()
+	b := newBill(t, merchantCode, mode, secret.NewID("order"), amount(t, 150_075, "KES"), at)
+	_, created, err := s.InsertBill(t.Context(), b)
+	must(t, "InsertBill", err)
+	if !created {
+		t.Fatalf("InsertBill(%s) created = false for a new order reference", b.OrderReference)
+	}
+	return b
+}
+
+func newPayment(b bill.Bill, at time.Time) payment.Payment {
+	return payment.Payment{
+		ID:            secret.NewID("pay"),
+		BillReference: b.Reference,
+		MerchantCode:  b.MerchantCode,
+		Mode:          b.Mode,
+		Status:        payment.Processing,
+		Amount:        b.Amount,
+		Card: payment.CardSummary{
+			Brand: card.Brand("visa"), First6: "424242", Last4: "4242", ExpMonth: 12, ExpYear: 2030,
+			Holder: "W KAMAU", Fingerprint: secret.NewID("fp"),
+		},
+		CallbackURL:  "https://shop.example/callback?order=1",
+		MobileNumber: "254712345678",
+		EmailAddress: "wanjiku@example.com",
+		CreatedAt:    at,
+		UpdatedAt:    at,
+	}
+}
+
+// startPayment claims b for a new payment made at at.
+func startPayment(t *testing.T, s store.Store, b bill.Bill, at time.Time) payment.Payment {
+	t.Helper()
+	p := newPayment(b, at)
+	must(t, "StartPayment", s.StartPayment(t.Context(), p))
+	return p
+}
+
+// finish settles p at at with status; a success carries its outbox event.
+func finish(p payment.Payment, status payment.Status, at time.Time) (payment.Payment, *ipn.Event) {
+	p.Status, p.UpdatedAt = status, at
+	var ev *ipn.Event
+	switch status {
+	case payment.Succeeded:
+		p.NetworkRef, p.ApprovalCode, p.Message = secret.NewID("net"), "A1B2C3", payment.MsgApproved
+		ev = &ipn.Event{ID: secret.NewID("msg"), MerchantCode: p.MerchantCode, Mode: p.Mode, PaymentID: p.ID,
+			Payload: []byte(`{"callbackType":"IPN"}`), Status: ipn.Pending, NextAttemptAt: at, CreatedAt: at}
+	case payment.Failed:
+		p.NetworkRef, p.DeclineCode, p.Message = secret.NewID("net"), "card_declined", "Your card was declined"
+	case payment.Unknown:
+		p.Message = payment.MsgUnknown
+	}
+	return p, ev
+}
+
+func finishPayment(t *testing.T, s store.Store, p payment.Payment, status payment.Status, maxFailures int, at time.Time) payment.Payment {
+	t.Helper()
+	p, ev := finish(p, status, at)
+	must(t, "FinishPayment "+string(status), s.FinishPayment(t.Context(), p, maxFailures, ev))
+	return p
+}
+
+func normMerchant(m merchant.Merchant) merchant.Merchant {
+	m.CreatedAt = norm(m.CreatedAt)
+	m.Outlets = slices.Sorted(slices.Values(m.Outlets))
+	return m
+}
+
+func normSettings(st merchant.Settings) merchant.Settings {
+	st.IPN.DisabledAt = norm(st.IPN.DisabledAt)
+	return st
+}
+
+func normKey(k merchant.APIKey) merchant.APIKey {
+	k.CreatedAt, k.RevokedAt = norm(k.CreatedAt), norm(k.RevokedAt)
+	return k
+}
+
+func normBill(b bill.Bill) bill.Bill {
+	b.ExpiresAt, b.CreatedAt = norm(b.ExpiresAt), norm(b.CreatedAt)
+	return b
+}
+
+func normPayment(p payment.Payment) payment.Payment {
+	p.CreatedAt, p.UpdatedAt = norm(p.CreatedAt), norm(p.UpdatedAt)
+	return p
+}
+
+func billByID(t *testing.T, s store.Store, ref string) bill.Bill {
+	t.Helper()
+	b, err := s.BillByID(t.Context(), ref)
+	must(t, "BillByID", err)
+	return b
+}
+
+func paymentByID(t *testing.T, s store.Store, id string) payment.Payment {
+	t.Helper()
+	p, err := s.PaymentByID(t.Context(), id)
+	must(t, "PaymentByID", err)
+	return p
+}
+
+func wantBill(t *testing.T, s store.Store, ref string, state bill.State, failed int) {
+	t.Helper()
+	b := billByID(t, s, ref)
+	if b.State != state || b.FailedAttempts != failed {
+		t.Fatalf("bill %s: state %q with %d failed attempts, want %q with %d", ref, b.State, b.FailedAttempts, state, failed)
+	}
+}
+
+func auditActions(t *testing.T, s store.Store, merchantCode string) []string {
+	t.Helper()
+	events := auditEvents(t, s, merchantCode, 100)
+	var actions []string
+	for _, e := range events {
+		actions = append(actions, e.Action)
+	}
+	return actions
+}
+
+func testMerchantRoundTrip(t *testing.T, s store.Store) {
+	f := addMerchant(t, s, base)
+	other := addMerchant(t, s, base.Add(time.Minute))
+	for _, want := range []merchant.Merchant{f.m, other.m} {
+		got, err := s.MerchantByCode(t.Context(), want.Code)
+		must(t, "MerchantByCode", err)
+		equal(t, "merchant", normMerchant(got), normMerchant(want))
+	}
+	// Creating a merchant is a security event: it must reach the audit log.
+	if got := auditActions(t, s, f.m.Code); !slices.Contains(got, audit.MerchantAdded) {
+		t.Fatalf("audit actions %v, want %s", got, audit.MerchantAdded)
+	}
+}
+
+func testMerchantUnknown(t *testing.T, s store.Store) {
+	addMerchant(t, s, base)
+	_, err := s.MerchantByCode(t.Context(), "0000000000")
+	mustErr(t, "MerchantByCode(unknown)", err, merchant.ErrNotFound)
+}
+
+func testMerchantCreateAtomic(t *testing.T, s store.Store) {
+	f := addMerchant(t, s, base)
+	tests := []struct {
+		name   string
+		mutate func(m *merchant.Merchant, keys []merchant.APIKey)
+	}{
+		{"same code", func(m *merchant.Merchant, _ []merchant.APIKey) { m.Code = f.m.Code }},
+		// The key is inserted last: refusing it must take the merchant,
+		// outlets and settings inserted before it away too.
+		{"taken key hash", func(_ *merchant.Merchant, keys []merchant.APIKey) { keys[0].Hash = f.keys[merchant.Test].Hash }},
+		{"taken outlet", func(m *merchant.Merchant, _ []merchant.APIKey) { m.Outlets = []string{f.m.Outlets[0]} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := f.m
+			m.Code, m.Outlets = secret.RandomDigits(10), []string{secret.RandomDigits(8)}
+			settings := []merchant.Settings{{MerchantCode: m.Code, Mode: merchant.Test, NotificationSecret: secret.NewNotificationSecret()}}
+			keys := []merchant.APIKey{{ID: secret.NewID("key"), MerchantCode: m.Code, Mode: merchant.Test,
+				Hash: secret.HashAPIKey(secret.NewAPIKey("test")), CreatedAt: base}}
+			tt.mutate(&m, keys)
+			keys[0].MerchantCode, settings[0].MerchantCode = m.Code, m.Code
+			if err := s.CreateMerchant(t.Context(), m, settings, keys); err == nil {
+				t.Fatal("CreateMerchant succeeded with a clash")
+			}
+			if m.Code == f.m.Code {
+				got, err := s.MerchantByCode(t.Context(), f.m.Code)
+				must(t, "MerchantByCode", err)
+				equal(t, "existing merchant", normMerchant(got), normMerchant(f.m))
+				return
+			}
+			_, err := s.MerchantByCode(t.Context(), m.Code)
+			mustErr(t, "MerchantByCode after failed create", err, merchant.ErrNotFound)
+			_, err = s.Settings(t.Context(), m.Code, merchant.Test)
+			mustErr(t, "Settings after failed create", err, merchant.ErrNotFound)
+			if got := auditActions(t, s, m.Code); len(got) != 0 {
+				t.Fatalf("failed create left audit events %v", got)
+			}
+		})
+	}
+}
+
+func testSettings(t *testing.T, s store.Store) {
+	f := addMerchant(t, s, base)
+	for _, mode := range merchant.Modes {
+		got, err := s.Settings(t.Context(), f.m.Code, mode)
+		must(t, "Settings", err)
+		equal(t, "settings "+string(mode), normSettings(got), f.settings[mode])
+	}
+	_, err := s.Settings(t.Context(), "0000000000", merchant.Test)
+	mustErr(t, "Settings(unknown merchant)", err, merchant.ErrNotFound)
+}
+
+func testSetIPN(t *testing.T, s store.Store) {
+	f := addMerchant(t, s, base)
+	if raw, ok := s.(RawExecer); ok {
+		// As a 410 Gone from the receiver leaves it.
+		must(t, "disable IPN", raw.ExecRaw(t.Context(), `UPDATE merchant_settings SET ipn_disabled_at = ? WHERE merchant_code = ?`,
+			base.UnixMilli(), f.m.Code))
+		got, err := s.Settings(t.Context(), f.m.Code, merchant.Test)
+		must(t, "Settings", err)
+		if got.IPN.DisabledAt.IsZero() {
+			t.Fatal("Settings does not report a disabled IPN endpoint")
+		}
+	}
+	// DisabledAt in the argument must be ignored: saving a configuration
+	// is what re-enables delivery after a 410.
+	cfg := merchant.IPNConfig{URL: "https://shop.example/ipn?x=1&y=2", Username: "kadi", Password: "s3cr3t p@ss", DisabledAt: base}
+	must(t, "SetIPN", s.SetIPN(t.Context(), f.m.Code, merchant.Test, cfg))
+
+	want := f.settings[merchant.Test]
+	want.IPN = cfg
+	want.IPN.DisabledAt = time.Time{}
+	got, err := s.Settings(t.Context(), f.m.Code, merchant.Test)
+	must(t, "Settings(test)", err)
+	equal(t, "test settings after SetIPN", normSettings(got), want)
+
+	got, err = s.Settings(t.Context(), f.m.Code, merchant.Live)
+	must(t, "Settings(live)", err)
+	if _, ok := s.(RawExecer); ok {
+		if want := norm(base); !norm(got.IPN.DisabledAt).Equal(want) {
+			t.Fatalf("live IPN disabled at %v after a test SetIPN, want %v untouched", got.IPN.DisabledAt, want)
+		}
+		got.IPN.DisabledAt = time.Time{}
+	}
+	equal(t, "live settings untouched by a test SetIPN", normSettings(got), f.settings[merchant.Live])
+
+	cfg2 := merchant.IPNConfig{URL: "https://shop.example/ipn2"}
+	must(t, "SetIPN again", s.SetIPN(t.Context(), f.m.Code, merchant.Test, cfg2))
+	want.IPN = cfg2
+	got, err = s.Settings(t.Context(), f.m.Code, merchant.Test)
+	must(t, "Settings(test)", err)
+	equal(t, "test settings after a second SetIPN", normSettings(got), want)
+
+	if got := auditActions(t, s, f.m.Code); !slices.Contains(got, audit.IPNChanged) {
+		t.Fatalf("audit actions %v, want %s", got, audit.IPNChanged)
+	}
+}
+
+func testSetIPNUnknown(t *testing.T, s store.Store) {
+	f := addMerchant(t, s, base)
+	err := s.SetIPN(t.Context(), "0000000000", merchant.Test, merchant.IPNConfig{URL: "https://x.example/"})
+	mustErr(t, "SetIPN(unknown merchant)", err, merchant.ErrNotFound)
+	if got := auditActions(t, s, "0000000000"); len(got) != 0 {
+		t.Fatalf("refused SetIPN left audit events %v", got)
+	}
+	got, err := s.Settings(t.Context(), f.m.Code, merchant.Test)
+	must(t, "Settings", err)
+	equal(t, "other merchant's settings", normSettings(got), f.settings[merchant.Test])
+}
+
+func testAPIKeyByHash(t *testing.T, s store.Store) {
+	f := addMerchant(t, s, base)
+	for _, mode := range merchant.Modes {
+		got, err := s.APIKeyByHash(t.Context(), f.keys[mode].Hash)
+		must(t, "APIKeyByHash", err)
+		equal(t, "key "+string(mode), normKey(got), normKey(f.keys[mode]))
+	}
+	_, err := s.APIKeyByHash(t.Context(), secret.HashAPIKey("kadi_test_nobody"))
+	mustErr(t, "APIKeyByHash(unknown)", err, merchant.ErrNotFound)
+}
+
+func testRotateAPIKey(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	old := f.keys[merchant.Test]
+	rotate := func(at time.Time) merchant.APIKey {
+		t.Helper()
+		k := merchant.APIKey{ID: secret.NewID("key"), MerchantCode: f.m.Code, Mode: merchant.Test,
+			Hash: secret.HashAPIKey(secret.NewAPIKey("test")), CreatedAt: at}
+		must(t, "RotateAPIKey", s.RotateAPIKey(ctx, k))
+		return k
+	}
+	revoked := func(since time.Time) []string {
+		t.Helper()
+		ids, err := s.RevokedKeys(ctx, since)
+		must(t, "RevokedKeys", err)
+		return slices.Sorted(slices.Values(ids))
+	}
+
+	at1 := base.Add(time.Hour)
+	k1 := rotate(at1)
+	_, err := s.APIKeyByHash(ctx, old.Hash)
+	mustErr(t, "APIKeyByHash(rotated-out key)", err, merchant.ErrNotFound)
+	got, err := s.APIKeyByHash(ctx, k1.Hash)
+	must(t, "APIKeyByHash(new key)", err)
+	equal(t, "new key", normKey(got), normKey(k1))
+	got, err = s.APIKeyByHash(ctx, f.keys[merchant.Live].Hash)
+	must(t, "APIKeyByHash(live key)", err)
+	equal(t, "live key untouched by a test rotation", normKey(got), normKey(f.keys[merchant.Live]))
+
+	equal(t, "revoked since before the rotation", revoked(base), []string{old.ID})
+	equal(t, "revoked since the rotation", revoked(at1), []string{old.ID})
+	equal(t, "revoked since after the rotation", revoked(at1.Add(time.Millisecond)), []string(nil))
+
+	// A second rotation revokes only the key then active; the first
+	// revocation keeps its time.
+	at2 := at1.Add(time.Hour)
+	k2 := rotate(at2)
+	_, err = s.APIKeyByHash(ctx, k1.Hash)
+	mustErr(t, "APIKeyByHash(second rotated-out key)", err, merchant.ErrNotFound)
+	if _, err := s.APIKeyByHash(ctx, k2.Hash); err != nil {
+		t.Fatalf("APIKeyByHash(newest key): %v", err)
+	}
+	equal(t, "revoked since the second rotation", revoked(at2), []string{k1.ID})
+	equal(t, "revoked since the first rotation", revoked(at1), slices.Sorted(slices.Values([]string{old.ID, k1.ID})))
+
+	if got := auditActions(t, s, f.m.Code); !slices.Contains(got, audit.KeyRotated) {
+		t.Fatalf("audit actions %v, want %s", got, audit.KeyRotated)
+	}
+}
+
+var policy = auth.LockoutPolicy{MaxFailures: 3, Window: 10 * time.Minute, LockFor: 30 * time.Minute}
+
+// failure records one failure and checks what RecordAuthFailure answers.
+func failure(t *testing.T, s store.Store, subject string, at time.Time, p auth.LockoutPolicy, wantUntil time.Time, wantNewly bool) {
+	t.Helper()
+	until, newly, err := s.RecordAuthFailure(t.Context(), subject, at, p)
+	must(t, "RecordAuthFailure", err)
+	if !norm(until).Equal(norm(wantUntil)) || newly != wantNewly {
+		t.Fatalf("failure at %s: locked until %v (newly %t), want %v (newly %t)",
+			at.Sub(base), norm(until), newly, norm(wantUntil), wantNewly)
+	}
+}
+
+func lockedUntil(t *testing.T, s store.Store, subject string, at time.Time) time.Time {
+	t.Helper()
+	until, err := s.AuthLockedUntil(t.Context(), subject, at)
+	must(t, "AuthLockedUntil", err)
+	return norm(until)
+}
+
+func testLockout(t *testing.T, s store.Store) {
+	const sub = "merchant:1234567890"
+	if got := lockedUntil(t, s, sub, base); !got.IsZero() {
+		t.Fatalf("AuthLockedUntil with no failures = %v, want zero", got)
+	}
+	failure(t, s, sub, base, policy, time.Time{}, false)
+	failure(t, s, sub, base.Add(5*time.Minute), policy, time.Time{}, false)
+	if got := lockedUntil(t, s, sub, base.Add(5*time.Minute)); !got.IsZero() {
+		t.Fatalf("AuthLockedUntil before the last allowed failure = %v, want zero", got)
+	}
+	lockAt := base.Add(9 * time.Minute)
+	until := lockAt.Add(policy.LockFor)
+	failure(t, s, sub, lockAt, policy, until, true)
+	if got := lockedUntil(t, s, sub, lockAt); !got.Equal(norm(until)) {
+		t.Fatalf("AuthLockedUntil = %v, want %v", got, norm(until))
+	}
+	// newlyLocked feeds the audit log: once per lockout, however many
+	// failures arrive while it lasts.
+	for i := range 2 * policy.MaxFailures {
+		failure(t, s, sub, lockAt.Add(time.Duration(i+1)*time.Minute), policy, until, false)
+	}
+	if got := lockedUntil(t, s, sub, lockAt.Add(time.Hour)); !got.Equal(norm(until)) {
+		t.Fatalf("AuthLockedUntil after failures during the lock = %v, want %v unchanged", got, norm(until))
+	}
+}
+
+func testLockoutWindowReset(t *testing.T, s store.Store) {
+	const sub = "ip:192.0.2.1"
+	failure(t, s, sub, base, policy, time.Time{}, false)
+	failure(t, s, sub, base.Add(time.Minute), policy, time.Time{}, false)
+	// The window has passed: this is the first failure of a new count,
+	// not the third.
+	fresh := base.Add(policy.Window + time.Second)
+	failure(t, s, sub, fresh, policy, time.Time{}, false)
+	failure(t, s, sub, fresh.Add(time.Minute), policy, time.Time{}, false)
+	failure(t, s, sub, fresh.Add(2*time.Minute), policy, fresh.Add(2*time.Minute+policy.LockFor), true)
+}
+
+func testLockoutClear(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const sub = "merchant:1234567890"
+	failure(t, s, sub, base, policy, time.Time{}, false)
+	failure(t, s, sub, base.Add(time.Second), policy, time.Time{}, false)
+	must(t, "ClearAuthFailures", s.ClearAuthFailures(ctx, sub))
+	failure(t, s, sub, base.Add(2*time.Second), policy, time.Time{}, false)
+	failure(t, s, sub, base.Add(3*time.Second), policy, time.Time{}, false)
+	lockAt := base.Add(4 * time.Second)
+	until := lockAt.Add(policy.LockFor)
+	failure(t, s, sub, lockAt, policy, until, true)
+
+	// A success elsewhere (or a racing request) must not lift a lock.
+	must(t, "ClearAuthFailures", s.ClearAuthFailures(ctx, sub))
+	if got := lockedUntil(t, s, sub, lockAt.Add(time.Second)); !got.Equal(norm(until)) {
+		t.Fatalf("AuthLockedUntil after Clear during a lock = %v, want %v", got, norm(until))
+	}
+	failure(t, s, sub, lockAt.Add(2*time.Second), policy, until, false)
+}
+
+func testLockoutClearAfterExpiry(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const sub = "merchant:1234567890"
+	// A window longer than the lock: failures after the lock ends still
+	// fall in the window that began with it.
+	p := auth.LockoutPolicy{MaxFailures: 3, Window: time.Hour, LockFor: 15 * time.Minute}
+	for i := range p.MaxFailures - 1 {
+		failure(t, s, sub, base.Add(time.Duration(i)*time.Second), p, time.Time{}, false)
+	}
+	lockAt := base.Add(time.Minute)
+	failure(t, s, sub, lockAt, p, lockAt.Add(p.LockFor), true)
+
+	after := lockAt.Add(p.LockFor + time.Minute)
+	failure(t, s, sub, after, p, time.Time{}, false) // the lock has ended
+	must(t, "ClearAuthFailures", s.ClearAuthFailures(ctx, sub))
+	// The success forgot the failure before it: two more are not three.
+	for i := range p.MaxFailures - 1 {
+		failure(t, s, sub, after.Add(time.Duration(i+1)*time.Second), p, time.Time{}, false)
+	}
+}
+
+func testLockoutAgain(t *testing.T, s store.Store) {
+	const sub = "ip:2001:db8::1"
+	for i := range policy.MaxFailures - 1 {
+		failure(t, s, sub, base.Add(time.Duration(i)*time.Second), policy, time.Time{}, false)
+	}
+	lockAt := base.Add(time.Minute)
+	failure(t, s, sub, lockAt, policy, lockAt.Add(policy.LockFor), true)
+
+	// After the lock has ended, a full new count locks again, and that new
+	// lockout is reported once more.
+	again := lockAt.Add(policy.LockFor + time.Minute)
+	for i := range policy.MaxFailures - 1 {
+		failure(t, s, sub, again.Add(time.Duration(i)*time.Second), policy, time.Time{}, false)
+	}
+	lock2 := again.Add(time.Minute)
+	failure(t, s, sub, lock2, policy, lock2.Add(policy.LockFor), true)
+}
+
+func testLockoutSubjects(t *testing.T, s store.Store) {
+	a, b := "merchant:1111111111", "merchant:2222222222"
+	for i := range policy.MaxFailures - 1 {
+		failure(t, s, a, base.Add(time.Duration(i)*time.Second), policy, time.Time{}, false)
+	}
+	failure(t, s, b, base.Add(time.Minute), policy, time.Time{}, false)
+	at := base.Add(2 * time.Minute)
+	failure(t, s, a, at, policy, at.Add(policy.LockFor), true)
+	if got := lockedUntil(t, s, b, at); !got.IsZero() {
+		t.Fatalf("AuthLockedUntil(%s) = %v: another subject's failures locked it", b, got)
+	}
+}
+
+func testLockoutConcurrent(t *testing.T, s store.Store) {
+	const sub = "ip:198.51.100.7"
+	const n = 10
+	p := auth.LockoutPolicy{MaxFailures: n, Window: time.Hour, LockFor: time.Hour}
+	var wg sync.WaitGroup
+	newly := make(chan bool, n)
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			_, nl, err := s.RecordAuthFailure(context.WithoutCancel(t.Context()), sub, base.Add(time.Duration(i)*time.Millisecond), p)
+			newly <- nl
+			errs <- err
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(newly)
+	close(errs)
+	for err := range errs {
+		must(t, "RecordAuthFailure", err)
+	}
+	count := 0
+	for nl := range newly {
+		if nl {
+			count++
+		}
+	}
+	// n concurrent failures are n failures: none may be lost, and the
+	// lockout they cause is reported exactly once.
+	if count != 1 {
+		t.Fatalf("%d concurrent failures reported %d new lockouts, want 1", n, count)
+	}
+	if got := lockedUntil(t, s, sub, base); got.IsZero() {
+		t.Fatal("not locked after MaxFailures concurrent failures")
+	}
+}
+
+func testAudit(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const code, other = "5555500000", "5555500001"
+	var want []audit.Event
+	for i, action := range []string{audit.IPNChanged, audit.KeyRotated, audit.IPNReplayed} {
+		e := audit.Event{ID: secret.NewID("aud"), At: base.Add(time.Duration(i) * time.Minute), MerchantCode: code,
+			Actor: "cli", Action: action, Detail: fmt.Sprintf("détail %d: ünïcode ✓", i)}
+		must(t, "RecordAudit", s.RecordAudit(ctx, e))
+		e.At = norm(e.At)
+		want = append([]audit.Event{e}, want...) // newest first
+	}
+	must(t, "RecordAudit", s.RecordAudit(ctx, audit.Event{ID: secret.NewID("aud"), At: base.Add(time.Hour),
+		MerchantCode: other, Actor: "api", Action: audit.LockedOut, Detail: "other merchant"}))
+
+	for _, limit := range []int{10, 2} {
+		got := auditEvents(t, s, code, limit)
+		for i := range got {
+			got[i].At = norm(got[i].At)
+		}
+		equal(t, fmt.Sprintf("AuditEvents(limit %d)", limit), got, want[:min(limit, len(want))])
+	}
+}
+
+func testBillRoundTrip(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	tests := []struct {
+		currency string
+		minor    int64 // 1500.75 KES, 150000 UGX, 1500.750 BHD
+		text     string
+	}{
+		{"KES", 150_075, "1500.75"},
+		{"UGX", 150_000, "150000"},
+		{"BHD", 1_500_750, "1500.750"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.currency, func(t *testing.T) {
+			b := newBill(t, f.m.Code, merchant.Live, "order-"+tt.currency, amount(t, tt.minor, tt.currency), base)
+			stored, created, err := s.InsertBill(ctx, b)
+			must(t, "InsertBill", err)
+			if !created {
+				t.Fatal("InsertBill created = false for a new order reference")
+			}
+			equal(t, "InsertBill result", normBill(stored), normBill(b))
+
+			byRef, err := s.BillByReference(ctx, f.m.Code, merchant.Live, b.Reference)
+			must(t, "BillByReference", err)
+			byOrder, err := s.BillByOrderReference(ctx, f.m.Code, merchant.Live, b.OrderReference)
+			must(t, "BillByOrderReference", err)
+			byID, err := s.BillByID(ctx, b.Reference)
+			must(t, "BillByID", err)
+			lookups := map[string]bill.Bill{"BillByReference": byRef, "BillByOrderReference": byOrder, "BillByID": byID}
+			for name, got := range lookups {
+				equal(t, name, normBill(got), normBill(b))
+				if got.Amount.String() != tt.text {
+					t.Fatalf("%s amount reads %s, want %s", name, got.Amount, tt.text)
+				}
+			}
+		})
+	}
+}
+
+func testBillIdempotent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	first := newBill(t, f.m.Code, merchant.Test, "INV-001", amount(t, 1000, "KES"), base)
+	if _, created, err := s.InsertBill(ctx, first); err != nil || !created {
+		t.Fatalf("InsertBill(first) = created %t, %v", created, err)
+	}
+	// A retry, possibly with a different body: the service decides
+	// between replay and conflict, so the store hands back the original.
+	retry := newBill(t, f.m.Code, merchant.Test, "INV-001", amount(t, 2000, "KES"), base.Add(time.Minute))
+	got, created, err := s.InsertBill(ctx, retry)
+	must(t, "InsertBill(retry)", err)
+	if created {
+		t.Fatal("InsertBill(retry) created a second bill for one order reference")
+	}
+	equal(t, "InsertBill(retry) result", normBill(got), normBill(first))
+	_, err = s.BillByID(ctx, retry.Reference)
+	mustErr(t, "BillByID(retry's reference)", err, bill.ErrNotFound)
+}
+
+func testBillOrderRefScope(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	g := addMerchant(t, s, base)
+	first := newBill(t, f.m.Code, merchant.Test, "INV-001", amount(t, 1000, "KES"), base)
+	if _, created, err := s.InsertBill(ctx, first); err != nil || !created {
+		t.Fatalf("InsertBill(first) = created %t, %v", created, err)
+	}
+	tests := []struct {
+		name string
+		b    bill.Bill
+	}{
+		{"other mode", newBill(t, f.m.Code, merchant.Live, "INV-001", amount(t, 1000, "KES"), base)},
+		{"other merchant", newBill(t, g.m.Code, merchant.Test, "INV-001", amount(t, 1000, "KES"), base)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, created, err := s.InsertBill(ctx, tt.b)
+			must(t, "InsertBill", err)
+			if !created {
+				t.Fatalf("InsertBill returned %s instead of creating a separate bill", got.Reference)
+			}
+			equal(t, "InsertBill result", normBill(got), normBill(tt.b))
+			got, err = s.BillByOrderReference(ctx, tt.b.MerchantCode, tt.b.Mode, "INV-001")
+			must(t, "BillByOrderReference", err)
+			equal(t, "BillByOrderReference", normBill(got), normBill(tt.b))
+		})
+	}
+	got, err := s.BillByOrderReference(ctx, f.m.Code, merchant.Test, "INV-001")
+	must(t, "BillByOrderReference(first)", err)
+	equal(t, "first bill", normBill(got), normBill(first))
+}
+
+func testBillReferenceCollision(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	g := addMerchant(t, s, base)
+	first := addBill(t, s, f.m.Code, merchant.Test, base)
+	tests := []struct {
+		name         string
+		merchantCode string
+		mode         merchant.Mode
+	}{
+		{"same merchant and mode", f.m.Code, merchant.Test},
+		{"other mode", f.m.Code, merchant.Live},
+		{"other merchant", g.m.Code, merchant.Test},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBill(t, tt.merchantCode, tt.mode, secret.NewID("order"), amount(t, 500, "KES"), base)
+			b.Reference = first.Reference
+			_, _, err := s.InsertBill(ctx, b)
+			mustErr(t, "InsertBill(taken reference)", err, bill.ErrDuplicateReference)
+			_, err = s.BillByOrderReference(ctx, tt.merchantCode, tt.mode, b.OrderReference)
+			mustErr(t, "BillByOrderReference after a collision", err, bill.ErrNotFound)
+		})
+	}
+	equal(t, "first bill", normBill(billByID(t, s, first.Reference)), normBill(first))
+}
+
+func testBillLookupScope(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	g := addMerchant(t, s, base)
+	b := addBill(t, s, f.m.Code, merchant.Test, base)
+	tests := []struct {
+		name         string
+		merchantCode string
+		mode         merchant.Mode
+	}{
+		{"other merchant", g.m.Code, merchant.Test},
+		{"other mode", f.m.Code, merchant.Live},
+		{"unknown merchant", "0000000000", merchant.Test},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := s.BillByReference(ctx, tt.merchantCode, tt.mode, b.Reference)
+			mustErr(t, "BillByReference", err, bill.ErrNotFound)
+			_, err = s.BillByOrderReference(ctx, tt.merchantCode, tt.mode, b.OrderReference)
+			mustErr(t, "BillByOrderReference", err, bill.ErrNotFound)
+		})
+	}
+	_, err := s.BillByReference(ctx, f.m.Code, merchant.Test, b.OrderReference)
+	mustErr(t, "BillByReference(an order reference)", err, bill.ErrNotFound)
+	_, err = s.BillByID(ctx, "NOSUCHBILL00")
+	mustErr(t, "BillByID(unknown)", err, bill.ErrNotFound)
+}
+
+func testStartPayment(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	for _, tt := range []struct {
+		currency string
+		minor    int64
+	}{{"KES", 150_075}, {"UGX", 150_000}, {"BHD", 1_500_750}} {
+		t.Run(tt.currency, func(t *testing.T) {
+			b := newBill(t, f.m.Code, merchant.Test, secret.NewID("order"), amount(t, tt.minor, tt.currency), base)
+			if _, _, err := s.InsertBill(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			p := startPayment(t, s, b, base.Add(time.Second))
+			wantBill(t, s, b.Reference, bill.Processing, 0)
+			equal(t, "PaymentByID", normPayment(paymentByID(t, s, p.ID)), normPayment(p))
+
+			second := newPayment(b, base.Add(2*time.Second))
+			mustErr(t, "second StartPayment", s.StartPayment(ctx, second), payment.ErrBillBusy)
+			_, err := s.PaymentByID(ctx, second.ID)
+			mustErr(t, "PaymentByID(refused payment)", err, payment.ErrNotFound)
+		})
+	}
+	_, err := s.PaymentByID(ctx, "pay_nosuch")
+	mustErr(t, "PaymentByID(unknown)", err, payment.ErrNotFound)
+}
+
+func testStartPaymentNotOpen(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	paid := addBill(t, s, f.m.Code, merchant.Test, base)
+	finishPayment(t, s, startPayment(t, s, paid, base), payment.Succeeded, 3, base.Add(time.Second))
+	blocked := addBill(t, s, f.m.Code, merchant.Test, base)
+	finishPayment(t, s, startPayment(t, s, blocked, base), payment.Failed, 1, base.Add(time.Second))
+	wantBill(t, s, blocked.Reference, bill.Blocked, 1)
+
+	for _, b := range []bill.Bill{paid, blocked} {
+		err := s.StartPayment(ctx, newPayment(b, base.Add(time.Minute)))
+		mustErr(t, "StartPayment on a "+string(billByID(t, s, b.Reference).State)+" bill", err, payment.ErrBillBusy)
+	}
+	wantBill(t, s, paid.Reference, bill.Paid, 0)
+	wantBill(t, s, blocked.Reference, bill.Blocked, 1)
+}
+
+func testStartPaymentConcurrent(t *testing.T, s store.Store) {
+	f := addMerchant(t, s, base)
+	b := addBill(t, s, f.m.Code, merchant.Test, base)
+	const n = 20
+	ps := make([]payment.Payment, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		ps[i] = newPayment(b, base.Add(time.Second))
+		wg.Go(func() {
+			<-start
+			errs[i] = s.StartPayment(context.WithoutCancel(t.Context()), ps[i])
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner < 0:
+			winner = i
+		case err == nil:
+			t.Fatalf("StartPayment succeeded for both %s and %s on one bill", ps[winner].ID, ps[i].ID)
+		case !errors.Is(err, payment.ErrBillBusy):
+			t.Fatalf("StartPayment %d: %v, want nil or ErrBillBusy", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("none of %d concurrent StartPayment calls claimed the open bill", n)
+	}
+	wantBill(t, s, b.Reference, bill.Processing, 0)
+	latest, err := s.LatestPayment(t.Context(), b.Reference)
+	must(t, "LatestPayment", err)
+	if latest.ID != ps[winner].ID {
+		t.Fatalf("LatestPayment = %s, want the winner %s", latest.ID, ps[winner].ID)
+	}
+	for i, p := range ps {
+		if i == winner {
+			continue
+		}
+		_, err := s.PaymentByID(t.Context(), p.ID)
+		mustErr(t, "PaymentByID(loser)", err, payment.ErrNotFound)
+	}
+}
+
+func testSetChallenge(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	b := addBill(t, s, f.m.Code, merchant.Test, base)
+	p := startPayment(t, s, b, base)
+	p.Status, p.ChallengeRef, p.UpdatedAt = payment.Challenge, secret.NewID("3ds"), base.Add(time.Second)
+	must(t, "SetChallenge", s.SetChallenge(ctx, p))
+	equal(t, "payment after SetChallenge", normPayment(paymentByID(t, s, p.ID)), normPayment(p))
+	wantBill(t, s, b.Reference, bill.Processing, 0)
+
+	again := p
+	again.ChallengeRef = secret.NewID("3ds")
+	mustErr(t, "SetChallenge twice", s.SetChallenge(ctx, again), payment.ErrStale)
+	equal(t, "payment after a refused SetChallenge", normPayment(paymentByID(t, s, p.ID)), normPayment(p))
+
+	done := finishPayment(t, s, p, payment.Succeeded, 3, base.Add(time.Minute))
+	mustErr(t, "SetChallenge after finish", s.SetChallenge(ctx, again), payment.ErrStale)
+	equal(t, "finished payment", normPayment(paymentByID(t, s, p.ID)), normPayment(done))
+}
+
+func testFinishSuccess(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	b := addBill(t, s, f.m.Code, merchant.Test, base)
+	p := startPayment(t, s, b, base)
+	done := finishPayment(t, s, p, payment.Succeeded, 3, base.Add(1500*time.Millisecond))
+	equal(t, "PaymentByID", normPayment(paymentByID(t, s, p.ID)), normPayment(done))
+	wantBill(t, s, b.Reference, bill.Paid, 0)
+	won, err := s.SuccessfulPayment(ctx, b.Reference)
+	must(t, "SuccessfulPayment", err)
+	equal(t, "SuccessfulPayment", normPayment(won), normPayment(done))
+
+	// Whatever arrives second (a replayed answer, a reconciler) is stale
+	// and changes nothing.
+	for _, status := range []payment.Status{payment.Failed, payment.Succeeded, payment.Unknown} {
+		late, ev := finish(p, status, base.Add(time.Minute))
+		mustErr(t, "FinishPayment("+string(status)+") after success", s.FinishPayment(ctx, late, 1, ev), payment.ErrStale)
+	}
+	equal(t, "PaymentByID after stale finishes", normPayment(paymentByID(t, s, p.ID)), normPayment(done))
+	wantBill(t, s, b.Reference, bill.Paid, 0)
+}
+
+func testFinishAtomic(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	b1 := addBill(t, s, f.m.Code, merchant.Test, base)
+	p1, ev1 := finish(startPayment(t, s, b1, base), payment.Succeeded, base.Add(time.Second))
+	must(t, "FinishPayment", s.FinishPayment(ctx, p1, 3, ev1))
+
+	// The outbox row is written in the same transaction: when it cannot
+	// be (here, a reused event id) the charge is not recorded either, so
+	// no success can exist without its notification.
+	b2 := addBill(t, s, f.m.Code, merchant.Test, base)
+	started := startPayment(t, s, b2, base)
+	p2, ev2 := finish(started, payment.Succeeded, base.Add(time.Second))
+	ev2.ID = ev1.ID
+	if err := s.FinishPayment(ctx, p2, 3, ev2); err == nil {
+		t.Fatal("FinishPayment succeeded although its outbox row could not be written")
+	}
+	equal(t, "payment after a failed finish", normPayment(paymentByID(t, s, p2.ID)), normPayment(started))
+	wantBill(t, s, b2.Reference, bill.Processing, 0)
+	_, err := s.SuccessfulPayment(ctx, b2.Reference)
+	mustErr(t, "SuccessfulPayment after a failed finish", err, payment.ErrNotFound)
+}
+
+func testFinishFailure(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const maxFailures = 3
+	f := addMerchant(t, s, base)
+	b := addBill(t, s, f.m.Code, merchant.Test, base)
+	at := base
+	for i := 1; i <= maxFailures; i++ {
+		at = at.Add(time.Minute)
+		p := startPayment(t, s, b, at)
+		done := finishPayment(t, s, p, payment.Failed, maxFailures, at.Add(time.Second))
+		equal(t, "PaymentByID", normPayment(paymentByID(t, s, p.ID)), normPayment(done))
+		want := bill.Open
+		if i == maxFailures {
+			want = bill.Blocked
+		}
+		wantBill(t, s, b.Reference, want, i)
+
+		late, ev := finish(p, payment.Failed, at.Add(2*time.Second))
+		mustErr(t, "FinishPayment twice", s.FinishPayment(ctx, late, maxFailures, ev), payment.ErrStale)
+		wantBill(t, s, b.Reference, want, i) // a stale failure is not counted again
+	}
+	_, err := s.SuccessfulPayment(ctx, b.Reference)
+	mustErr(t, "SuccessfulPayment of a blocked bill", err, payment.ErrNotFound)
+}
+
+func testFinishUnknown(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	tests := []struct {
+		name      string
+		challenge bool
+		then      payment.Status
+		wantState bill.State
+		wantFails int
+	}{
+		{"unknown then succeeded", false, payment.Succeeded, bill.Paid, 0},
+		{"unknown then failed", false, payment.Failed, bill.Open, 1},
+		{"challenge then succeeded", true, payment.Succeeded, bill.Paid, 0},
+		{"challenge then failed", true, payment.Failed, bill.Open, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := addBill(t, s, f.m.Code, merchant.Test, base)
+			p := startPayment(t, s, b, base)
+			if tt.challenge {
+				p.Status, p.ChallengeRef, p.UpdatedAt = payment.Challenge, secret.NewID("3ds"), base.Add(time.Second)
+				must(t, "SetChallenge", s.SetChallenge(ctx, p))
+			} else {
+				p = finishPayment(t, s, p, payment.Unknown, 3, base.Add(time.Second))
+				equal(t, "unknown payment", normPayment(paymentByID(t, s, p.ID)), normPayment(p))
+			}
+			// Maybe charged: the bill must stay claimed until we know.
+			wantBill(t, s, b.Reference, bill.Processing, 0)
+			mustErr(t, "StartPayment while unsettled", s.StartPayment(ctx, newPayment(b, base.Add(2*time.Second))), payment.ErrBillBusy)
+
+			done := finishPayment(t, s, p, tt.then, 3, base.Add(time.Minute))
+			equal(t, "settled payment", normPayment(paymentByID(t, s, p.ID)), normPayment(done))
+			wantBill(t, s, b.Reference, tt.wantState, tt.wantFails)
+		})
+	}
+}
+
+func testOneSuccessIndex(t *testing.T, s store.Store) {
+	raw, ok := s.(RawExecer)
+	if !ok {
+		t.Skip("the store offers no RawExecer; its own test binary runs this case")
+	}
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	b := addBill(t, s, f.m.Code, merchant.Test, base)
+	p1 := finishPayment(t, s, startPayment(t, s, b, base), payment.Unknown, 3, base.Add(time.Second))
+	// StartPayment itself never lets a second attempt in while one is
+	// unsettled; reopen the bill behind its back to reach the index.
+	must(t, "reopen bill", raw.ExecRaw(ctx, `UPDATE bills SET state = ? WHERE reference = ?`, string(bill.Open), b.Reference))
+	p2 := startPayment(t, s, b, base.Add(2*time.Second))
+
+	won := finishPayment(t, s, p1, payment.Succeeded, 3, base.Add(time.Minute))
+	second, ev := finish(p2, payment.Succeeded, base.Add(time.Minute))
+	if err := s.FinishPayment(ctx, second, 3, ev); err == nil {
+		t.Fatal("the database accepted a second successful payment for one bill")
+	}
+	got, err := s.SuccessfulPayment(ctx, b.Reference)
+	must(t, "SuccessfulPayment", err)
+	equal(t, "SuccessfulPayment", normPayment(got), normPayment(won))
+	equal(t, "refused payment", normPayment(paymentByID(t, s, p2.ID)), normPayment(p2))
+}
+
+func testLatestPayment(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	b := addBill(t, s, f.m.Code, merchant.Test, base)
+	_, err := s.LatestPayment(ctx, b.Reference)
+	mustErr(t, "LatestPayment(no attempts)", err, payment.ErrNotFound)
+
+	first := finishPayment(t, s, startPayment(t, s, b, base), payment.Failed, 3, base.Add(time.Second))
+	got, err := s.LatestPayment(ctx, b.Reference)
+	must(t, "LatestPayment", err)
+	equal(t, "LatestPayment after one attempt", normPayment(got), normPayment(first))
+
+	second := startPayment(t, s, b, base.Add(time.Minute))
+	got, err = s.LatestPayment(ctx, b.Reference)
+	must(t, "LatestPayment", err)
+	equal(t, "LatestPayment after two attempts", normPayment(got), normPayment(second))
+
+	other := addBill(t, s, f.m.Code, merchant.Test, base)
+	_, err = s.LatestPayment(ctx, other.Reference)
+	mustErr(t, "LatestPayment(other bill)", err, payment.ErrNotFound)
+}
+
+func testSuccessfulPayment(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	b := addBill(t, s, f.m.Code, merchant.Test, base)
+	finishPayment(t, s, startPayment(t, s, b, base), payment.Failed, 3, base.Add(time.Second))
+	_, err := s.SuccessfulPayment(ctx, b.Reference)
+	mustErr(t, "SuccessfulPayment(only a failure)", err, payment.ErrNotFound)
+
+	won := finishPayment(t, s, startPayment(t, s, b, base.Add(time.Minute)), payment.Succeeded, 3, base.Add(2*time.Minute))
+	finishPayment(t, s, startPayment(t, s, addBill(t, s, f.m.Code, merchant.Test, base), base), payment.Failed, 3, base.Add(3*time.Minute))
+	got, err := s.SuccessfulPayment(ctx, b.Reference)
+	must(t, "SuccessfulPayment", err)
+	equal(t, "SuccessfulPayment", normPayment(got), normPayment(won))
+}
+
+func testUnsettled(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	g := addMerchant(t, s, base)
+	cutoff := base.Add(time.Hour)
+	before, after := cutoff.Add(-time.Minute), cutoff.Add(time.Minute)
+
+	// mk leaves one payment on a fresh bill in status, last touched at at.
+	mk := func(code string, status payment.Status, at time.Time) payment.Payment {
+		t.Helper()
+		b := addBill(t, s, code, merchant.Test, base)
+		p := newPayment(b, at)
+		must(t, "StartPayment", s.StartPayment(ctx, p))
+		switch status {
+		case payment.Processing:
+		case payment.Challenge:
+			p.Status, p.ChallengeRef = payment.Challenge, secret.NewID("3ds")
+			must(t, "SetChallenge", s.SetChallenge(ctx, p))
+		default:
+			p = finishPayment(t, s, p, status, 3, at)
+		}
+		return p
+	}
+	want := []payment.Payment{
+		mk(f.m.Code, payment.Processing, before),
+		mk(f.m.Code, payment.Challenge, before),
+		mk(g.m.Code, payment.Unknown, before),
+	}
+	mk(f.m.Code, payment.Succeeded, before)
+	mk(f.m.Code, payment.Failed, before)
+	mk(f.m.Code, payment.Processing, after)
+	mk(f.m.Code, payment.Unknown, after)
+	mk(g.m.Code, payment.Processing, cutoff) // touched at the cutoff is not before it
+
+	got, err := s.UnsettledPayments(ctx, cutoff)
+	must(t, "UnsettledPayments", err)
+	byID := func(ps []payment.Payment) map[string]payment.Payment {
+		m := map[string]payment.Payment{}
+		for _, p := range ps {
+			m[p.ID] = normPayment(p)
+		}
+		return m
+	}
+	equal(t, "UnsettledPayments", byID(got), byID(want))
+}
