@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/merchant"
@@ -65,7 +66,7 @@ func (h *Handler) failBill(w http.ResponseWriter, r *http.Request, req bill.Requ
 		return
 	}
 	h.Log.InfoContext(r.Context(), "bill refused", "code", code, "err", err)
-	resp := BillResponse{Status: false, OrderRef: req.Order.Reference.Value, Channel: "CARD", Remarks: message, Code: code, Message: message}
+	resp := BillResponse{Status: false, OrderRef: strings.Trim(req.Order.Reference.Value, " "), Channel: "CARD", Remarks: message, Code: code, Message: message}
 	var validation *bill.ValidationError
 	switch {
 	case errors.As(err, &validation):

@@ -34,8 +34,8 @@ func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	zero, _ := money.FromMinor(0, b.Amount.Currency.Code)
-	resp := VerificationResponse{OrderRef: b.OrderReference, Amount: zero.String(), Date: b.CreatedAt.In(h.Location).Format(isoOffset), Narration: "Awaiting payment"}
+	nothingPaid := money.Amount{Currency: b.Amount.Currency}
+	resp := VerificationResponse{OrderRef: b.OrderReference, Amount: nothingPaid.String(), Date: b.CreatedAt.In(h.Location).Format(isoOffset), Narration: "Awaiting payment"}
 	paid, err := h.Payments.SuccessfulPayment(r.Context(), b.Reference)
 	switch {
 	case err == nil:

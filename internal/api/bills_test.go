@@ -1,0 +1,187 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/kadipay/kadi/internal/api"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/server/servertest"
+)
+
+func TestBillResponses(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Bill Shop")
+	token := g.Token(c, merchant.Test)
+
+	body := func(change func(order map[string]any, b map[string]any)) map[string]any {
+		b := servertest.BillBody(c, "ORDER1001", "1500.00")
+		if change != nil {
+			change(servertest.Order(b), b)
+		}
+		return b
+	}
+	cases := []struct {
+		name, golden string
+		body         any
+	}{
+		{"valid", "bill_200", body(nil)},
+		{"identical retry", "bill_200_retry", body(nil)},
+		{"every field broken", "bill_400_every_field", body(func(o, b map[string]any) {
+			b["customer"] = map[string]any{"name": "Jane <Doe> " + strings.Repeat("x", 50)}
+			o["reference"] = "ORD-1/2 is far too long"
+			o["description"] = "<b>" + strings.Repeat("y", 70)
+			o["billerCode"] = "000000"
+			o["outlet"] = "00000000"
+			o["channel"] = "MPESA"
+			o["currency"] = "XYZ"
+			o["expiry"] = "tomorrow"
+		})},
+		{"everything missing", "bill_400_missing", map[string]any{}},
+		{"blank fields", "bill_400_blank", body(func(o, b map[string]any) {
+			b["customer"] = map[string]any{"name": "   "}
+			for k := range o {
+				o[k] = " "
+			}
+		})},
+		{"wrong types", "bill_400_types", body(func(o, b map[string]any) {
+			b["customer"] = map[string]any{"name": map[string]any{"first": "Jane"}}
+			o["reference"] = []any{"ORDER1001"}
+			o["amount"] = true
+			o["expiry"] = false
+		})},
+		{"control character in name", "bill_400_control_character", body(func(o, b map[string]any) {
+			b["customer"] = map[string]any{"name": "Jane\u0007Wanjiru"}
+		})},
+		{"amount with too many decimals", "bill_400_amount_precision", body(func(o, b map[string]any) { o["amount"] = "10.001" })},
+		{"amount without decimals allowed", "bill_400_amount_precision_ugx", body(func(o, b map[string]any) { o["currency"], o["amount"] = "UGX", "100.5" })},
+		{"zero amount", "bill_400_amount_not_positive", body(func(o, b map[string]any) { o["amount"] = "0.00" })},
+		{"amount over the maximum", "bill_400_amount_too_large", body(func(o, b map[string]any) { o["amount"] = "10000000.01" })},
+		{"amount with a thousands separator", "bill_400_amount_format", body(func(o, b map[string]any) { o["amount"] = "1,500" })},
+		{"negative amount", "bill_400_amount_negative", body(func(o, b map[string]any) { o["amount"] = "-5" })},
+		{"known currency not supported", "bill_400_currency", body(func(o, b map[string]any) { o["currency"] = "JPY" })},
+		{"expiry in the past", "bill_400_expiry_past", body(func(o, b map[string]any) { o["expiry"] = "2020-01-01T00:00:00+03:00" })},
+		{"expiry without offset", "bill_400_expiry_format", body(func(o, b map[string]any) { o["expiry"] = "2099-01-01 10:00" })},
+		{"customer not an object", "bill_400_customer_not_object", body(func(o, b map[string]any) { b["customer"] = "Jane" })},
+		{"truncated JSON", "bill_400_malformed", `{"customer":`},
+		{"empty body", "bill_400_empty", ``},
+		{"JSON array", "bill_400_array", `[{"customer":{}}]`},
+		{"trailing data", "bill_400_trailing", `{} {}`},
+		{"same order reference, other amount", "bill_409", body(func(o, b map[string]any) { o["amount"] = "1600.00" })},
+		{"body over 64 KiB", "bill_413", body(func(o, b map[string]any) { o["description"] = strings.Repeat("z", 70<<10) })},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := g.Serve(servertest.BillRequest(token, tc.body))
+			checkGolden(t, tc.golden, rec, known(c))
+			if rec.Code != http.StatusOK {
+				// status must be the JSON boolean false, never "false".
+				var raw map[string]json.RawMessage
+				_ = json.Unmarshal(rec.Body.Bytes(), &raw)
+				if string(raw["status"]) != "false" {
+					t.Errorf("failed bill's status is %s, want the JSON boolean false", raw["status"])
+				}
+			}
+		})
+	}
+}
+
+func TestBillIdenticalRetryReturnsTheOriginal(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Retry Shop")
+	token := g.Token(c, merchant.Test)
+
+	first := g.CreateBill(c, token, "RETRY1", "1500.00")
+	for _, amount := range []string{"1500.00", "1500"} { // the same value written differently
+		again := g.CreateBill(c, token, "RETRY1", amount)
+		if again.Reference != first.Reference || again.Amount != "1500.00" {
+			t.Errorf("retry with amount %q: reference %s amount %s, want %s 1500.00", amount, again.Reference, again.Amount, first.Reference)
+		}
+	}
+	if rec := g.Serve(servertest.BillRequest(token, servertest.BillBody(c, "RETRY1", "1500.01"))); rec.Code != http.StatusConflict {
+		t.Errorf("same reference, other amount: %d, want 409", rec.Code)
+	}
+	if other := g.CreateBill(c, token, "RETRY2", "1500.00"); other.Reference == first.Reference {
+		t.Errorf("a new order reference got the old bill %s", other.Reference)
+	}
+}
+
+// decisions §3: the body is read whatever its Content-Type says.
+func TestBillBodyIsJSONWhateverTheContentType(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Content Shop")
+	token := g.Token(c, merchant.Test)
+	for i, ct := range []string{"application/x-www-form-urlencoded", "", "text/plain", "application/json; charset=utf-8"} {
+		ref := "CT" + string(rune('A'+i))
+		req := servertest.BillRequest(token, servertest.BillBody(c, ref, "99"))
+		if ct == "" {
+			req.Header.Del("Content-Type")
+		} else {
+			req.Header.Set("Content-Type", ct)
+		}
+		rec := g.Serve(req)
+		var br api.BillResponse
+		if err := json.Unmarshal(rec.Body.Bytes(), &br); err != nil || rec.Code != http.StatusOK || br.OrderRef != ref {
+			t.Errorf("Content-Type %q: %d %s", ct, rec.Code, rec.Body)
+		}
+	}
+}
+
+// decisions §4: unknown fields are ignored and a JSON number is accepted
+// where the spec says decimal text.
+func TestBillLenientFields(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Lenient Shop")
+	token := g.Token(c, merchant.Test)
+
+	extra := servertest.BillBody(c, "EXTRA1", "250.50")
+	extra["customer"].(map[string]any)["customerid"] = "C-42"
+	extra["customer"].(map[string]any)["email"] = "jane@example.com"
+	servertest.Order(extra)["notes"] = map[string]any{"gift": true}
+	extra["meta"] = []any{1, "two"}
+	if b := g.MustBill(token, extra); b.Amount != "250.50" || b.OrderRef != "EXTRA1" {
+		t.Errorf("extra fields: %+v", b)
+	}
+
+	for _, tc := range []struct {
+		literal, want string
+	}{{"1000", "1000.00"}, {"1000.5", "1000.50"}, {"7.25", "7.25"}} {
+		body := `{"customer":{"name":"Jane"},"order":{"billerCode":"` + c.BillerCode + `","reference":"NUM` +
+			strings.ReplaceAll(tc.literal, ".", "") + `","amount":` + tc.literal + `,"currency":"KES","description":"Numbers","channel":"CARD","outlet":"` + c.OutletCode + `"}}`
+		if b := g.MustBill(token, body); b.Amount != tc.want {
+			t.Errorf("amount %s: echoed %q, want %q", tc.literal, b.Amount, tc.want)
+		}
+	}
+}
+
+// decisions §2: test and live are separate worlds.
+func TestModesAreSeparate(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Two Worlds")
+	testToken, liveToken := g.Token(c, merchant.Test), g.Token(c, merchant.Live)
+
+	live := g.CreateBill(c, liveToken, "SAME1", "500")
+	test := g.CreateBill(c, testToken, "TESTONLY1", "700")
+	for _, tc := range []struct {
+		name, token, ref string
+	}{
+		{"test token, live bill reference", testToken, live.Reference},
+		{"test token, live order reference", testToken, live.OrderRef},
+		{"live token, test bill reference", liveToken, test.Reference},
+		{"live token, test order reference", liveToken, test.OrderRef},
+	} {
+		if rec := g.Serve(servertest.QueryRequest(tc.token, tc.ref)); rec.Code != http.StatusNotFound {
+			t.Errorf("%s: %d %s, want 404", tc.name, rec.Code, rec.Body)
+		}
+	}
+	if got := g.Query(liveToken, live.Reference); got.OrderRef != "SAME1" {
+		t.Errorf("live token cannot see its own bill: %+v", got)
+	}
+	// An order reference is unique per merchant and mode, so the test world
+	// may reuse it with other details.
+	if again := g.CreateBill(c, testToken, "SAME1", "900"); again.Reference == live.Reference {
+		t.Errorf("test bill SAME1 is the live bill %s", live.Reference)
+	}
+}

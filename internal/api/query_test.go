@@ -1,0 +1,182 @@
+package api_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/server/servertest"
+)
+
+const (
+	approvingCard = "4242424242424242"
+	decliningCard = "4000000000000002"
+)
+
+func TestQueryResponses(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Query Shop")
+	other := g.Onboard("Other Shop")
+	token, otherToken := g.Token(c, merchant.Test), g.Token(other, merchant.Test)
+
+	paid, cb := g.Pay(c, token, "PAID1", "1500.00", servertest.Card{Number: approvingCard, CVV: "737"})
+	if cb["orderStatus"] != "Transaction Successfull" {
+		t.Fatalf("payment did not succeed: %v", cb)
+	}
+	declined, cb2 := g.Pay(c, token, "DECLINED1", "80", servertest.Card{Number: decliningCard, CVV: "737"})
+	if cb2["orderStatus"] != "Transaction Failed" {
+		t.Fatalf("declining card succeeded: %v", cb2)
+	}
+	unpaid := g.CreateBill(c, token, "UNPAID1", "99.99")
+	othersBill := g.CreateBill(other, otherToken, "THEIRS1", "10")
+
+	cases := []struct {
+		name, golden string
+		req          *http.Request
+	}{
+		{"paid, by bill reference", "query_200_paid", servertest.QueryRequest(token, paid.Reference)},
+		{"paid, by order reference", "query_200_paid", servertest.QueryRequest(token, paid.OrderRef)},
+		{"unpaid", "query_200_unpaid", servertest.QueryRequest(token, unpaid.Reference)},
+		{"declined", "query_200_declined", servertest.QueryRequest(token, declined.Reference)},
+		{"no such bill", "query_404", servertest.QueryRequest(token, "NOSUCHBILL01")},
+		{"other merchant's bill reference", "query_404", servertest.QueryRequest(token, othersBill.Reference)},
+		{"other merchant's order reference", "query_404", servertest.QueryRequest(token, othersBill.OrderRef)},
+		{"no parameter", "query_400_missing", httptestRequest(http.MethodGet, "/payment/v2/query", token)},
+		{"empty parameter", "query_400_missing", httptestRequest(http.MethodGet, "/payment/v2/query?billReference=", token)},
+	}
+	bodies := map[string]string{}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := g.Serve(tc.req)
+			checkGolden(t, tc.golden, rec, known(c, other))
+			// Goldens are scrubbed; another merchant's bill must look like
+			// a missing one byte for byte.
+			if prev, ok := bodies[tc.golden]; ok && prev != rec.Body.String() && tc.golden == "query_404" {
+				t.Errorf("404 bodies differ:\n%s\n%s", prev, rec.Body)
+			}
+			bodies[tc.golden] = rec.Body.String()
+		})
+	}
+
+	got := g.Query(token, paid.Reference)
+	if !got.Status || got.TransactionID == "" || got.TransactionID != cb["transactionRef"] || got.Amount != "1500.00" {
+		t.Errorf("verification %+v does not match the callback %v", got, cb)
+	}
+	if g.Query(token, declined.Reference).Status {
+		t.Error("a declined bill verifies as paid")
+	}
+}
+
+func TestBearerRefusals(t *testing.T) {
+	type setup func(t *testing.T, g *servertest.Gateway, c merchant.Credentials) string
+	cases := []struct {
+		name   string
+		header func(token string) string
+		setup  setup
+	}{
+		{"missing", func(string) string { return "" }, nil},
+		{"malformed", func(string) string { return "Bearer not-a-token" }, nil},
+		{"not bearer", func(tok string) string { return "Basic " + tok }, nil},
+		{"tampered", func(tok string) string { return "Bearer " + tok[:len(tok)-2] + flip(tok[len(tok)-2:]) }, nil},
+		{"expired", nil, func(t *testing.T, g *servertest.Gateway, c merchant.Credentials) string {
+			tok := g.Token(c, merchant.Test)
+			g.Clock.Advance(time.Hour + time.Second)
+			return tok
+		}},
+		{"revoked", nil, func(t *testing.T, g *servertest.Gateway, c merchant.Credentials) string {
+			tok := g.Token(c, merchant.Test)
+			ctx := context.Background()
+			if _, err := merchant.RotateKey(ctx, g.Store, c.MerchantCode, merchant.Test, g.Clock.Now()); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Auth.Revocations.Refresh(ctx, g.Store, g.Clock.Now().Add(-2*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			return tok
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := servertest.Start(t, servertest.Options{})
+			c := g.Onboard("Bearer Shop")
+			good := g.Token(c, merchant.Test)
+			bill := g.CreateBill(c, good, "BEARER1", "10") // the token worked before
+			header := "Bearer " + good
+			if tc.header != nil {
+				header = tc.header(good)
+			} else {
+				header = "Bearer " + tc.setup(t, g, c)
+			}
+			for _, req := range []*http.Request{
+				servertest.BillRequest("", servertest.BillBody(c, "BEARER2", "10")),
+				servertest.QueryRequest("", bill.Reference),
+			} {
+				if header != "" {
+					req.Header.Set("Authorization", header)
+				}
+				rec := g.Serve(req)
+				checkGolden(t, "bearer_401", rec, known(c))
+				if h := rec.Header().Get("WWW-Authenticate"); !strings.HasPrefix(h, "Bearer ") || !strings.Contains(h, `error="invalid_token"`) {
+					t.Errorf("%s %s: WWW-Authenticate %q", req.Method, req.URL.Path, h)
+				}
+			}
+		})
+	}
+}
+
+// After RotateKey the old key cannot get a token and the new one can.
+func TestRotatedKey(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Rotating Shop")
+	newKey, err := merchant.RotateKey(context.Background(), g.Store, c.MerchantCode, merchant.Test, g.Clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := g.Serve(servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password)); rec.Code != http.StatusUnauthorized {
+		t.Errorf("old key: %d %s", rec.Code, rec.Body)
+	}
+	c.Test.APIKey = newKey
+	g.CreateBill(c, g.Token(c, merchant.Test), "NEWKEY1", "5")
+	// The live key was not touched.
+	g.Token(c, merchant.Live)
+}
+
+func TestUnknownPaths(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	for _, tc := range []struct{ method, path string }{
+		{http.MethodGet, "/nope"},
+		{http.MethodGet, "/payment/v2/bills"},
+		{http.MethodPost, "/payment/v2/query"},
+		{http.MethodGet, "/payment/v3/query"},
+		{http.MethodGet, "/identity/v2/token"},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			checkGolden(t, "not_found", g.Serve(httptestRequest(tc.method, tc.path, "")), nil)
+		})
+	}
+}
+
+func httptestRequest(method, path, token string) *http.Request {
+	req := httptest.NewRequest(method, path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	return req
+}
+
+// flip changes two base64url characters so a signature no longer matches.
+func flip(s string) string {
+	out := []byte(s)
+	for i, b := range out {
+		if b == 'A' {
+			out[i] = 'B'
+		} else {
+			out[i] = 'A'
+		}
+	}
+	return string(out)
+}

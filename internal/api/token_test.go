@@ -1,0 +1,123 @@
+package api_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/api"
+	"github.com/kadipay/kadi/internal/server/servertest"
+)
+
+func TestTokenResponses(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Token Shop")
+	jsonBody := func(body string) *http.Request {
+		req := httptest.NewRequest(http.MethodPost, "/identity/v2/token", strings.NewReader(body))
+		req.Header.Set("Authorization", "Basic "+c.Test.APIKey)
+		return req
+	}
+	// Several requests share a golden on purpose: they must answer alike.
+	cases := []struct {
+		name, golden string
+		req          *http.Request
+	}{
+		{"access token", "token_200", servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password)},
+		{"access token, key as base64 of key:", "token_200",
+			servertest.TokenRequest(base64.StdEncoding.EncodeToString([]byte(c.Test.APIKey+":")), c.Username, c.Password)},
+		{"access token, JSON body without content type", "token_200",
+			jsonBody(`{"username":"` + c.Username + `","password":"` + c.Password + `"}`)},
+		{"payment token", "payment_token_200", servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Password, "password")},
+		{"payment token, API key as password", "payment_token_200", servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Test.APIKey, "password")},
+
+		{"wrong API key", "token_invalid_client", servertest.TokenRequest("kadi_test_nope", c.Username, c.Password)},
+		{"no Authorization header", "token_invalid_client", servertest.TokenRequest("", c.Username, c.Password)},
+		{"wrong API key on /token", "payment_token_invalid_client", servertest.PaymentTokenRequest("kadi_test_nope", c.MerchantCode, c.Password, "password")},
+		{"wrong password", "token_invalid_grant", servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password+"x")},
+		// Answers never reveal whether a merchant exists.
+		{"unknown username", "token_invalid_grant", servertest.TokenRequest(c.Test.APIKey, "1234567890", c.Password)},
+		{"missing password", "token_invalid_request", servertest.TokenRequest(c.Test.APIKey, c.Username, "")},
+		{"missing username", "token_invalid_request", servertest.TokenRequest(c.Test.APIKey, "", c.Password)},
+		{"unreadable JSON body", "token_invalid_request_body", jsonBody(`{"username":`)},
+		{"missing grant_type", "payment_token_invalid_request", servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Password, "")},
+		{"other grant_type", "payment_token_unsupported_grant_type", servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Password, "client_credentials")},
+		{"body over 64 KiB", "token_body_too_large", jsonBody(`{"username":"` + strings.Repeat("1", 70<<10) + `"}`)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := g.Serve(tc.req)
+			checkGolden(t, tc.golden, rec, known(c))
+			if rec.Code == http.StatusUnauthorized && !strings.HasPrefix(rec.Header().Get("WWW-Authenticate"), "Basic") {
+				t.Errorf("401 without WWW-Authenticate: Basic: %q", rec.Header().Get("WWW-Authenticate"))
+			}
+		})
+	}
+}
+
+// The tokens a merchant gets must work where the spec says: the payment
+// token is a bearer token like any access_token, and each carries its mode.
+func TestTokensAreBearerTokens(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Token Shop")
+
+	rec := g.Serve(servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Password, "password"))
+	var pt api.PaymentTokenResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &pt); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("/token: %d %s", rec.Code, rec.Body)
+	}
+	if pt.NotificationSecret != c.Test.NotificationSecret {
+		t.Errorf("notification-secret is not the test mode secret given at onboarding")
+	}
+	test := g.CreateBill(c, pt.PaymentToken, "MODE1", "10")
+
+	rec = g.Serve(servertest.TokenRequest(c.Live.APIKey, c.Username, c.Password))
+	var live api.TokenResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &live); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("live token: %d %s", rec.Code, rec.Body)
+	}
+	if live.ExpiresIn != 3600 || live.TokenType != "bearer" {
+		t.Errorf("live token: type %q, expires_in %d", live.TokenType, live.ExpiresIn)
+	}
+	if rec := g.Serve(servertest.QueryRequest(live.AccessToken, test.Reference)); rec.Code != http.StatusNotFound {
+		t.Errorf("a live token sees a test bill: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// decisions §2: after 10 failures the credential is refused for 30 minutes
+// with 429 and Retry-After, even with the right password.
+func TestTokenLockout(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Locked Shop")
+	for i := 1; i <= 10; i++ {
+		rec := g.Serve(servertest.TokenRequest(c.Test.APIKey, c.Username, "wrong-password-1"))
+		if rec.Code != http.StatusBadRequest {
+			t.Fatalf("failure %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	rec := g.Serve(servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password))
+	checkGolden(t, "token_429", rec, known(c))
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("11th request: %d, Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
+	}
+
+	// The lock is on the merchant: another address does not lift it.
+	req := servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password)
+	req.RemoteAddr = "203.0.113.9:4000"
+	if rec := g.Serve(req); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("locked merchant from another address: %d", rec.Code)
+	}
+	// And on the address: another merchant from it is refused too.
+	other := g.Onboard("Bystander Shop")
+	if rec := g.Serve(servertest.TokenRequest(other.Test.APIKey, other.Username, other.Password)); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("another merchant from the locked address: %d", rec.Code)
+	}
+
+	g.Clock.Advance(31 * time.Minute)
+	if rec := g.Serve(servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password)); rec.Code != http.StatusOK {
+		t.Errorf("after 31 minutes: %d %s", rec.Code, rec.Body)
+	}
+}

@@ -1,0 +1,103 @@
+package form_test
+
+import (
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/server/servertest"
+)
+
+// decisions §6: PAN and CVV never reach disk or logs in clear.
+func TestNoCardDataAtRestOrInLogs(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Careful Shop")
+	tok := g.Token(c, merchant.Test)
+
+	// Every test card, solid and spaced as printed, plus numbers the form
+	// refuses, which must not be written anywhere either.
+	numbers := []string{visa, visa2, mastercard, mastercard2, amex, cardDeclined, cardInsufficient, cardExpired,
+		cardIncorrectCVV, cardAcquirerError, card3DS, badLuhn}
+	spaced := func(n string) string {
+		if len(n) == 15 {
+			return n[:4] + " " + n[4:10] + " " + n[10:]
+		}
+		return n[:4] + " " + n[4:8] + " " + n[8:12] + " " + n[12:]
+	}
+	for i, n := range numbers {
+		for j, typed := range []string{n, spaced(n)} {
+			code := cvv
+			if n == amex {
+				code = amexCVV
+			}
+			b := g.CreateBill(c, tok, "PAN"+strconv.Itoa(i)+"X"+strconv.Itoa(j), "10")
+			rec := g.CardPay(servertest.Card{Number: typed, CVV: code}.Apply(servertest.FormFields(c, tok, b)))
+			if n == card3DS {
+				page := servertest.ParsePage(rec.Body.String())
+				if len(page.Forms) != 1 {
+					t.Fatalf("no challenge page for the 3-D Secure card: %d", rec.Code)
+				}
+				rec = g.Serve(servertest.ChallengeRequest(page.Forms[0].Values()["payment"], "123456"))
+			}
+			if rec.Code != http.StatusOK {
+				t.Fatalf("card %s: %d", n[:6], rec.Code)
+			}
+		}
+	}
+	// A typo on our own card-entry page is re-rendered, not charged.
+	b := g.CreateBill(c, tok, "PANENTRY", "10")
+	v := servertest.Card{Number: badLuhn, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
+	v.Set("kadiEntry", "1")
+	if rec := g.CardPay(v); rec.Code != http.StatusUnprocessableEntity {
+		t.Fatalf("typo on the entry page: %d", rec.Code)
+	}
+
+	var needles []string
+	for _, n := range numbers {
+		needles = append(needles, n, spaced(n))
+	}
+	for _, code := range []string{cvv, amexCVV} {
+		needles = append(needles, "cardSecurity="+code, `"cardSecurity":"`+code, `cvv":"`+code, "CVV:"+code)
+	}
+
+	scan := func(where string, data []byte) {
+		for _, n := range needles {
+			if strings.Contains(string(data), n) {
+				t.Errorf("%s contains %q", where, n)
+			}
+		}
+	}
+	scanDir := func() int {
+		files := 0
+		err := filepath.WalkDir(g.Dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			files++
+			scan(path, data)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
+	}
+	// While open, the WAL holds the newest pages.
+	if n := scanDir(); n < 2 {
+		t.Errorf("scanned %d files in %s; expected the database and its WAL", n, g.Dir)
+	}
+	scan("the log", []byte(g.Logs.String()))
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	scanDir()
+}

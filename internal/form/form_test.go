@@ -1,0 +1,532 @@
+package form_test
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/payment"
+	"github.com/kadipay/kadi/internal/server/servertest"
+)
+
+// Before the bill and callbackUrl are trusted, every problem is shown on our
+// own error page: the browser is never sent to an unchecked URL.
+func TestUntrustedFormsGetOurErrorPage(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	a, b := g.Onboard("Shop A"), g.Onboard("Shop B")
+	tokA, tokB := g.Token(a, merchant.Test), g.Token(b, merchant.Test)
+	billA := g.CreateBill(a, tokA, "ORDERA1", "1500.00")
+	g.CreateBill(b, tokB, "ORDERB1", "1500.00")
+
+	cases := []struct {
+		name   string
+		status int
+		change func(v url.Values)
+	}{
+		{"bad token", http.StatusUnauthorized, func(v url.Values) { v.Set("token", "not-a-token") }},
+		{"no token", http.StatusUnauthorized, func(v url.Values) { v.Del("token") }},
+		{"token of another merchant", http.StatusForbidden, func(v url.Values) { v.Set("token", tokB) }},
+		{"token and merchantCode of another merchant", http.StatusNotFound, func(v url.Values) {
+			v.Set("token", tokB)
+			v.Set("merchantCode", b.MerchantCode)
+		}},
+		{"merchantCode mismatch", http.StatusForbidden, func(v url.Values) { v.Set("merchantCode", b.MerchantCode) }},
+		{"unknown bill", http.StatusNotFound, func(v url.Values) { v.Set("billReference", "ZZZZZZZZZZZZ") }},
+		{"no bill", http.StatusNotFound, func(v url.Values) { v.Del("billReference") }},
+		{"orderReference mismatch", http.StatusBadRequest, func(v url.Values) { v.Set("orderReference", "ORDERA2") }},
+		{"amount mismatch", http.StatusBadRequest, func(v url.Values) { v.Set("amount", "1500.01") }},
+		{"amount not a number", http.StatusBadRequest, func(v url.Values) { v.Set("amount", "1,500") }},
+		{"amount missing", http.StatusBadRequest, func(v url.Values) { v.Del("amount") }},
+		{"outletCode mismatch", http.StatusBadRequest, func(v url.Values) { v.Set("outletCode", b.OutletCode) }},
+		{"callbackUrl with query", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example/kadi/return?order=1") }},
+		{"callbackUrl with empty query", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example/kadi/return?") }},
+		{"callbackUrl with fragment", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example/kadi/return#done") }},
+		{"relative callbackUrl", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "/kadi/return") }},
+		{"scheme-relative callbackUrl", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "//evil.example/kadi/return") }},
+		{"javascript: callbackUrl", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "javascript:alert(document.domain)") }},
+		{"ftp callbackUrl", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "ftp://shop.example/kadi/return") }},
+		{"callbackUrl with credentials", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://user:pw@shop.example/kadi/return") }},
+		{"callbackUrl without host", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https:///kadi/return") }},
+		{"no callbackUrl", http.StatusBadRequest, func(v url.Values) { v.Del("callbackUrl") }},
+		{"productDescription over 200 characters", http.StatusBadRequest, func(v url.Values) { v.Set("productDescription", strings.Repeat("d", 201)) }},
+		{"control character in a field", http.StatusBadRequest, func(v url.Values) { v.Set("city", "Nairobi\x00") }},
+		{"body over 64 KiB", http.StatusRequestEntityTooLarge, func(v url.Values) { v.Set("address", strings.Repeat("a", 70<<10)) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(a, tokA, billA))
+			tc.change(v)
+			errorPage(t, g.CardPay(v), tc.status)
+		})
+	}
+	if n := g.CountPayments(billA.Reference, ""); n != 0 {
+		t.Errorf("untrusted forms made %d payment attempts", n)
+	}
+	if st := billState(t, g, billA.Reference); st.State != "open" || st.FailedAttempts != 0 {
+		t.Errorf("bill after untrusted forms: %s with %d failures", st.State, st.FailedAttempts)
+	}
+}
+
+// decisions §5: the amount is compared as a decimal.
+func TestAmountComparedAsDecimal(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Decimal Shop")
+	tok := g.Token(c, merchant.Test)
+	for i, amount := range []string{"1500", "1500.0", "1500.00", "1500.000"} {
+		b := g.CreateBill(c, tok, "DEC"+strconv.Itoa(i), "1500.00")
+		v := servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
+		v.Set("amount", amount)
+		cb := callback(t, g.CardPay(v))
+		if cb["orderStatus"] != "Transaction Successfull" || cb["orderAmount"] != "1500.00" {
+			t.Errorf("amount %q for a 1500.00 bill: %v", amount, cb)
+		}
+	}
+}
+
+// decisions §5: once the bill and callback are trusted, every outcome goes
+// back to the merchant as Transaction Failed with a message and no
+// transactionRef.
+func TestFailuresAfterTrustRedirect(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Failing Shop")
+	tok := g.Token(c, merchant.Test)
+	lastYear := strconv.Itoa(time.Now().Year() - 1)
+
+	cases := []struct {
+		name     string
+		card     servertest.Card
+		change   func(v url.Values)
+		message  string
+		attempts int // payment rows the submission may create
+	}{
+		{"generic decline", servertest.Card{Number: cardDeclined, CVV: cvv}, nil, "declined", 1},
+		{"insufficient funds", servertest.Card{Number: cardInsufficient, CVV: cvv}, nil, "insufficient funds", 1},
+		{"expired card", servertest.Card{Number: cardExpired, CVV: cvv}, nil, "expired", 1},
+		{"incorrect CVV", servertest.Card{Number: cardIncorrectCVV, CVV: cvv}, nil, "security code", 1},
+		{"acquirer error", servertest.Card{Number: cardAcquirerError, CVV: cvv}, nil, "nothing was charged", 1},
+		{"invalid Luhn", servertest.Card{Number: badLuhn, CVV: cvv}, nil, "cardNumber", 0},
+		{"unknown brand", servertest.Card{Number: "9999999999999995", CVV: cvv}, nil, "cardNumber", 0},
+		{"letters in card number", servertest.Card{Number: "4242x42424242424", CVV: cvv}, nil, "cardNumber", 0},
+		{"past expiry", servertest.Card{Number: visa, CVV: cvv, Month: "01", Year: lastYear}, nil, "cardExpiry", 0},
+		{"expiry month 13", servertest.Card{Number: visa, CVV: cvv, Month: "13"}, nil, "cardExpiry", 0},
+		{"three-digit CVV on Amex", servertest.Card{Number: amex, CVV: "123"}, nil, "cardSecurity", 0},
+		{"four-digit CVV on Visa", servertest.Card{Number: visa, CVV: "1234"}, nil, "cardSecurity", 0},
+		{"letters in CVV", servertest.Card{Number: visa, CVV: "12a"}, nil, "cardSecurity", 0},
+		{"no CVV", servertest.Card{Number: visa}, nil, "cardSecurity", 0},
+		{"mobile without country code", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("mobileNumber", "0712345678") }, "mobileNumber", 0},
+		{"mobile without the space", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("mobileNumber", "+254712345678") }, "mobileNumber", 0},
+		{"mobile with letters", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("mobileNumber", "+254 7123ABC") }, "mobileNumber", 0},
+		{"email without domain", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("emailAddress", "jane@") }, "emailAddress", 0},
+		{"email with display name", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("emailAddress", "Jane <jane@example.com>") }, "emailAddress", 0},
+		{"email without dot in domain", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("emailAddress", "jane@localhost") }, "emailAddress", 0},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := g.CreateBill(c, tok, "FAIL"+strconv.Itoa(i), "1500.00")
+			v := tc.card.Apply(servertest.FormFields(c, tok, b))
+			if tc.change != nil {
+				tc.change(v)
+			}
+			cb := callback(t, g.CardPay(v))
+			failed(t, cb, b, tc.message)
+			if n := g.CountPayments(b.Reference, ""); n != tc.attempts {
+				t.Errorf("%d payment rows, want %d", n, tc.attempts)
+			}
+			if n := g.CountPayments(b.Reference, payment.Succeeded); n != 0 {
+				t.Errorf("%d successful payments", n)
+			}
+			if g.Query(tok, b.Reference).Status {
+				t.Error("the bill verifies as paid")
+			}
+			// Nothing was charged, so the customer can try again.
+			if st := billState(t, g, b.Reference); st.State != "open" {
+				t.Errorf("bill is %s after one failure, want open", st.State)
+			}
+		})
+	}
+}
+
+func TestExpiredBillRedirectsFailed(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Slow Shop")
+	tok := g.Token(c, merchant.Test)
+	body := servertest.BillBody(c, "EXPIRES1", "20")
+	servertest.Order(body)["expiry"] = g.Clock.Now().Add(time.Minute).Format(time.RFC3339)
+	b := g.MustBill(tok, body)
+
+	g.Clock.Advance(2 * time.Minute)
+	cb := callback(t, g.CardPay(servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))))
+	failed(t, cb, b, "expired")
+	if n := g.CountPayments(b.Reference, ""); n != 0 {
+		t.Errorf("an expired bill was charged: %d payment rows", n)
+	}
+}
+
+func TestSuccessfulPayment(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Happy Shop")
+	tok := g.Token(c, merchant.Test)
+	cards := []servertest.Card{
+		{Number: visa, CVV: cvv}, {Number: visa2, CVV: cvv}, {Number: mastercard, CVV: cvv},
+		{Number: mastercard2, CVV: cvv}, {Number: amex, CVV: amexCVV},
+		{Number: "4242 4242 4242 4242", CVV: cvv}, {Number: "3782-822463-10005", CVV: amexCVV},
+	}
+	refs := map[string]bool{}
+	for i, card := range cards {
+		b := g.CreateBill(c, tok, "HAPPY"+strconv.Itoa(i), "1500.00")
+		rec := g.CardPay(card.Apply(servertest.FormFields(c, tok, b)))
+		cb := callback(t, rec)
+		securityHeaders(t, rec, "'self'", "https://shop.example")
+		if cb["orderStatus"] != "Transaction Successfull" || strings.TrimSpace(cb["message"]) == "" || cb["transactionRef"] == "" {
+			t.Fatalf("card %d: %v", i, cb)
+		}
+		sameBill(t, cb, b)
+		v := g.Query(tok, b.Reference)
+		if !v.Status || v.TransactionID != cb["transactionRef"] || v.Amount != "1500.00" {
+			t.Errorf("card %d: verification %+v, callback transactionRef %q", i, v, cb["transactionRef"])
+		}
+		if refs[cb["transactionRef"]] {
+			t.Errorf("transactionRef %s reused across bills", cb["transactionRef"])
+		}
+		refs[cb["transactionRef"]] = true
+		if st := billState(t, g, b.Reference); st.State != "paid" {
+			t.Errorf("card %d: bill is %s after success", i, st.State)
+		}
+	}
+}
+
+// The callback's dateTime is "yyyy-MM-ddZ" in the operator's zone.
+func TestCallbackDateInOperatorZone(t *testing.T) {
+	for _, zone := range []string{"UTC", "America/New_York", "Asia/Kolkata"} {
+		t.Run(zone, func(t *testing.T) {
+			loc, err := time.LoadLocation(zone)
+			if err != nil {
+				t.Skip(err)
+			}
+			g := servertest.Start(t, servertest.Options{TimeZone: zone})
+			c := g.Onboard("Zoned Shop")
+			tok := g.Token(c, merchant.Test)
+			_, cb := g.Pay(c, tok, "ZONE1", "10", servertest.Card{Number: visa, CVV: cvv})
+			now := time.Now().In(loc)
+			if want := now.Format("2006-01-02-0700"); cb["dateTime"] != want && cb["dateTime"] != now.Add(-time.Minute).Format("2006-01-02-0700") {
+				t.Errorf("dateTime %q, want %q", cb["dateTime"], want)
+			}
+		})
+	}
+}
+
+func TestSecurityHeadersOnEveryPage(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Header Shop")
+	tok := g.Token(c, merchant.Test)
+
+	b := g.CreateBill(c, tok, "HDR1", "10")
+	rec := g.CardPay(servertest.FormFields(c, tok, b))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("card page: %d", rec.Code)
+	}
+	securityHeaders(t, rec, "'self'")
+
+	b = g.CreateBill(c, tok, "HDR2", "10")
+	rec = g.CardPay(servertest.Card{Number: card3DS, CVV: cvv}.Apply(servertest.FormFields(c, tok, b)))
+	if f := servertest.ParsePage(rec.Body.String()).Forms; rec.Code != http.StatusOK || len(f) != 1 || f[0].Action() != "/cardPay/3ds" {
+		t.Fatalf("challenge page: %d\n%s", rec.Code, rec.Body)
+	}
+	securityHeaders(t, rec, "'self'")
+
+	// The redirect page names the callback's origin, port included.
+	b = g.CreateBill(c, tok, "HDR3", "10")
+	v := servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
+	v.Set("callbackUrl", "http://127.0.0.1:8443/pay/done")
+	rec = g.CardPay(v)
+	callbackTo(t, rec, "http://127.0.0.1:8443/pay/done")
+	securityHeaders(t, rec, "'self'", "http://127.0.0.1:8443")
+
+	rec = g.CardPay(url.Values{"token": {"nope"}})
+	errorPage(t, rec, http.StatusUnauthorized)
+	if rec.Header().Get("Strict-Transport-Security") != "" {
+		t.Error("HSTS sent although the public URL is http")
+	}
+}
+
+func TestEchoedValuesAreEscaped(t *testing.T) {
+	const evil = `"><script>alert(1)</script>`
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard(`Shop "><script>alert(2)</script>`)
+	tok := g.Token(c, merchant.Test)
+
+	b := g.CreateBill(c, tok, "XSS1", "10")
+	v := servertest.FormFields(c, tok, b)
+	v.Set("customerFirstName", evil)
+	v.Set("productDescription", evil)
+	rec := g.CardPay(v)
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("card page: %d\n%s", rec.Code, body)
+	}
+	if strings.Contains(body, "<script>alert") {
+		t.Errorf("card page echoes markup unescaped:\n%s", body)
+	}
+	f := servertest.ParsePage(body).Forms[0]
+	if got := f.Values()["customerFirstName"]; got != evil {
+		t.Errorf("customerFirstName does not survive the round trip: %q", got)
+	}
+	if in, _ := f.Input("cardFirstName"); in.Attrs["value"] != evil {
+		t.Errorf("cardFirstName prefill %q, want the escaped customer name", in.Attrs["value"])
+	}
+
+	// A callback path with markup in it is escaped on the redirect page.
+	b = g.CreateBill(c, tok, "XSS2", "10")
+	v = servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
+	v.Set("callbackUrl", "https://shop.example/"+evil)
+	rec = g.CardPay(v)
+	if strings.Contains(rec.Body.String(), "<script>alert") {
+		t.Errorf("redirect page echoes markup unescaped:\n%s", rec.Body)
+	}
+}
+
+func TestCardEntryPage(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Entry Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "ENTRY1", "1500.00")
+	posted := servertest.FormFields(c, tok, b)
+
+	rec := g.CardPay(posted)
+	securityHeaders(t, rec, "'self'")
+	page := servertest.ParsePage(rec.Body.String())
+	if rec.Code != http.StatusOK || len(page.Forms) != 1 {
+		t.Fatalf("card page: %d\n%s", rec.Code, rec.Body)
+	}
+	form := page.Forms[0]
+	if form.Action() != "/cardPay" {
+		t.Errorf("card page posts to %q", form.Action())
+	}
+	hidden := form.Values()
+	for name := range posted {
+		if hidden[name] != posted.Get(name) {
+			t.Errorf("hidden %s = %q, want %q", name, hidden[name], posted.Get(name))
+		}
+	}
+	for name := range hidden {
+		if strings.HasPrefix(name, "card") {
+			t.Errorf("card field %s travels as a hidden input", name)
+		}
+		if posted.Get(name) == "" && name != "kadiEntry" {
+			t.Errorf("unexpected hidden input %s", name)
+		}
+	}
+	if hidden["kadiEntry"] != "1" {
+		t.Error("card page does not mark its posts with kadiEntry=1")
+	}
+	for _, name := range []string{"cardNumber", "cardSecurity"} {
+		in, ok := form.Input(name)
+		if !ok {
+			t.Errorf("card page has no %s input", name)
+		} else if _, hasValue := in.Attrs["value"]; hasValue {
+			t.Errorf("%s input carries a value", name)
+		}
+	}
+
+	// A typo in the card on our page is shown back, not counted.
+	retry := url.Values{}
+	for _, h := range form.Hidden() {
+		retry.Set(h.Name, h.Value)
+	}
+	typo := servertest.Card{Number: badLuhn, CVV: cvv}.Apply(retry)
+	rec = g.CardPay(typo)
+	body := rec.Body.String()
+	if rec.Code != http.StatusUnprocessableEntity {
+		t.Fatalf("bad card number on our page: %d\n%s", rec.Code, body)
+	}
+	if _, ok := servertest.ParsePage(body).Redirect(); ok {
+		t.Error("a typo on our page redirected to the merchant")
+	}
+	if !strings.Contains(body, `class="error"`) || !strings.Contains(body, "not a valid card number") {
+		t.Errorf("no error shown:\n%s", body)
+	}
+	if strings.Contains(body, badLuhn) {
+		t.Error("the re-rendered page echoes the card number")
+	}
+	securityHeaders(t, rec, "'self'")
+	if n := g.CountPayments(b.Reference, ""); n != 0 {
+		t.Errorf("a typo made %d payment attempts", n)
+	}
+	if st := billState(t, g, b.Reference); st.State != "open" || st.FailedAttempts != 0 {
+		t.Errorf("bill after a typo: %s, %d failures", st.State, st.FailedAttempts)
+	}
+
+	// The corrected card pays.
+	cb := callback(t, g.CardPay(servertest.Card{Number: visa, CVV: cvv}.Apply(retry)))
+	if cb["orderStatus"] != "Transaction Successfull" {
+		t.Errorf("corrected card: %v", cb)
+	}
+}
+
+// Only card typos stay on our page: a tampered customer field on it fails
+// back to the merchant like any other post.
+func TestCardEntryPageWithBadCustomerField(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Entry Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "ENTRY2", "10")
+	v := servertest.Card{Number: badLuhn, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
+	v.Set("kadiEntry", "1")
+	v.Set("mobileNumber", "0712345678")
+	failed(t, callback(t, g.CardPay(v)), b, "mobileNumber")
+}
+
+func TestThreeDSecure(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Secure Shop")
+	tok := g.Token(c, merchant.Test)
+
+	challenge := func(t *testing.T, ref string) (paymentID string, form url.Values) {
+		t.Helper()
+		b := g.CreateBill(c, tok, ref, "1500.00")
+		form = servertest.Card{Number: card3DS, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
+		rec := g.CardPay(form)
+		page := servertest.ParsePage(rec.Body.String())
+		if rec.Code != http.StatusOK || len(page.Forms) != 1 || page.Forms[0].Action() != "/cardPay/3ds" {
+			t.Fatalf("want the challenge page, got %d\n%s", rec.Code, rec.Body)
+		}
+		if _, ok := page.Forms[0].Input("code"); !ok {
+			t.Fatal("challenge page has no code input")
+		}
+		paymentID = page.Forms[0].Values()["payment"]
+		if paymentID == "" {
+			t.Fatal("challenge page does not name its payment")
+		}
+		// Posting the form again while the challenge waits shows the same
+		// challenge: no second charge.
+		again := servertest.ParsePage(g.CardPay(form).Body.String())
+		if len(again.Forms) != 1 || again.Forms[0].Values()["payment"] != paymentID {
+			t.Errorf("resubmitting during the challenge did not show the same challenge")
+		}
+		return paymentID, form
+	}
+
+	t.Run("right code", func(t *testing.T) {
+		id, form := challenge(t, "TDS1")
+		rec := g.Serve(servertest.ChallengeRequest(id, "123456"))
+		cb := callback(t, rec)
+		securityHeaders(t, rec, "'self'", "https://shop.example")
+		if cb["orderStatus"] != "Transaction Successfull" || cb["transactionRef"] == "" {
+			t.Fatalf("right code: %v", cb)
+		}
+		if v := g.Query(tok, cb["billReference"]); v.TransactionID != cb["transactionRef"] {
+			t.Errorf("verification %q, callback %q", v.TransactionID, cb["transactionRef"])
+		}
+		for _, code := range []string{"123456", "000000"} {
+			replay := callback(t, g.Serve(servertest.ChallengeRequest(id, code)))
+			if replay["orderStatus"] != cb["orderStatus"] || replay["transactionRef"] != cb["transactionRef"] {
+				t.Errorf("replayed answer %q: %v, first %v", code, replay, cb)
+			}
+		}
+		if again := callback(t, g.CardPay(form)); again["transactionRef"] != cb["transactionRef"] {
+			t.Errorf("form posted again after success: %v", again)
+		}
+		if n := g.CountPayments(cb["billReference"], ""); n != 1 {
+			t.Errorf("%d payment rows, want 1", n)
+		}
+	})
+
+	t.Run("wrong code", func(t *testing.T) {
+		id, form := challenge(t, "TDS2")
+		cb := callback(t, g.Serve(servertest.ChallengeRequest(id, "654321")))
+		if cb["orderStatus"] != "Transaction Failed" || cb["transactionRef"] != "" || !strings.Contains(cb["message"], "3-D Secure") {
+			t.Fatalf("wrong code: %v", cb)
+		}
+		replay := callback(t, g.Serve(servertest.ChallengeRequest(id, "123456")))
+		if replay["orderStatus"] != "Transaction Failed" || replay["transactionRef"] != "" {
+			t.Errorf("the right code after a wrong one changed the first result: %v", replay)
+		}
+		// The failure reopened the bill for another card.
+		ok := callback(t, g.CardPay(servertest.Card{Number: visa, CVV: cvv}.Apply(form)))
+		if ok["orderStatus"] != "Transaction Successfull" {
+			t.Errorf("another card after a failed challenge: %v", ok)
+		}
+	})
+
+	t.Run("unknown payment", func(t *testing.T) {
+		errorPage(t, g.Serve(servertest.ChallengeRequest("pay_000000000000000000000000", "123456")), http.StatusNotFound)
+	})
+}
+
+// decisions §5: at most 5 failed attempts per bill, then it is blocked.
+func TestAttemptLimitBlocksTheBill(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Unlucky Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "BLOCK1", "10")
+	for i := 1; i <= 5; i++ {
+		cb := callback(t, g.CardPay(servertest.Card{Number: cardDeclined, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))))
+		failed(t, cb, b, "declined")
+	}
+	if st := billState(t, g, b.Reference); st.State != "blocked" {
+		t.Errorf("after 5 declines the bill is %s", st.State)
+	}
+	cb := callback(t, g.CardPay(servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))))
+	failed(t, cb, b, payment.MsgBlocked)
+	if n := g.CountPayments(b.Reference, ""); n != 5 {
+		t.Errorf("%d payment rows, want the 5 declines only", n)
+	}
+	if g.Query(tok, b.Reference).Status {
+		t.Error("a blocked bill verifies as paid")
+	}
+}
+
+// decisions §5: replays get the first result, never a second charge.
+func TestReplayAfterSuccess(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Replay Shop")
+	tok := g.Token(c, merchant.Test)
+	b, first := g.Pay(c, tok, "REPLAY1", "10", servertest.Card{Number: visa, CVV: cvv})
+	if first["orderStatus"] != "Transaction Successfull" {
+		t.Fatalf("first payment: %v", first)
+	}
+	for _, card := range []servertest.Card{{Number: visa, CVV: cvv}, {Number: mastercard, CVV: cvv}, {Number: cardDeclined, CVV: cvv}} {
+		v := card.Apply(servertest.FormFields(c, tok, b))
+		v.Set("callbackUrl", "https://elsewhere.example/return")
+		// The replay goes where the first result went.
+		cb := callback(t, g.CardPay(v))
+		if cb["orderStatus"] != "Transaction Successfull" || cb["transactionRef"] != first["transactionRef"] {
+			t.Errorf("replay with %s: %v, first %v", card.Number[:6], cb, first)
+		}
+	}
+	if n := g.CountPayments(b.Reference, ""); n != 1 {
+		t.Errorf("%d payment rows, want 1", n)
+	}
+}
+
+func TestLiveModeWithoutAcquirer(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Live Shop")
+	tok := g.Token(c, merchant.Live)
+	b := g.CreateBill(c, tok, "LIVE1", "10")
+	v := servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
+	errorPage(t, g.CardPay(v), http.StatusServiceUnavailable)
+
+	v.Set("callbackUrl", "http://shop.example/kadi/return") // https only in live mode
+	errorPage(t, g.CardPay(v), http.StatusBadRequest)
+	if n := g.CountPayments(b.Reference, ""); n != 0 {
+		t.Errorf("%d live payment rows", n)
+	}
+}
+
+// After an acquirer error nothing was charged, so the bill reopens.
+func TestAcquirerErrorLetsTheCustomerRetry(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Retry Shop")
+	tok := g.Token(c, merchant.Test)
+	b, cb := g.Pay(c, tok, "AQERR1", "10", servertest.Card{Number: cardAcquirerError, CVV: cvv})
+	failed(t, cb, b, "nothing was charged")
+	cb = callback(t, g.CardPay(servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))))
+	if cb["orderStatus"] != "Transaction Successfull" {
+		t.Errorf("retry after an acquirer error: %v", cb)
+	}
+}

@@ -1,0 +1,164 @@
+package form_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kadipay/kadi/internal/api"
+	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/server/servertest"
+)
+
+// Test cards of decisions §6. They may appear only in tests, testdata, docs
+// and the simulator's table.
+const (
+	visa              = "4242424242424242"
+	visa2             = "4111111111111111"
+	mastercard        = "5555555555554444"
+	mastercard2       = "2223003122003222"
+	amex              = "378282246310005"
+	cardDeclined      = "4000000000000002"
+	cardInsufficient  = "4000000000009995"
+	cardExpired       = "4000000000000069"
+	cardIncorrectCVV  = "4000000000000127"
+	cardAcquirerError = "4000000000000119"
+	card3DS           = "4000000000003220"
+	badLuhn           = "4242424242424241"
+
+	cvv     = "737" // distinctive, so a leak can be searched for
+	amexCVV = "7373"
+)
+
+// callbackFields are spec 2.5's fields, in the spec's order.
+var callbackFields = []string{"orderAmount", "orderReference", "orderStatus", "message", "dateTime", "billReference", "transactionRef"}
+
+var nairobiDate = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}\+0300$`)
+
+// callback checks rec is our redirect page carrying exactly spec 2.5's
+// fields, posting to servertest.CallbackURL, and returns the fields.
+func callback(t *testing.T, rec *httptest.ResponseRecorder) map[string]string {
+	t.Helper()
+	return callbackTo(t, rec, servertest.CallbackURL)
+}
+
+func callbackTo(t *testing.T, rec *httptest.ResponseRecorder, action string) map[string]string {
+	t.Helper()
+	page := servertest.ParsePage(rec.Body.String())
+	f, ok := page.Redirect()
+	if rec.Code != http.StatusOK || !ok {
+		t.Fatalf("want the redirect page, got %d:\n%s", rec.Code, rec.Body)
+	}
+	if len(page.Forms) != 1 {
+		t.Errorf("redirect page has %d forms, want 1", len(page.Forms))
+	}
+	if f.Action() != action || !strings.EqualFold(f.Attrs["method"], "post") {
+		t.Errorf("redirect form: %s %q, want POST %q", f.Attrs["method"], f.Action(), action)
+	}
+	var names []string
+	for _, h := range f.Hidden() {
+		names = append(names, h.Name)
+	}
+	if !slices.Equal(names, callbackFields) {
+		t.Errorf("callback fields %v, want exactly %v", names, callbackFields)
+	}
+	if len(f.Inputs) != len(callbackFields) {
+		t.Errorf("redirect form has %d inputs, want only the %d hidden callback fields", len(f.Inputs), len(callbackFields))
+	}
+	cb := f.Values()
+	if !nairobiDate.MatchString(cb["dateTime"]) {
+		t.Errorf("dateTime %q is not yyyy-MM-ddZ in Africa/Nairobi", cb["dateTime"])
+	}
+	return cb
+}
+
+// failed checks cb reports a failure for b with a message containing want.
+func failed(t *testing.T, cb map[string]string, b api.BillResponse, want string) {
+	t.Helper()
+	if cb["orderStatus"] != "Transaction Failed" {
+		t.Errorf("orderStatus %q, want Transaction Failed", cb["orderStatus"])
+	}
+	if strings.TrimSpace(cb["message"]) == "" || !strings.Contains(cb["message"], want) {
+		t.Errorf("message %q, want one containing %q", cb["message"], want)
+	}
+	if cb["transactionRef"] != "" {
+		t.Errorf("failed payment has transactionRef %q", cb["transactionRef"])
+	}
+	sameBill(t, cb, b)
+}
+
+// sameBill checks the callback names bill b.
+func sameBill(t *testing.T, cb map[string]string, b api.BillResponse) {
+	t.Helper()
+	if cb["billReference"] != b.Reference || cb["orderReference"] != b.OrderRef || cb["orderAmount"] != b.Amount {
+		t.Errorf("callback names bill %s/%s/%s, want %s/%s/%s", cb["billReference"], cb["orderReference"], cb["orderAmount"],
+			b.Reference, b.OrderRef, b.Amount)
+	}
+}
+
+// errorPage checks rec is our own error page with status want: no form
+// at all, so the browser cannot be sent anywhere, and headers that forbid
+// posting anywhere.
+func errorPage(t *testing.T, rec *httptest.ResponseRecorder, want int) {
+	t.Helper()
+	if rec.Code != want {
+		t.Errorf("status %d, want %d:\n%s", rec.Code, want, rec.Body)
+	}
+	body := rec.Body.String()
+	if forms := servertest.ParsePage(body).Forms; len(forms) > 0 || strings.Contains(body, "action=") {
+		t.Errorf("error page carries a form: %v", forms)
+	}
+	for _, leak := range []string{"shop.example", "javascript:", "evil.example"} {
+		if strings.Contains(body, leak) {
+			t.Errorf("error page mentions %q", leak)
+		}
+	}
+	if !strings.Contains(body, `role="alert"`) {
+		t.Errorf("not our error page:\n%s", body)
+	}
+	securityHeaders(t, rec, "'none'")
+}
+
+// securityHeaders checks decisions §5's headers; formAction lists the
+// form-action sources the page must name, exactly.
+func securityHeaders(t *testing.T, rec *httptest.ResponseRecorder, formAction ...string) {
+	t.Helper()
+	h := rec.Header()
+	if got := h.Get("Cache-Control"); !strings.Contains(got, "no-store") {
+		t.Errorf("Cache-Control %q, want no-store", got)
+	}
+	if got := h.Get("X-Content-Type-Options"); got != "nosniff" {
+		t.Errorf("X-Content-Type-Options %q", got)
+	}
+	if got := h.Get("Referrer-Policy"); got != "no-referrer" {
+		t.Errorf("Referrer-Policy %q", got)
+	}
+	if h.Get("X-Request-Id") == "" {
+		t.Error("no X-Request-Id")
+	}
+	csp := servertest.CSP(h)
+	for directive, want := range map[string][]string{
+		"default-src":     {"'self'"},
+		"object-src":      {"'none'"},
+		"base-uri":        {"'none'"},
+		"frame-ancestors": {"'none'"},
+		"form-action":     formAction,
+	} {
+		if got, ok := csp[directive]; !ok || !slices.Equal(got, want) {
+			t.Errorf("CSP %s = %v, want %v (header %q)", directive, got, want, h.Get("Content-Security-Policy"))
+		}
+	}
+}
+
+func billState(t *testing.T, g *servertest.Gateway, ref string) bill.Bill {
+	t.Helper()
+	b, err := g.Store.BillByID(context.Background(), ref)
+	if err != nil {
+		t.Fatalf("load bill %s: %v", ref, err)
+	}
+	return b
+}

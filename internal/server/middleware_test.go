@@ -1,0 +1,108 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/kadipay/kadi/internal/logging"
+)
+
+func TestRequestID(t *testing.T) {
+	var logs bytes.Buffer
+	var seen string
+	h := withRequest(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = logging.RequestID(r.Context())
+	}), logging.New(&logs, slog.LevelInfo))
+
+	cases := []struct {
+		incoming string
+		kept     bool
+	}{
+		{"", false},
+		{"merchant-req.42_abc", true},
+		{"short", false},                 // under 8 characters
+		{strings.Repeat("a", 65), false}, // over 64
+		{"has space in it", false},       // outside the safe set
+		{"inject\"quote<tag>", false},    // would break logs or pages
+		{"req_0123456789abcdef", true},
+	}
+	ids := map[string]bool{}
+	for _, tc := range cases {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		if tc.incoming != "" {
+			req.Header.Set(RequestIDHeader, tc.incoming)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		got := rec.Header().Get(RequestIDHeader)
+		if got == "" || got != seen {
+			t.Errorf("incoming %q: header %q, context %q", tc.incoming, got, seen)
+		}
+		if kept := got == tc.incoming; kept != tc.kept {
+			t.Errorf("incoming %q: answered %q, kept=%v want %v", tc.incoming, got, kept, tc.kept)
+		}
+		if !tc.kept && ids[got] {
+			t.Errorf("generated id %q twice", got)
+		}
+		ids[got] = true
+		if !strings.Contains(logs.String(), `"request_id":"`+got+`"`) {
+			t.Errorf("the access log does not carry request id %q", got)
+		}
+	}
+}
+
+func TestBodyLimit(t *testing.T) {
+	var readErr error
+	var n int64
+	h := withRequest(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, readErr = io.Copy(io.Discard, r.Body)
+	}), slog.New(slog.NewTextHandler(io.Discard, nil)))
+
+	for _, size := range []int{MaxBody, MaxBody + 1} {
+		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(make([]byte, size)))
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		var tooLarge *http.MaxBytesError
+		if size <= MaxBody && (readErr != nil || n != int64(size)) {
+			t.Errorf("%d bytes: read %d, %v", size, n, readErr)
+		}
+		if size > MaxBody && (n > MaxBody || !errors.As(readErr, &tooLarge)) {
+			t.Errorf("%d bytes: read %d, %v; want the 64 KiB limit", size, n, readErr)
+		}
+	}
+}
+
+// A panic becomes a 500 with decisions §8's JSON body, the request id, and
+// one error log line; the server keeps serving.
+func TestPanicRecovered(t *testing.T) {
+	var logs bytes.Buffer
+	h := withRequest(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		panic("boom 4242424242424242")
+	}), logging.New(&logs, slog.LevelInfo))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/payment/v2/query", nil))
+
+	if rec.Code != http.StatusInternalServerError {
+		t.Fatalf("status %d", rec.Code)
+	}
+	id := rec.Header().Get(RequestIDHeader)
+	var body struct{ Code, Message string }
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Code == "" || !strings.Contains(body.Message, id) {
+		t.Errorf("body %q (%v): want JSON code and a message quoting the request id %s", rec.Body, err, id)
+	}
+	if strings.Contains(rec.Body.String(), "boom") {
+		t.Error("the panic value reaches the client")
+	}
+	if !strings.Contains(logs.String(), "panic serving request") || strings.Contains(logs.String(), "4242424242424242") {
+		t.Errorf("log: %s", logs.String())
+	}
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("Content-Type %q, want application/json", ct)
+	}
+}

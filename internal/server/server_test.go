@@ -1,0 +1,152 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/server"
+	"github.com/kadipay/kadi/internal/server/servertest"
+)
+
+// decisions §8: every response carries a request id, whoever answers it.
+func TestEveryResponseHasARequestID(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Id Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "ID1", "10")
+	for name, req := range map[string]*http.Request{
+		"token":                 servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password),
+		"bad token":             servertest.TokenRequest("nope", c.Username, c.Password),
+		"bill":                  servertest.BillRequest(tok, servertest.BillBody(c, "ID2", "10")),
+		"query":                 servertest.QueryRequest(tok, b.Reference),
+		"card page":             servertest.CardPayRequest(servertest.FormFields(c, tok, b)),
+		"error page":            servertest.CardPayRequest(nil),
+		"challenge":             servertest.ChallengeRequest("pay_nope", "1"),
+		"static file":           httptest.NewRequest(http.MethodGet, "/static/kadi.css", nil),
+		"health":                httptest.NewRequest(http.MethodGet, "/healthz", nil),
+		"not found":             httptest.NewRequest(http.MethodGet, "/nowhere", nil),
+		"form body over 64 KiB": servertest.CardPayRequest(map[string][]string{"address": {strings.Repeat("a", 70<<10)}}),
+	} {
+		rec := g.Serve(req)
+		if rec.Header().Get(server.RequestIDHeader) == "" {
+			t.Errorf("%s (%d): no %s", name, rec.Code, server.RequestIDHeader)
+		}
+		if rec.Code >= 500 {
+			t.Errorf("%s: %d for a client's request", name, rec.Code)
+		}
+	}
+}
+
+func TestHealth(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	rec := g.Serve(httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if rec.Code != http.StatusOK || strings.TrimSpace(rec.Body.String()) != `{"status":"ok"}` {
+		t.Errorf("healthz: %d %s", rec.Code, rec.Body)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rec = g.Serve(httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("healthz with the database closed: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// Without a configured key the single-node default makes one in the data
+// dir, readable by the owner only, and uses it again after a restart: a
+// token issued before the restart still verifies after it.
+func TestMasterKeyFileSurvivesRestart(t *testing.T) {
+	t.Setenv("KADI_SECRET_KEY", "")
+	t.Setenv("KADI_SECRET_KEY_FILE", "")
+	dir := t.TempDir()
+	cfg := server.Defaults()
+	cfg.DataDir = dir
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	g1, err := server.New(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := merchant.Onboard(context.Background(), g1.Store, "Restart Shop", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	g1.Handler.ServeHTTP(rec, servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("token: %d %s", rec.Code, rec.Body)
+	}
+	token := strings.Split(strings.Split(rec.Body.String(), `"access_token":"`)[1], `"`)[0]
+	if err := g1.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	info, err := os.Stat(filepath.Join(dir, "secret.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+		t.Errorf("secret.key has mode %v, want owner-only", perm)
+	}
+
+	g2, err := server.New(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g2.Close()
+	rec = httptest.NewRecorder()
+	g2.Handler.ServeHTTP(rec, servertest.QueryRequest(token, "NOSUCHBILL01"))
+	if rec.Code != http.StatusNotFound {
+		t.Errorf("token from before the restart: %d %s, want 404 (accepted, no such bill)", rec.Code, rec.Body)
+	}
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	base := func(t *testing.T) server.Config {
+		cfg := server.Defaults()
+		cfg.DataDir = t.TempDir()
+		cfg.MasterKey = make([]byte, 32)
+		return cfg
+	}
+	cases := map[string]func(t *testing.T) server.Config{
+		"unknown time zone":   func(t *testing.T) server.Config { c := base(t); c.TimeZone = "Mars/Olympus"; return c },
+		"zero token lifetime": func(t *testing.T) server.Config { c := base(t); c.TokenTTL = 0; return c },
+		"token lifetime over a day": func(t *testing.T) server.Config {
+			c := base(t)
+			c.TokenTTL = 25 * time.Hour
+			return c
+		},
+		"short key in the environment": func(t *testing.T) server.Config {
+			c := base(t)
+			c.MasterKey = nil
+			t.Setenv("KADI_SECRET_KEY", "abcd")
+			return c
+		},
+		"shared database without a key": func(t *testing.T) server.Config {
+			c := base(t)
+			c.MasterKey = nil
+			t.Setenv("KADI_SECRET_KEY", "")
+			t.Setenv("KADI_SECRET_KEY_FILE", "")
+			c.DatabaseURL = "postgres://127.0.0.1:1/none"
+			return c
+		},
+	}
+	for name, cfg := range cases {
+		t.Run(name, func(t *testing.T) {
+			if g, err := server.New(context.Background(), cfg(t), log); err == nil {
+				g.Close()
+				t.Error("New accepted the configuration")
+			}
+		})
+	}
+}
