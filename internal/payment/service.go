@@ -23,6 +23,9 @@ type Repo interface {
 	StartPayment(ctx context.Context, p Payment) error
 	// SetChallenge records that p waits for a 3-D Secure code.
 	SetChallenge(ctx context.Context, p Payment) error
+	// ClaimChallenge moves a waiting payment back to processing, so only one
+	// answer reaches the acquirer; ErrStale if another request claimed it.
+	ClaimChallenge(ctx context.Context, id string, at time.Time) error
 	// FinishPayment stores p's outcome and moves the bill on: to paid on
 	// success (inserting event in the same transaction), back to open or to
 	// blocked on failure, nowhere while unknown. ErrStale if p was already
@@ -140,7 +143,11 @@ func (s *Service) CompleteChallenge(ctx context.Context, id, code string) (Payme
 	if err != nil {
 		return Payment{}, err
 	}
-	if p.Status != Challenge {
+	switch p.Status {
+	case Processing:
+		return s.awaitPayment(ctx, p.ID) // another answer is with the acquirer
+	case Challenge:
+	default:
 		return p, nil // a replayed challenge answer gets the first result
 	}
 	b, m, err := s.billAndMerchant(ctx, p)
@@ -153,6 +160,11 @@ func (s *Service) CompleteChallenge(ctx context.Context, id, code string) (Payme
 	acq := s.Acquirers[p.Mode]
 	if acq == nil {
 		return Payment{}, ErrLiveDisabled
+	}
+	if err := s.Repo.ClaimChallenge(ctx, p.ID, s.Now()); errors.Is(err, ErrStale) {
+		return s.awaitPayment(ctx, p.ID) // a concurrent answer is with the acquirer
+	} else if err != nil {
+		return Payment{}, fmt.Errorf("claim challenge: %w", err)
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.AcquirerTimeout)
 	res, err := acq.CompleteChallenge(actx, p.ChallengeRef, code)
@@ -256,9 +268,22 @@ func (s *Service) settle(ctx context.Context, p Payment, b bill.Bill, m merchant
 // awaitSettled waits for the attempt in flight on billRef and returns its
 // result: a double submit sees the first submit's outcome.
 func (s *Service) awaitSettled(ctx context.Context, billRef string) (Payment, error) {
+	return s.await(ctx, billRef, func() (Payment, error) { return s.Repo.LatestPayment(ctx, billRef) })
+}
+
+// awaitPayment waits for payment id to leave processing.
+func (s *Service) awaitPayment(ctx context.Context, id string) (Payment, error) {
+	p, err := s.Repo.PaymentByID(ctx, id)
+	if err != nil {
+		return Payment{}, err
+	}
+	return s.await(ctx, p.BillReference, func() (Payment, error) { return s.Repo.PaymentByID(ctx, id) })
+}
+
+func (s *Service) await(ctx context.Context, billRef string, load func() (Payment, error)) (Payment, error) {
 	deadline := time.Now().Add(s.WaitInFlight)
 	for {
-		p, err := s.Repo.LatestPayment(ctx, billRef)
+		p, err := load()
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return Payment{}, err
 		}

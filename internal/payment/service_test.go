@@ -503,3 +503,51 @@ func TestConcurrentPayChargesOnce(t *testing.T) {
 		t.Errorf("%d payment rows, want 1", got)
 	}
 }
+
+// Concurrent answers to one challenge (two tabs, a double click) reach the
+// acquirer once; every answer reports that one result.
+func TestConcurrentChallengeAnswersAskOnce(t *testing.T) {
+	e := newEnv(t)
+	e.svc.WaitInFlight = 30 * time.Second
+	b := e.bill(t)
+	e.acq.charge = func(_ context.Context, req payment.ChargeRequest) (payment.Result, error) {
+		return payment.Result{Outcome: payment.ChallengeNeeded, ChallengeRef: "ch-" + req.PaymentID}, nil
+	}
+	p, err := e.svc.Pay(context.Background(), b, e.m, attempt(t, visa))
+	if err != nil || p.Status != payment.Challenge {
+		t.Fatalf("Pay: %+v, %v", p, err)
+	}
+	release := make(chan struct{})
+	e.acq.complete = func(_ context.Context, ref, code string) (payment.Result, error) {
+		<-release
+		return approved("NET-3DS-ONCE"), nil
+	}
+	const n = 8
+	results := make([]payment.Payment, n)
+	errs := make([]error, n)
+	var done sync.WaitGroup
+	for i := range n {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			results[i], errs[i] = e.svc.CompleteChallenge(context.Background(), p.ID, "123456")
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for e.stored(t, p.ID).Status != payment.Processing {
+		if time.Now().After(deadline) {
+			t.Fatal("no answer claimed the challenge")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(release)
+	done.Wait()
+	for i := range n {
+		if errs[i] != nil || results[i].Status != payment.Succeeded || results[i].NetworkRef != "NET-3DS-ONCE" {
+			t.Errorf("answer %d: %+v, %v", i, results[i], errs[i])
+		}
+	}
+	if _, _, completions := e.acq.calls(); completions != 1 {
+		t.Errorf("the acquirer was asked %d times, want 1", completions)
+	}
+}

@@ -55,6 +55,19 @@ func (s *DB) SetChallenge(ctx context.Context, p payment.Payment) error {
 	return nil
 }
 
+// ClaimChallenge takes a waiting challenge for one answer.
+func (s *DB) ClaimChallenge(ctx context.Context, id string, at time.Time) error {
+	res, err := s.exec(ctx, `UPDATE payments SET status = ?, updated_at = ? WHERE id = ? AND status = ?`,
+		string(payment.Processing), ms(at), id, string(payment.Challenge))
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return payment.ErrStale
+	}
+	return nil
+}
+
 // FinishPayment records p's outcome, moves its bill on and, for a success,
 // writes the IPN outbox row, all in one transaction.
 func (s *DB) FinishPayment(ctx context.Context, p payment.Payment, maxFailures int, event *ipn.Event) error {

@@ -85,6 +85,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Payment/StartNeedsOpenBill", testStartPaymentNotOpen},
 		{"Payment/StartConcurrent", testStartPaymentConcurrent},
 		{"Payment/SetChallenge", testSetChallenge},
+		{"Payment/ClaimChallenge", testClaimChallenge},
 		{"Payment/FinishSuccess", testFinishSuccess},
 		{"Payment/FinishIsOneTransaction", testFinishAtomic},
 		{"Payment/FinishFailure", testFinishFailure},
@@ -951,6 +952,40 @@ func testSetChallenge(t *testing.T, s store.Store) {
 	done := finishPayment(t, s, p, payment.Succeeded, 3, base.Add(time.Minute))
 	mustErr(t, "SetChallenge after finish", s.SetChallenge(ctx, again), payment.ErrStale)
 	equal(t, "finished payment", normPayment(paymentByID(t, s, p.ID)), normPayment(done))
+}
+
+// testClaimChallenge: of many concurrent answers to one challenge exactly
+// one claims it, and a claimed or finished payment cannot be claimed again.
+func testClaimChallenge(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	b := addBill(t, s, f.m.Code, merchant.Test, base)
+	p := startPayment(t, s, b, base)
+	mustErr(t, "ClaimChallenge of a processing payment", s.ClaimChallenge(ctx, p.ID, base), payment.ErrStale)
+	p.Status, p.ChallengeRef, p.UpdatedAt = payment.Challenge, secret.NewID("3ds"), base.Add(time.Second)
+	must(t, "SetChallenge", s.SetChallenge(ctx, p))
+
+	const n = 10
+	errs := make(chan error, n)
+	for range n {
+		go func() { errs <- s.ClaimChallenge(ctx, p.ID, base.Add(2*time.Second)) }()
+	}
+	won := 0
+	for range n {
+		if err := <-errs; err == nil {
+			won++
+		} else if !errors.Is(err, payment.ErrStale) {
+			t.Fatalf("ClaimChallenge: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d answers claimed the challenge, want 1", won)
+	}
+	if got := paymentByID(t, s, p.ID); got.Status != payment.Processing || got.ChallengeRef != p.ChallengeRef {
+		t.Fatalf("claimed payment: %s %q", got.Status, got.ChallengeRef)
+	}
+	finishPayment(t, s, p, payment.Succeeded, 3, base.Add(time.Minute))
+	mustErr(t, "ClaimChallenge after finish", s.ClaimChallenge(ctx, p.ID, base.Add(time.Hour)), payment.ErrStale)
 }
 
 func testFinishSuccess(t *testing.T, s store.Store) {
