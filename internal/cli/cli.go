@@ -23,6 +23,9 @@ Usage:
   kadi merchant create     --data-dir DIR --name NAME [--json]
   kadi merchant set-ipn    --data-dir DIR --merchant CODE --mode test|live --url URL --username U --password P
   kadi merchant rotate-key --data-dir DIR --merchant CODE --mode test|live [--json]
+  kadi ipn list   --data-dir DIR --merchant CODE [--mode test|live] [--status pending|delivered|failed] [--json]
+  kadi ipn show   ID --data-dir DIR [--json]
+  kadi ipn replay ID --data-dir DIR
 
 Every flag has an environment twin: --data-dir is KADI_DATA_DIR, and so on.
 Run "kadi COMMAND -h" for a command's flags.
@@ -71,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		case "rotate-key":
 			return merchantRotateKey(ctx, args[2:], stdout, stderr)
 		}
+	case "ipn":
+		return ipnCommand(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

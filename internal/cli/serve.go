@@ -28,6 +28,14 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logLevel *
 		return nil
 	})
 	fs.StringVar(&cfg.TimeZone, "timezone", cfg.TimeZone, "IANA time zone of dates in callbacks and IPN")
+	fs.IntVar(&cfg.IPN.Workers, "ipn-workers", cfg.IPN.Workers, "IPN requests in flight at once on this node")
+	fs.IntVar(&cfg.IPN.PerEndpoint, "ipn-per-merchant", cfg.IPN.PerEndpoint, "of those, at most this many to one merchant and mode, so a slow receiver holds only its own")
+	fs.DurationVar(&cfg.IPN.Timeout, "ipn-timeout", cfg.IPN.Timeout, "an IPN receiver must answer 2xx within this")
+	fs.Var(&cfg.IPN.Schedule, "ipn-retry-schedule", "comma-separated waits before each IPN retry; the first attempt is immediate, and after the last wait the event is failed")
+	fs.Float64Var(&cfg.IPN.Jitter, "ipn-jitter", cfg.IPN.Jitter, "random spread of each retry wait, as a fraction (0.2 is ±20%)")
+	fs.DurationVar(&cfg.IPN.MaxRetryAfter, "ipn-max-retry-after", cfg.IPN.MaxRetryAfter, "longest wait a receiver's Retry-After can ask for")
+	fs.DurationVar(&cfg.IPN.Poll, "ipn-poll", cfg.IPN.Poll, "how often the IPN queue is checked for due notifications")
+	fs.DurationVar(&cfg.IPN.Lease, "ipn-lease", cfg.IPN.Lease, "how long a node's claim on a notification keeps others off it (default: the timeout plus 30s)")
 	fs.StringVar(logLevel, "log-level", "info", "debug, info, warn or error")
 }
 

@@ -33,7 +33,34 @@ type Event struct {
 	NextAttemptAt time.Time
 	CreatedAt     time.Time
 	DeliveredAt   time.Time
+	// Attempts counts requests in the current round; a replay starts a
+	// new round at zero. Replays counts the replays.
+	Replays int
+	// LastError says why the event is still pending or failed, for
+	// operators; empty once delivered.
+	LastError string
+	// LeaseOwner and LeaseUntil are the claim of the worker delivering it.
+	LeaseOwner string
+	LeaseUntil time.Time
 }
+
+// Attempt is one request to the merchant's receiver, kept for operators
+// and merchants to see why a notification did or did not arrive.
+type Attempt struct {
+	EventID    string
+	Seq        int // 1, 2, … over the event's whole life, replays included
+	At         time.Time
+	URL        string
+	StatusCode int // 0 when no HTTP answer came
+	Latency    time.Duration
+	Error      string // empty on success
+	// Response is the start of the receiver's body, at most
+	// MaxResponseExcerpt bytes, as valid UTF-8.
+	Response string
+}
+
+// MaxResponseExcerpt bounds the receiver's body kept per attempt.
+const MaxResponseExcerpt = 1024
 
 // Payload is spec 2.7. Amounts are json.Number so they go out as exact
 // decimal JSON numbers ("1500.00"), never binary-float approximations.

@@ -1,15 +1,31 @@
 package ipn
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
 	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/kadipay/kadi/internal/merchant"
 )
 
-// CheckURL validates an IPN receiver URL when it is saved: absolute http(s),
-// https in live mode, no credentials or fragment. The address it resolves to
-// is checked again at every connection.
+// ErrRefusedTarget is wrapped by every refusal of a receiver address: the
+// gateway does not send notifications into its own network.
+var ErrRefusedTarget = errors.New("IPN target refused")
+
+// CheckURL validates an IPN receiver URL when it is saved and again before
+// every delivery: absolute http(s), https in live mode, no credentials or
+// fragment, and no IPv4 address in the ambiguous forms ("2130706433",
+// "0x7f000001", "0177.1") that some resolvers read as dotted quads. In live
+// mode an address literal or a localhost name is refused outright; the
+// address a name resolves to is checked at every connection.
 func CheckURL(raw string, mode merchant.Mode) error {
 	u, err := url.Parse(raw)
 	switch {
@@ -24,5 +40,230 @@ func CheckURL(raw string, mode merchant.Mode) error {
 	case u.Fragment != "":
 		return errors.New("IPN URL must not have a fragment")
 	}
+	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("IPN URL port %q is not a port number", port)
+		}
+	}
+	if a, ok := looseIPv4(host); ok {
+		if _, err := netip.ParseAddr(host); err != nil {
+			return fmt.Errorf("%w: host %q is the address %s in another notation; write it as %s", ErrRefusedTarget, u.Hostname(), a, a)
+		}
+	}
+	addr, literal := netip.ParseAddr(host)
+	if literal == nil && addr.Zone() != "" {
+		return fmt.Errorf("%w: an IPv6 zone is not allowed in an IPN URL", ErrRefusedTarget)
+	}
+	if mode != merchant.Live {
+		return nil
+	}
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return fmt.Errorf("%w: %s is loopback", ErrRefusedTarget, u.Hostname())
+	}
+	if literal == nil {
+		if why := Refused(addr); why != "" {
+			return fmt.Errorf("%w: %s is %s", ErrRefusedTarget, addr, why)
+		}
+	}
 	return nil
+}
+
+// Resolver finds a host's addresses; *net.Resolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// CheckTarget is CheckURL plus, in live mode, a look-up of the host that
+// refuses it when any of its addresses may not be reached. It catches a
+// mistake when the URL is saved; the check that protects is the one made on
+// the resolved address at connect time, since DNS may answer differently
+// later. A name that does not resolve yet is accepted.
+func CheckTarget(ctx context.Context, raw string, mode merchant.Mode, r Resolver) error {
+	if err := CheckURL(raw, mode); err != nil {
+		return err
+	}
+	if mode != merchant.Live {
+		return nil
+	}
+	u, _ := url.Parse(raw)
+	host := u.Hostname()
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil // CheckURL judged the literal
+	}
+	addrs, err := r.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if why := Refused(a); why != "" {
+			return fmt.Errorf("%w: %s resolves to %s, which is %s", ErrRefusedTarget, host, a, why)
+		}
+	}
+	return nil
+}
+
+type refusedPrefix struct {
+	prefix netip.Prefix
+	why    string
+}
+
+// refusedPrefixes are the destinations a notification must never reach
+// unless the operator allows them in test mode: the gateway's own host,
+// its private network and cloud metadata services (169.254.169.254).
+var refusedPrefixes = func() []refusedPrefix {
+	list := []struct{ cidr, why string }{
+		{"0.0.0.0/8", "unspecified (this network)"},
+		{"10.0.0.0/8", "private"},
+		{"100.64.0.0/10", "shared address space (carrier-grade NAT)"},
+		{"127.0.0.0/8", "loopback"},
+		{"169.254.0.0/16", "link-local"},
+		{"172.16.0.0/12", "private"},
+		{"192.0.0.0/24", "reserved for protocol assignments"},
+		{"192.168.0.0/16", "private"},
+		{"198.18.0.0/15", "reserved for benchmarking"},
+		{"224.0.0.0/4", "multicast"},
+		{"240.0.0.0/4", "reserved"},
+		{"::/128", "unspecified"},
+		{"::1/128", "loopback"},
+		{"::/96", "an IPv4-compatible address (deprecated)"},
+		{"100::/64", "discard-only"},
+		{"fc00::/7", "unique-local"},
+		{"fe80::/10", "link-local"},
+		{"fec0::/10", "site-local (deprecated)"},
+		{"ff00::/8", "multicast"},
+	}
+	out := make([]refusedPrefix, len(list))
+	for i, e := range list {
+		out[i] = refusedPrefix{netip.MustParsePrefix(e.cidr), e.why}
+	}
+	return out
+}()
+
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+)
+
+// Refused says why a notification may not go to a, or "" when it may.
+// IPv6 forms that carry an IPv4 address (mapped ::ffff:a.b.c.d, NAT64,
+// 6to4) are judged by that address.
+func Refused(a netip.Addr) string {
+	if !a.IsValid() {
+		return "not an address"
+	}
+	a = a.WithZone("")
+	if a.Is4In6() {
+		if why := Refused(a.Unmap()); why != "" {
+			return why + " (IPv4-mapped)"
+		}
+		return ""
+	}
+	if a.Is6() {
+		b := a.As16()
+		var v4 netip.Addr
+		switch {
+		case nat64.Contains(a):
+			v4 = netip.AddrFrom4([4]byte(b[12:16]))
+		case sixToFour.Contains(a):
+			v4 = netip.AddrFrom4([4]byte(b[2:6]))
+		}
+		if v4.IsValid() {
+			if why := Refused(v4); why != "" {
+				return why + " (embedded in IPv6)"
+			}
+		}
+	}
+	for _, p := range refusedPrefixes {
+		if p.prefix.Contains(a) {
+			return p.why
+		}
+	}
+	return ""
+}
+
+// looseIPv4 parses host the way inet_aton does: one to four parts, each
+// decimal, 0x-hex or 0-octal, the last filling the remaining bytes. Such
+// hosts are IPv4 addresses to a C resolver, whatever they look like.
+func looseIPv4(host string) (netip.Addr, bool) {
+	parts := strings.Split(host, ".")
+	if len(parts) == 0 || len(parts) > 4 {
+		return netip.Addr{}, false
+	}
+	vals := make([]uint64, len(parts))
+	for i, p := range parts {
+		base, digits := 10, p
+		switch {
+		case strings.HasPrefix(p, "0x") || strings.HasPrefix(p, "0X"):
+			base, digits = 16, p[2:]
+		case len(p) > 1 && p[0] == '0':
+			base, digits = 8, p[1:]
+		}
+		if digits == "" && base != 16 {
+			return netip.Addr{}, false
+		}
+		if digits == "" {
+			digits = "0" // "0x" alone is zero to inet_aton
+		}
+		v, err := strconv.ParseUint(digits, base, 32)
+		if err != nil {
+			return netip.Addr{}, false
+		}
+		vals[i] = v
+	}
+	var n uint64
+	for i, v := range vals[:len(vals)-1] {
+		if v > 0xff {
+			return netip.Addr{}, false
+		}
+		n |= v << (8 * (3 - i))
+	}
+	last := vals[len(vals)-1]
+	if last >= 1<<(8*(5-len(vals))) {
+		return netip.Addr{}, false
+	}
+	n |= last
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}), true
+}
+
+// guard refuses connections to refused addresses. It runs in the dialer's
+// Control hook, after DNS, on the address actually being connected to, so a
+// name that resolved to a public address when the URL was saved and to
+// 127.0.0.1 now (DNS rebinding) is still refused.
+type guard struct{ allowPrivate bool }
+
+func (g guard) control(network, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("%w: cannot read address %q", ErrRefusedTarget, address)
+	}
+	if g.allowPrivate {
+		return nil
+	}
+	if why := Refused(ap.Addr()); why != "" {
+		return fmt.Errorf("%w: %s is %s", ErrRefusedTarget, ap.Addr(), why)
+	}
+	return nil
+}
+
+// newHTTPClient returns the client deliveries use. It follows no redirect
+// (a 3xx is a failed delivery, and a redirect would skip the URL check),
+// ignores proxy settings (a proxy would connect on our behalf, past the
+// guard) and checks every address it connects to.
+func newHTTPClient(allowPrivate bool, connTimeout time.Duration, perHost int) *http.Client {
+	d := &net.Dialer{Timeout: connTimeout, KeepAlive: 30 * time.Second, Control: guard{allowPrivate}.control}
+	t := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   connTimeout,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   max(perHost, 2),
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &http.Client{
+		Transport:     t,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }

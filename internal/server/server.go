@@ -1,6 +1,7 @@
 // Package server assembles the gateway from its parts and serves it: the
-// API, the hosted pages and the health check on one listener, with the
-// background work (revocation refresh, payment reconciliation).
+// API, the hosted pages, the health check and the metrics on one listener,
+// with the background work (revocation refresh, payment reconciliation,
+// IPN delivery).
 package server
 
 import (
@@ -22,7 +23,9 @@ import (
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/form"
+	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/metrics"
 	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/secret"
 	"github.com/kadipay/kadi/internal/store"
@@ -43,13 +46,16 @@ type Config struct {
 	LiveAcquirer payment.Acquirer
 	// RevocationPoll is how often each node reloads revoked keys.
 	RevocationPoll time.Duration
+	// IPN tunes notification delivery; its AllowPrivate is taken from
+	// AllowPrivateIPN.
+	IPN ipn.Config
 }
 
 // Defaults returns the configuration decisions.md describes.
 func Defaults() Config {
 	return Config{
 		Addr: "127.0.0.1:8080", DataDir: "kadi-data", TokenTTL: time.Hour, Bills: bill.DefaultPolicy(),
-		TimeZone: "Africa/Nairobi", RevocationPoll: time.Second,
+		TimeZone: "Africa/Nairobi", RevocationPoll: time.Second, IPN: ipn.DefaultConfig(),
 	}
 }
 
@@ -77,6 +83,8 @@ type Gateway struct {
 	Auth     *auth.Service
 	Bills    *bill.Service
 	Payments *payment.Service
+	IPN      *ipn.Worker
+	Metrics  *metrics.Registry
 	Handler  http.Handler
 	cfg      Config
 	log      *slog.Logger
@@ -90,6 +98,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	}
 	if cfg.TokenTTL <= 0 || cfg.TokenTTL > 24*time.Hour {
 		return nil, errors.New("token lifetime must be between 1s and 24h")
+	}
+	if err := cfg.IPN.Validate(); err != nil {
+		return nil, err
 	}
 	master, err := masterKey(cfg)
 	if err != nil {
@@ -117,6 +128,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		Now: now, Location: loc, Log: log, MaxFailures: 5, AcquirerTimeout: 30 * time.Second,
 		ChallengeTTL: 15 * time.Minute, WaitInFlight: 35 * time.Second}
 
+	g.Metrics = metrics.NewRegistry()
+	ipnCfg := cfg.IPN
+	ipnCfg.AllowPrivate = cfg.AllowPrivateIPN
+	ipnMetrics := ipn.NewMetrics(g.Metrics)
+	g.IPN = &ipn.Worker{Queue: st, Config: ipnCfg, Log: log, Metrics: ipnMetrics}
+
 	mux := http.NewServeMux()
 	(&api.Handler{Auth: g.Auth, Bills: g.Bills, Merchants: st, Payments: st, Location: loc, Log: log}).Register(mux)
 	(&form.Handler{Auth: g.Auth, Bills: st, Payments: g.Payments, Location: loc, Log: log, Now: now,
@@ -132,6 +149,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		}
 		_, _ = w.Write([]byte(`{"status":"ok"}`))
 	})
+	mux.Handle("GET /metrics", g.Metrics.Handler(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := ipnMetrics.Refresh(ctx, st, time.Now()); err != nil {
+			log.Warn("read IPN queue metrics", "err", err)
+		}
+	}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
@@ -144,12 +168,21 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 // Close releases the store.
 func (g *Gateway) Close() error { return g.Store.Close() }
 
-// Serve answers on ln until ctx ends, then drains in-flight requests.
+// Serve answers on ln until ctx ends, then drains in-flight requests and
+// lets the IPN deliveries in flight finish and be recorded.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
-	defer stop()
+	ipnDone := make(chan struct{})
+	defer func() {
+		stop()
+		<-ipnDone
+	}()
 	go g.Auth.Revocations.Watch(bg, g.Store, g.cfg.RevocationPoll, g.cfg.TokenTTL, g.log)
 	go g.reconcile(bg)
+	go func() {
+		defer close(ipnDone)
+		g.IPN.Run(bg)
+	}()
 
 	srv := &http.Server{Handler: g.Handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}

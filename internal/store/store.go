@@ -16,6 +16,7 @@ import (
 
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
 )
@@ -27,6 +28,7 @@ type Store interface {
 	bill.Repo
 	payment.Repo
 	auth.Repo
+	ipn.Repo
 	Ping(ctx context.Context) error
 	Close() error
 }

@@ -1,0 +1,274 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kadipay/kadi/internal/config"
+	"github.com/kadipay/kadi/internal/ipn"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/server"
+)
+
+func ipnCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errUsage
+	}
+	switch args[0] {
+	case "list":
+		return ipnList(ctx, args[1:], stdout, stderr)
+	case "show":
+		return ipnShow(ctx, args[1:], stdout, stderr)
+	case "replay":
+		return ipnReplay(ctx, args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "kadi: unknown command \"ipn %s\"\n\n%s", args[0], usage)
+	return errUsage
+}
+
+// eventJSON is an event as `--json` prints it.
+type eventJSON struct {
+	ID            string          `json:"id"`
+	MerchantCode  string          `json:"merchantCode"`
+	Mode          string          `json:"mode"`
+	PaymentID     string          `json:"paymentId"`
+	Status        string          `json:"status"`
+	Attempts      int             `json:"attempts"`
+	Replays       int             `json:"replays"`
+	CreatedAt     time.Time       `json:"createdAt"`
+	NextAttemptAt *time.Time      `json:"nextAttemptAt,omitempty"`
+	DeliveredAt   *time.Time      `json:"deliveredAt,omitempty"`
+	LastError     string          `json:"lastError,omitempty"`
+	Payload       json.RawMessage `json:"payload,omitempty"`
+}
+
+type attemptJSON struct {
+	Seq        int       `json:"seq"`
+	At         time.Time `json:"at"`
+	URL        string    `json:"url"`
+	StatusCode int       `json:"statusCode"`
+	LatencyMS  float64   `json:"latencyMs"`
+	Error      string    `json:"error,omitempty"`
+	Response   string    `json:"response,omitempty"`
+}
+
+func toJSON(ev ipn.Event, withPayload bool) eventJSON {
+	out := eventJSON{ID: ev.ID, MerchantCode: ev.MerchantCode, Mode: string(ev.Mode), PaymentID: ev.PaymentID, Status: string(ev.Status),
+		Attempts: ev.Attempts, Replays: ev.Replays, CreatedAt: ev.CreatedAt, LastError: ev.LastError}
+	if ev.Status == ipn.Pending {
+		out.NextAttemptAt = &ev.NextAttemptAt
+	}
+	if !ev.DeliveredAt.IsZero() {
+		out.DeliveredAt = &ev.DeliveredAt
+	}
+	if withPayload && json.Valid(ev.Payload) {
+		out.Payload = ev.Payload
+	}
+	return out
+}
+
+func ipnList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var st storeFlags
+	var code, mode, status string
+	var limit int
+	var asJSON bool
+	fs := newFlags("ipn list", stderr)
+	st.register(fs)
+	fs.StringVar(&code, "merchant", "", "merchant code (required)")
+	fs.StringVar(&mode, "mode", "", "test or live (default both)")
+	fs.StringVar(&status, "status", "", "pending, delivered or failed (default all)")
+	fs.IntVar(&limit, "limit", 100, "most recent events to show")
+	fs.BoolVar(&asJSON, "json", false, "print a JSON array")
+	if err := config.Parse(fs, args); err != nil {
+		return usageErr(err)
+	}
+	f := ipn.Filter{MerchantCode: code, Status: ipn.Status(status), Limit: limit}
+	if code == "" {
+		return usageErr(errors.New("--merchant is required"))
+	}
+	if mode != "" {
+		m, err := merchant.ParseMode(mode)
+		if err != nil {
+			return usageErr(err)
+		}
+		f.Mode = m
+	}
+	switch f.Status {
+	case "", ipn.Pending, ipn.Delivered, ipn.Failed:
+	default:
+		return usageErr(fmt.Errorf("--status %q: must be pending, delivered or failed", status))
+	}
+	if limit < 1 {
+		return usageErr(errors.New("--limit must be at least 1"))
+	}
+	db, err := server.OpenStore(ctx, st.dataDir, st.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	evs, err := db.IPNEvents(ctx, f)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		out := make([]eventJSON, 0, len(evs))
+		for _, ev := range evs {
+			out = append(out, toJSON(ev, false))
+		}
+		return json.NewEncoder(stdout).Encode(out)
+	}
+	if len(evs) == 0 {
+		fmt.Fprintln(stdout, "No IPN events.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tMODE\tSTATUS\tATTEMPTS\tCREATED\tNEXT / DELIVERED\tLAST ERROR")
+	for _, ev := range evs {
+		when := ""
+		switch ev.Status {
+		case ipn.Pending:
+			when = "next " + stamp(ev.NextAttemptAt)
+		case ipn.Delivered:
+			when = stamp(ev.DeliveredAt)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", ev.ID, ev.Mode, ev.Status, ev.Attempts, stamp(ev.CreatedAt), when, oneLine(ev.LastError, 60))
+	}
+	return tw.Flush()
+}
+
+func ipnShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var st storeFlags
+	var asJSON bool
+	fs := newFlags("ipn show", stderr)
+	st.register(fs)
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
+	id, err := parseWithID(fs, args)
+	if err != nil {
+		return err
+	}
+	db, err := server.OpenStore(ctx, st.dataDir, st.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ev, err := db.IPNEvent(ctx, id)
+	if err != nil {
+		return fmt.Errorf("%s: %w", id, err)
+	}
+	atts, err := db.IPNAttempts(ctx, id)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		out := struct {
+			eventJSON
+			AttemptLog []attemptJSON `json:"attemptLog"`
+		}{eventJSON: toJSON(ev, true), AttemptLog: []attemptJSON{}}
+		for _, a := range atts {
+			out.AttemptLog = append(out.AttemptLog, attemptJSON{Seq: a.Seq, At: a.At, URL: a.URL, StatusCode: a.StatusCode,
+				LatencyMS: float64(a.Latency.Microseconds()) / 1000, Error: a.Error, Response: a.Response})
+		}
+		return json.NewEncoder(stdout).Encode(out)
+	}
+	fmt.Fprintf(stdout, "IPN event %s (webhook-id)\n\n", ev.ID)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "  merchant\t%s (%s)\n  payment\t%s\n  status\t%s\n  attempts\t%d this round, %d replays\n  created\t%s\n",
+		ev.MerchantCode, ev.Mode, ev.PaymentID, ev.Status, ev.Attempts, ev.Replays, stamp(ev.CreatedAt))
+	switch ev.Status {
+	case ipn.Pending:
+		fmt.Fprintf(tw, "  next attempt\t%s\n", stamp(ev.NextAttemptAt))
+	case ipn.Delivered:
+		fmt.Fprintf(tw, "  delivered\t%s\n", stamp(ev.DeliveredAt))
+	}
+	if ev.LastError != "" {
+		fmt.Fprintf(tw, "  last error\t%s\n", ev.LastError)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, ev.Payload, "  ", "  ") != nil {
+		pretty.Reset()
+		pretty.Write(ev.Payload)
+	}
+	fmt.Fprintf(stdout, "\nPayload:\n  %s\n\nAttempts:\n", pretty.String())
+	if len(atts) == 0 {
+		fmt.Fprintln(stdout, "  none yet")
+		return nil
+	}
+	tw = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  #\tAT\tHTTP\tLATENCY\tURL\tERROR\tRESPONSE")
+	for _, a := range atts {
+		code := "-"
+		if a.StatusCode != 0 {
+			code = fmt.Sprint(a.StatusCode)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Seq, stamp(a.At), code, a.Latency.Round(time.Microsecond), a.URL,
+			oneLine(a.Error, 80), oneLine(a.Response, 80))
+	}
+	return tw.Flush()
+}
+
+func ipnReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var st storeFlags
+	fs := newFlags("ipn replay", stderr)
+	st.register(fs)
+	id, err := parseWithID(fs, args)
+	if err != nil {
+		return err
+	}
+	db, err := server.OpenStore(ctx, st.dataDir, st.databaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ev, err := db.ReplayIPN(ctx, id, time.Now(), "cli")
+	if err != nil {
+		return fmt.Errorf("%s: %w", id, err)
+	}
+	fmt.Fprintf(stdout, "IPN event %s of merchant %s (%s) queued for delivery again, with the same webhook-id; a running gateway sends it.\n",
+		ev.ID, ev.MerchantCode, ev.Mode)
+	return nil
+}
+
+// parseWithID reads "ID [flags]" or "[flags] ID": the flag package stops
+// at the first argument that is not a flag, so the flags after the ID are
+// parsed in a second pass (environment twins fill the rest).
+func parseWithID(fs *flag.FlagSet, args []string) (string, error) {
+	if err := fs.Parse(args); err != nil {
+		return "", usageErr(err)
+	}
+	rest := fs.Args()
+	if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+		return "", usageErr(errors.New("the IPN event id (msg_…) is required"))
+	}
+	if err := config.Parse(fs, rest[1:]); err != nil {
+		return "", usageErr(err)
+	}
+	return rest[0], nil
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05.000 -0700")
+}
+
+// oneLine keeps a table row on one line.
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	return s
+}

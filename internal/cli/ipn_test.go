@@ -1,0 +1,222 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/ipn"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/money"
+	"github.com/kadipay/kadi/internal/payment"
+	"github.com/kadipay/kadi/internal/secret"
+	"github.com/kadipay/kadi/internal/store"
+)
+
+func ipnRun(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), args, &out, &errOut)
+	return out.String() + errOut.String(), err
+}
+
+// ipnSetup makes a data dir with a merchant (created through the CLI) and
+// one notification in the outbox, written the way a successful payment
+// writes it.
+func ipnSetup(t *testing.T) (dir, code string, ev ipn.Event) {
+	t.Helper()
+	dir = t.TempDir()
+	out, err := ipnRun(t, "merchant", "create", "--data-dir", dir, "--name", "Duka", "--json")
+	if err != nil {
+		t.Fatalf("merchant create: %v\n%s", err, out)
+	}
+	var creds merchant.Credentials
+	if err := json.Unmarshal([]byte(out), &creds); err != nil {
+		t.Fatal(err)
+	}
+	db := ipnStore(t, dir)
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Millisecond)
+	amount, _ := money.FromMinor(150000, "KES")
+	b := bill.Bill{Reference: secret.RandomUpperAlnum(12), MerchantCode: creds.MerchantCode, Mode: merchant.Test, OrderReference: "ORDER1",
+		RequestHash: "h", CustomerName: "C", BillerCode: creds.BillerCode, Outlet: creds.OutletCode, Amount: amount, Description: "d",
+		State: bill.Open, ExpiresAt: now.Add(time.Hour), CreatedAt: now}
+	if _, _, err := db.InsertBill(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	p := payment.Payment{ID: secret.NewID("pay"), BillReference: b.Reference, MerchantCode: creds.MerchantCode, Mode: merchant.Test,
+		Status: payment.Processing, Amount: amount, CallbackURL: "https://shop.example/cb", CreatedAt: now, UpdatedAt: now}
+	if err := db.StartPayment(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Status = payment.Succeeded
+	ev = ipn.Event{ID: secret.NewID("msg"), MerchantCode: creds.MerchantCode, Mode: merchant.Test, PaymentID: p.ID,
+		Payload: []byte(`{"callbackType":"IPN","transaction":{"billNumber":"` + b.Reference + `"}}`), Status: ipn.Pending, NextAttemptAt: now, CreatedAt: now}
+	if err := db.FinishPayment(ctx, p, 5, &ev); err != nil {
+		t.Fatal(err)
+	}
+	return dir, creds.MerchantCode, ev
+}
+
+func ipnStore(t *testing.T, dir string) *store.DB {
+	t.Helper()
+	db, err := store.Open(context.Background(), filepath.Join(dir, "kadi.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// ipnFail records one failed attempt that exhausts the event's schedule.
+func ipnFail(t *testing.T, db *store.DB, id string) {
+	t.Helper()
+	now := time.Now()
+	got, err := db.ClaimIPN(context.Background(), ipn.Claim{Owner: "t", Now: now, LeaseUntil: now.Add(time.Minute), Limit: 1})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v", err)
+	}
+	err = db.RecordIPN(context.Background(), ipn.Result{EventID: id, Owner: "t", Status: ipn.Failed, LastError: "gave up after 1 attempts: HTTP 503",
+		Attempt: &ipn.Attempt{At: now, URL: "https://shop.example/ipn", StatusCode: 503, Latency: 2 * time.Millisecond, Error: "HTTP 503", Response: "busy"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIPNList(t *testing.T) {
+	dir, code, ev := ipnSetup(t)
+	out, err := ipnRun(t, "ipn", "list", "--data-dir", dir, "--merchant", code)
+	if err != nil || !strings.Contains(out, ev.ID) || !strings.Contains(out, "pending") {
+		t.Fatalf("list: %v\n%s", err, out)
+	}
+	out, err = ipnRun(t, "ipn", "list", "--data-dir", dir, "--merchant", code, "--status", "delivered")
+	if err != nil || strings.Contains(out, ev.ID) {
+		t.Fatalf("delivered list shows a pending event: %v\n%s", err, out)
+	}
+	out, err = ipnRun(t, "ipn", "list", "--data-dir", dir, "--merchant", code, "--mode", "live")
+	if err != nil || strings.Contains(out, ev.ID) {
+		t.Fatalf("live list shows a test event: %v\n%s", err, out)
+	}
+	out, err = ipnRun(t, "ipn", "list", "--data-dir", dir, "--merchant", code, "--mode", "test", "--status", "pending", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []eventJSON
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 || list[0].ID != ev.ID || list[0].Status != "pending" {
+		t.Fatalf("JSON list %v: %s", err, out)
+	}
+	for _, args := range [][]string{
+		{"ipn", "list", "--data-dir", dir},
+		{"ipn", "list", "--data-dir", dir, "--merchant", code, "--status", "lost"},
+		{"ipn", "list", "--data-dir", dir, "--merchant", code, "--mode", "prod"},
+		{"ipn", "frobnicate"},
+	} {
+		if _, err := ipnRun(t, args...); !errors.Is(err, errUsage) {
+			t.Errorf("%v: %v, want a usage error", args, err)
+		}
+	}
+}
+
+func TestIPNShow(t *testing.T) {
+	dir, _, ev := ipnSetup(t)
+	// The ID may come before or after the flags.
+	for _, args := range [][]string{{"ipn", "show", ev.ID, "--data-dir", dir}, {"ipn", "show", "--data-dir", dir, ev.ID}} {
+		out, err := ipnRun(t, args...)
+		if err != nil || !strings.Contains(out, ev.PaymentID) || !strings.Contains(out, `"callbackType": "IPN"`) || !strings.Contains(out, "none yet") {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	ipnFail(t, ipnStore(t, dir), ev.ID)
+	out, err := ipnRun(t, "ipn", "show", ev.ID, "--data-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"failed", "503", "https://shop.example/ipn", "busy", "gave up after 1 attempts"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = ipnRun(t, "ipn", "show", ev.ID, "--data-dir", dir, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown struct {
+		eventJSON
+		AttemptLog []attemptJSON `json:"attemptLog"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); err != nil {
+		t.Fatal(err)
+	}
+	if shown.ID != ev.ID || string(shown.Payload) != string(ev.Payload) || len(shown.AttemptLog) != 1 ||
+		shown.AttemptLog[0].StatusCode != 503 || shown.AttemptLog[0].LatencyMS != 2 || shown.AttemptLog[0].Response != "busy" {
+		t.Errorf("JSON show: %s", out)
+	}
+	if _, err := ipnRun(t, "ipn", "show", "msg_unknown", "--data-dir", dir); !errors.Is(err, ipn.ErrNotFound) {
+		t.Errorf("unknown id: %v", err)
+	}
+	if _, err := ipnRun(t, "ipn", "show", "--data-dir", dir); !errors.Is(err, errUsage) {
+		t.Errorf("no id: %v", err)
+	}
+}
+
+func TestIPNReplay(t *testing.T) {
+	dir, code, ev := ipnSetup(t)
+	db := ipnStore(t, dir)
+	ipnFail(t, db, ev.ID)
+	out, err := ipnRun(t, "ipn", "replay", ev.ID, "--data-dir", dir)
+	if err != nil || !strings.Contains(out, ev.ID) {
+		t.Fatalf("replay: %v\n%s", err, out)
+	}
+	got, err := db.IPNEvent(context.Background(), ev.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != ipn.Pending || got.Attempts != 0 || got.Replays != 1 || got.NextAttemptAt.After(time.Now()) {
+		t.Errorf("after replay: %+v", got)
+	}
+	events, _ := db.AuditEvents(context.Background(), code, 20)
+	audited := false
+	for _, e := range events {
+		audited = audited || (e.Action == audit.IPNReplayed && strings.Contains(e.Detail, ev.ID))
+	}
+	if !audited {
+		t.Errorf("replay not audit-logged: %+v", events)
+	}
+	if _, err := ipnRun(t, "ipn", "replay", "msg_unknown", "--data-dir", dir); !errors.Is(err, ipn.ErrNotFound) {
+		t.Errorf("replay of an unknown id: %v", err)
+	}
+}
+
+// set-ipn refuses URLs the live-mode guard would refuse anyway, so the
+// merchant learns at once rather than from failed deliveries.
+func TestIPNSetIPNChecksURL(t *testing.T) {
+	dir, code, _ := ipnSetup(t)
+	set := func(mode, url string) error {
+		_, err := ipnRun(t, "merchant", "set-ipn", "--data-dir", dir, "--merchant", code, "--mode", mode, "--url", url,
+			"--username", "u", "--password", "p")
+		return err
+	}
+	for _, c := range []struct{ mode, url string }{
+		{"live", "http://shop.example/ipn"},
+		{"live", "https://127.0.0.1/ipn"},
+		{"live", "https://localhost/ipn"},
+		{"live", "https://[::ffff:169.254.169.254]/ipn"},
+		{"test", "http://2130706433/ipn"},
+	} {
+		if err := set(c.mode, c.url); !errors.Is(err, errUsage) {
+			t.Errorf("%s %s: %v, want refused", c.mode, c.url, err)
+		}
+	}
+	for _, c := range []struct{ mode, url string }{{"live", "https://shop.example/ipn"}, {"test", "http://127.0.0.1:9000/ipn"}} {
+		if err := set(c.mode, c.url); err != nil {
+			t.Errorf("%s %s refused: %v", c.mode, c.url, err)
+		}
+	}
+}

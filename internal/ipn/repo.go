@@ -1,0 +1,103 @@
+package ipn
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kadipay/kadi/internal/merchant"
+)
+
+var (
+	// ErrNotFound is returned for an event id that does not exist.
+	ErrNotFound = errors.New("IPN event not found")
+	// ErrLeaseLost means the worker's claim on an event expired and was
+	// taken over (or the event was replayed) before its result was stored:
+	// the other claimer's result stands.
+	ErrLeaseLost = errors.New("IPN event lease lost")
+)
+
+// Endpoint is one receiver: a merchant's IPN target for one mode.
+type Endpoint struct {
+	MerchantCode string
+	Mode         merchant.Mode
+}
+
+// Claim asks for due events.
+type Claim struct {
+	// Owner names this claim; the lease is only honoured for it. Every
+	// claim uses a fresh owner so that a stale worker, even on this node,
+	// cannot store a result over a newer claim.
+	Owner      string
+	Now        time.Time
+	LeaseUntil time.Time
+	Limit      int // events in all
+	// PerEndpoint caps the events of one endpoint in this claim, so a
+	// merchant with a large backlog cannot take every slot.
+	PerEndpoint int
+	// Skip lists endpoints already at their concurrency cap here: their
+	// events stay unclaimed for other nodes and later polls.
+	Skip []Endpoint
+}
+
+// Result is the outcome of handling one claimed event, stored in one
+// transaction together with its attempt.
+type Result struct {
+	EventID string
+	Owner   string // must still hold the lease, else ErrLeaseLost
+	// Attempt is the request made; nil when none was (no URL configured),
+	// which leaves the attempt count as it was.
+	Attempt       *Attempt
+	Status        Status
+	NextAttemptAt time.Time // when Status is Pending
+	At            time.Time // delivered at, when Status is Delivered
+	LastError     string
+	// DisableURL, when set, disables the endpoint (the receiver answered
+	// 410 Gone), but only if it is still configured with this URL: a
+	// configuration saved meanwhile is not disabled by an old answer.
+	DisableURL string
+}
+
+// Filter selects events for listing.
+type Filter struct {
+	MerchantCode string
+	Mode         merchant.Mode // empty: both
+	Status       Status        // empty: all
+	Limit        int
+}
+
+// Stats describe the queue for monitoring.
+type Stats struct {
+	Pending       int
+	Failed        int
+	OldestPending time.Time // created time of the oldest pending event; zero if none
+}
+
+// Queue is the storage the worker needs.
+type Queue interface {
+	// ClaimIPN leases due pending events of enabled endpoints. A lease is
+	// taken only if the event is still due and unleased when the update
+	// runs, so two claimers never both win one event.
+	ClaimIPN(ctx context.Context, c Claim) ([]Event, error)
+	// ReleaseIPN gives back events this owner claimed but will not send.
+	ReleaseIPN(ctx context.Context, owner string, ids []string) error
+	// RecordIPN stores r and clears the lease, if r.Owner still holds it.
+	RecordIPN(ctx context.Context, r Result) error
+	// Settings is read at send time, so a changed IPN configuration applies
+	// to events already queued.
+	Settings(ctx context.Context, code string, mode merchant.Mode) (merchant.Settings, error)
+	IPNStats(ctx context.Context) (Stats, error)
+}
+
+// Repo is all the IPN storage: the worker's queue plus the delivery log
+// that operators read and replay from.
+type Repo interface {
+	Queue
+	IPNEvents(ctx context.Context, f Filter) ([]Event, error)
+	IPNEvent(ctx context.Context, id string) (Event, error)
+	IPNAttempts(ctx context.Context, id string) ([]Attempt, error)
+	// ReplayIPN makes a delivered or failed event pending again, due now,
+	// as a new round of the same event (same webhook-id), and writes the
+	// audit log entry in the same transaction.
+	ReplayIPN(ctx context.Context, id string, now time.Time, actor string) (Event, error)
+}

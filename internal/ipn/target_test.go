@@ -1,0 +1,262 @@
+package ipn
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/merchant"
+)
+
+// fakeResolver answers from a table; names not in it do not resolve.
+// Hosts named localhost are left to the system's resolver, as in
+// production.
+type fakeResolver map[string][]string
+
+func (f fakeResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	if host == "localhost" {
+		return net.DefaultResolver.LookupNetIP(ctx, network, host)
+	}
+	addrs, ok := f[host]
+	if !ok {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		out = append(out, netip.MustParseAddr(a))
+	}
+	return out, nil
+}
+
+var dns = fakeResolver{
+	"ipn.shop.example":       {"93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946"},
+	"rebind.shop.example":    {"127.0.0.1"},
+	"metadata.shop.example":  {"169.254.169.254"},
+	"mixed.shop.example":     {"93.184.216.34", "10.1.2.3"},
+	"v6private.shop.example": {"fd00::5"},
+}
+
+// The live-mode guard, from the URL a merchant saves down to the address a
+// connection is about to use.
+func TestLiveGuard(t *testing.T) {
+	refuse := []struct {
+		host string
+		dial string // the resolved address the dialer would connect to; empty for names
+	}{
+		{"127.0.0.1", "127.0.0.1:443"},
+		{"127.8.9.10", "127.8.9.10:443"},
+		{"10.0.0.1", "10.0.0.1:443"},
+		{"10.255.255.255", "10.255.255.255:443"},
+		{"172.16.0.1", "172.16.0.1:443"},
+		{"172.31.255.254", "172.31.255.254:443"},
+		{"192.168.1.1", "192.168.1.1:443"},
+		{"100.64.0.1", "100.64.0.1:443"},
+		{"169.254.169.254", "169.254.169.254:443"},
+		{"169.254.1.1", "169.254.1.1:443"},
+		{"0.0.0.0", "0.0.0.0:443"},
+		{"224.0.0.1", "224.0.0.1:443"},
+		{"255.255.255.255", "255.255.255.255:443"},
+		{"[::1]", "[::1]:443"},
+		{"[::]", "[::]:443"},
+		{"[fc00::1]", "[fc00::1]:443"},
+		{"[fd12:3456:789a::1]", "[fd12:3456:789a::1]:443"},
+		{"[fe80::1]", "[fe80::1]:443"},
+		{"[ff02::1]", "[ff02::1]:443"},
+		{"[::ffff:127.0.0.1]", "[::ffff:127.0.0.1]:443"},
+		{"[::ffff:7f00:1]", "[::ffff:7f00:1]:443"},
+		{"[::ffff:169.254.169.254]", "[::ffff:169.254.169.254]:443"},
+		{"[::ffff:10.0.0.1]", "[::ffff:10.0.0.1]:443"},
+		{"[64:ff9b::a9fe:a9fe]", "[64:ff9b::a9fe:a9fe]:443"}, // NAT64 of 169.254.169.254
+		{"[2002:7f00:1::1]", "[2002:7f00:1::1]:443"},         // 6to4 of 127.0.0.1
+		{"[::127.0.0.1]", "[::7f00:1]:443"},                  // IPv4-compatible
+		// Other spellings of 127.0.0.1 that C resolvers accept.
+		{"2130706433", ""},
+		{"0x7f000001", ""},
+		{"0X7F000001", ""},
+		{"0177.0.0.1", ""},
+		{"0x7f.0.0.1", ""},
+		{"127.1", ""},
+		{"017700000001", ""},
+		{"2852039166", ""}, // 169.254.169.254
+		// Names.
+		{"localhost", ""},
+		{"LocalHost.", ""},
+		{"ipn.localhost", ""},
+		{"rebind.shop.example", ""},
+		{"metadata.shop.example", ""},
+		{"mixed.shop.example", ""},
+		{"v6private.shop.example", ""},
+	}
+	g := guard{allowPrivate: false}
+	for _, tt := range refuse {
+		t.Run("refuse "+tt.host, func(t *testing.T) {
+			raw := "https://" + tt.host + ":8443/ipn"
+			if err := CheckTarget(t.Context(), raw, merchant.Live, dns); !errors.Is(err, ErrRefusedTarget) {
+				t.Errorf("CheckTarget(%s) = %v, want refused", raw, err)
+			}
+			if tt.dial != "" {
+				if err := g.control("tcp", tt.dial, nil); !errors.Is(err, ErrRefusedTarget) {
+					t.Errorf("connect to %s allowed", tt.dial)
+				}
+				if err := (guard{allowPrivate: true}).control("tcp", tt.dial, nil); err != nil {
+					t.Errorf("with private addresses allowed, connect to %s refused: %v", tt.dial, err)
+				}
+			}
+		})
+	}
+
+	allow := []struct{ host, dial string }{
+		{"93.184.216.34", "93.184.216.34:443"},
+		{"8.8.8.8", "8.8.8.8:443"},
+		{"1.1.1.1", "1.1.1.1:443"},
+		{"172.32.0.1", "172.32.0.1:443"},         // just past 172.16/12
+		{"172.15.255.255", "172.15.255.255:443"}, // just before it
+		{"192.169.0.1", "192.169.0.1:443"},
+		{"100.128.0.1", "100.128.0.1:443"}, // just past 100.64/10
+		{"11.0.0.1", "11.0.0.1:443"},
+		{"[2606:4700:4700::1111]", "[2606:4700:4700::1111]:443"},
+		{"[::ffff:8.8.8.8]", "[::ffff:8.8.8.8]:443"},
+		{"[64:ff9b::808:808]", "[64:ff9b::808:808]:443"}, // NAT64 of 8.8.8.8
+		{"ipn.shop.example", ""},
+		{"not-yet-in-dns.shop.example", ""},
+	}
+	for _, tt := range allow {
+		t.Run("allow "+tt.host, func(t *testing.T) {
+			raw := "https://" + tt.host + "/ipn"
+			if err := CheckTarget(t.Context(), raw, merchant.Live, dns); err != nil {
+				t.Errorf("CheckTarget(%s) = %v, want allowed", raw, err)
+			}
+			if tt.dial != "" {
+				if err := g.control("tcp", tt.dial, nil); err != nil {
+					t.Errorf("connect to %s refused: %v", tt.dial, err)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckURL(t *testing.T) {
+	tests := []struct {
+		url  string
+		mode merchant.Mode
+		ok   bool
+	}{
+		{"https://shop.example/ipn", merchant.Live, true},
+		{"http://shop.example/ipn", merchant.Live, false},
+		{"http://shop.example/ipn", merchant.Test, true},
+		{"http://127.0.0.1:9000/ipn", merchant.Test, true}, // test mode: decided at connect time
+		{"http://localhost:9000/ipn", merchant.Test, true},
+		{"https://127.0.0.1/ipn", merchant.Live, false},
+		{"http://2130706433/ipn", merchant.Test, false}, // ambiguous in every mode
+		{"ftp://shop.example/ipn", merchant.Test, false},
+		{"/ipn", merchant.Test, false},
+		{"https://user:pw@shop.example/ipn", merchant.Live, false},
+		{"https://shop.example/ipn#x", merchant.Live, false},
+		{"https://shop.example:99999/ipn", merchant.Live, false},
+		{"https://[fe80::1%25eth0]/ipn", merchant.Test, false},
+	}
+	for _, tt := range tests {
+		if err := CheckURL(tt.url, tt.mode); (err == nil) != tt.ok {
+			t.Errorf("CheckURL(%q, %s) = %v, want ok=%v", tt.url, tt.mode, err, tt.ok)
+		}
+	}
+}
+
+func TestLooseIPv4(t *testing.T) {
+	tests := []struct {
+		host string
+		want string // "" when not an address
+	}{
+		{"2130706433", "127.0.0.1"},
+		{"0x7f000001", "127.0.0.1"},
+		{"0177.0.0.1", "127.0.0.1"},
+		{"127.1", "127.0.0.1"},
+		{"127.0.1", "127.0.0.1"},
+		{"10.0x10.1", "10.16.0.1"},
+		{"1.2.3.4", "1.2.3.4"},
+		{"4294967296", ""}, // too big
+		{"1.2.3.256", ""},
+		{"256.1.1.1", ""},
+		{"1.2.3.4.5", ""},
+		{"08.0.0.1", ""}, // 8 is not octal
+		{"shop.example", ""},
+		{"1e3", ""},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		a, ok := looseIPv4(tt.host)
+		got := ""
+		if ok {
+			got = a.String()
+		}
+		if got != tt.want {
+			t.Errorf("looseIPv4(%q) = %q, want %q", tt.host, got, tt.want)
+		}
+	}
+}
+
+// The check happens when connecting, on the address the name resolved to:
+// a name (here localhost, in production a rebinding DNS name) that was
+// never looked at when saved is refused, and the receiver sees nothing.
+func TestConnectTimeGuard(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer srv.Close()
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+
+	strict := newHTTPClient(false, 5*time.Second, 2)
+	for _, u := range []string{"http://localhost:" + port + "/", srv.URL + "/", "http://[::ffff:127.0.0.1]:" + port + "/"} {
+		resp, err := strict.Post(u, "application/json", strings.NewReader("{}"))
+		if err == nil {
+			resp.Body.Close()
+			t.Errorf("%s: connected", u)
+			continue
+		}
+		if !errors.Is(err, ErrRefusedTarget) {
+			t.Errorf("%s: %v, want ErrRefusedTarget", u, err)
+		}
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("receiver got %d requests through the guard", n)
+	}
+	// The same request gets through when private targets are allowed, so
+	// the refusal above is the guard's doing.
+	resp, err := newHTTPClient(true, 5*time.Second, 2).Post(srv.URL+"/", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if hits.Load() != 1 {
+		t.Fatalf("allowed request did not arrive")
+	}
+}
+
+// A redirect is a failure, never followed: the target of a redirect was
+// never checked and the merchant must fix the URL.
+func TestNoRedirects(t *testing.T) {
+	var followed atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("/elsewhere", func(w http.ResponseWriter, r *http.Request) { followed.Add(1) })
+	mux.HandleFunc("/ipn", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	resp, err := newHTTPClient(true, 5*time.Second, 2).Post(srv.URL+"/ipn", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect || followed.Load() != 0 {
+		t.Fatalf("status %d, redirect followed %d times", resp.StatusCode, followed.Load())
+	}
+}

@@ -1,0 +1,400 @@
+package ipn
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/secret"
+)
+
+// Config tunes delivery. Zero fields take the defaults of DefaultConfig.
+type Config struct {
+	Workers     int           // requests in flight on this node
+	PerEndpoint int           // of those, at most this many to one merchant and mode
+	Timeout     time.Duration // a 2xx must arrive within this; decisions §7 says 15 s
+	Schedule    Schedule
+	Jitter      float64 // ±fraction applied to every wait of the schedule
+	// MaxRetryAfter caps how long a receiver's Retry-After can postpone.
+	MaxRetryAfter time.Duration
+	Poll          time.Duration // how often the queue is checked for due events
+	// Lease is how long a claim keeps other nodes off an event; it must
+	// outlast Timeout so a slow delivery is not sent twice at once. Zero
+	// means Timeout plus 30 s.
+	Lease time.Duration
+	// Defer is how long an event waits when its merchant has no IPN URL.
+	Defer time.Duration
+	// AllowPrivate lets test-mode notifications reach loopback and private
+	// addresses (--allow-private-ipn). Live mode never may.
+	AllowPrivate bool
+}
+
+// DefaultConfig is decisions §7's delivery policy.
+func DefaultConfig() Config {
+	return Config{
+		Workers: 16, PerEndpoint: 4, Timeout: 15 * time.Second, Schedule: DefaultSchedule(), Jitter: 0.2,
+		MaxRetryAfter: 24 * time.Hour, Poll: time.Second, Defer: time.Minute,
+	}
+}
+
+// Validate refuses settings that cannot work, so a typo in a flag stops the
+// server at start instead of silently changing how notifications go out.
+// Zero values are fine: they mean the default.
+func (c Config) Validate() error {
+	switch {
+	case c.Workers < 0 || c.PerEndpoint < 0:
+		return errors.New("IPN workers and per-merchant concurrency must be positive")
+	case c.Timeout < 0 || c.MaxRetryAfter < 0 || c.Poll < 0 || c.Lease < 0 || c.Defer < 0:
+		return errors.New("IPN durations must be positive")
+	case c.Jitter < 0 || c.Jitter >= 1:
+		return fmt.Errorf("IPN jitter %v must be a fraction from 0 up to 1", c.Jitter)
+	}
+	if d := c.withDefaults(); c.Lease > 0 && c.Lease <= d.Timeout {
+		return errors.New("IPN lease must be longer than the timeout, or a slow delivery could be sent twice at once")
+	}
+	for _, d := range c.Schedule {
+		if d <= 0 {
+			return errors.New("IPN retry waits must be positive")
+		}
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Workers <= 0 {
+		c.Workers = d.Workers
+	}
+	if c.PerEndpoint <= 0 {
+		c.PerEndpoint = d.PerEndpoint
+	}
+	c.PerEndpoint = min(c.PerEndpoint, c.Workers)
+	if c.Timeout <= 0 {
+		c.Timeout = d.Timeout
+	}
+	if c.Schedule == nil {
+		c.Schedule = d.Schedule
+	}
+	if c.Jitter < 0 || c.Jitter >= 1 {
+		c.Jitter = d.Jitter
+	}
+	if c.MaxRetryAfter <= 0 {
+		c.MaxRetryAfter = d.MaxRetryAfter
+	}
+	if c.Poll <= 0 {
+		c.Poll = d.Poll
+	}
+	if c.Lease <= c.Timeout {
+		c.Lease = c.Timeout + 30*time.Second
+	}
+	if c.Defer <= 0 {
+		c.Defer = d.Defer
+	}
+	return c
+}
+
+// Worker delivers due notifications until its context ends. Several
+// workers, on one node or many sharing PostgreSQL, may run at once: each
+// event is claimed with a lease, so only one of them sends a given attempt.
+type Worker struct {
+	Queue   Queue
+	Config  Config
+	Log     *slog.Logger
+	Metrics *Metrics         // nil: none
+	Now     func() time.Time // nil: time.Now
+
+	cfg    Config
+	node   string
+	claims atomic.Uint64
+	strict *http.Client // live mode, and test mode unless AllowPrivate
+	loose  *http.Client // test mode with AllowPrivate
+
+	mu       sync.Mutex
+	inFlight map[Endpoint]int
+	active   int
+	wake     chan struct{}
+	wg       sync.WaitGroup
+}
+
+func (w *Worker) init() {
+	w.cfg = w.Config.withDefaults()
+	w.node = secret.NewID("node")
+	w.strict = newHTTPClient(false, w.cfg.Timeout, w.cfg.PerEndpoint)
+	w.loose = w.strict
+	if w.cfg.AllowPrivate {
+		w.loose = newHTTPClient(true, w.cfg.Timeout, w.cfg.PerEndpoint)
+	}
+	w.inFlight = map[Endpoint]int{}
+	w.wake = make(chan struct{}, 1)
+	if w.Now == nil {
+		w.Now = time.Now
+	}
+	if w.Log == nil {
+		w.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Run claims and delivers events until ctx ends, then waits for the
+// deliveries in flight (each bounded by the timeout) to finish and be
+// recorded, so a shutdown does not count as a failed attempt.
+func (w *Worker) Run(ctx context.Context) {
+	w.init()
+	defer w.wg.Wait()
+	tick := time.NewTicker(w.cfg.Poll)
+	defer tick.Stop()
+	batch := 1 // slots that must be free before claiming
+	for {
+		full, err := w.claimOnce(ctx, batch)
+		if err != nil && ctx.Err() == nil {
+			w.Log.Warn("claim IPN events", "err", err)
+		}
+		if full && err == nil {
+			continue // more may be due right now
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+			// A delivery ended. Claiming a slot at a time would cost a
+			// database write per event; wait for half the pool unless
+			// the poll comes first, which claims whatever is free (so
+			// endpoints that hang cannot starve the others).
+			batch = max(w.cfg.Workers/2, 1)
+		case <-tick.C:
+			batch = 1
+		}
+	}
+}
+
+// claimOnce fills free slots with due events, if at least batch are free.
+// It reports whether the claim came back full, meaning more events may be
+// waiting.
+func (w *Worker) claimOnce(ctx context.Context, batch int) (bool, error) {
+	w.mu.Lock()
+	free := w.cfg.Workers - w.active
+	if free < batch {
+		w.mu.Unlock()
+		return false, nil
+	}
+	var skip []Endpoint
+	for ep, n := range w.inFlight {
+		if n >= w.cfg.PerEndpoint {
+			skip = append(skip, ep)
+		}
+	}
+	w.mu.Unlock()
+	now := w.Now()
+	owner := fmt.Sprintf("%s#%d", w.node, w.claims.Add(1))
+	events, err := w.Queue.ClaimIPN(ctx, Claim{Owner: owner, Now: now, LeaseUntil: now.Add(w.cfg.Lease),
+		Limit: free, PerEndpoint: w.cfg.PerEndpoint, Skip: skip})
+	if err != nil {
+		return false, err
+	}
+	var release []string
+	started := 0
+	for _, ev := range events {
+		ep := Endpoint{ev.MerchantCode, ev.Mode}
+		w.mu.Lock()
+		ok := w.inFlight[ep] < w.cfg.PerEndpoint && w.active < w.cfg.Workers
+		if ok {
+			w.inFlight[ep]++
+			w.active++
+		}
+		w.mu.Unlock()
+		if !ok {
+			// Over this endpoint's cap: give it back at once so that
+			// another node, or a later poll, can take it.
+			release = append(release, ev.ID)
+			continue
+		}
+		started++
+		w.wg.Add(1)
+		go w.deliver(context.WithoutCancel(ctx), ev, owner)
+	}
+	if len(release) > 0 {
+		if err := w.Queue.ReleaseIPN(context.WithoutCancel(ctx), owner, release); err != nil {
+			w.Log.Warn("release IPN events", "err", err)
+		}
+	}
+	return len(events) == free && started > 0, nil
+}
+
+func (w *Worker) done(ep Endpoint) {
+	w.mu.Lock()
+	w.active--
+	if w.inFlight[ep]--; w.inFlight[ep] <= 0 {
+		delete(w.inFlight, ep)
+	}
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// deliver makes one attempt and records its outcome.
+func (w *Worker) deliver(ctx context.Context, ev Event, owner string) {
+	defer w.wg.Done()
+	defer w.done(Endpoint{ev.MerchantCode, ev.Mode})
+	res := w.attempt(ctx, ev)
+	res.EventID, res.Owner = ev.ID, owner
+	err := w.Queue.RecordIPN(ctx, res)
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		w.Log.Warn("IPN lease lost before recording; another worker owns the event now", "event", ev.ID)
+	case err != nil:
+		// The lease will expire and the event be retried: at least once.
+		w.Log.Error("record IPN attempt", "event", ev.ID, "err", err)
+	}
+	w.Metrics.observe(res)
+	if res.Attempt != nil {
+		w.Log.Info("IPN attempt", "event", ev.ID, "merchant", ev.MerchantCode, "mode", ev.Mode, "status", res.Status,
+			"http_status", res.Attempt.StatusCode, "latency_ms", res.Attempt.Latency.Milliseconds(), "err", res.Attempt.Error)
+	}
+}
+
+// attempt reads the merchant's settings as they are now and sends ev.
+func (w *Worker) attempt(ctx context.Context, ev Event) Result {
+	now := w.Now()
+	st, err := w.Queue.Settings(ctx, ev.MerchantCode, ev.Mode)
+	if err != nil {
+		return w.postpone(now, fmt.Sprintf("cannot read the merchant's IPN settings: %v", err))
+	}
+	switch {
+	case st.IPN.URL == "":
+		return w.postpone(now, fmt.Sprintf("no IPN URL configured for %s mode; waiting for one (kadi merchant set-ipn)", ev.Mode))
+	case !st.IPN.DisabledAt.IsZero():
+		return w.postpone(now, "IPN endpoint disabled after 410 Gone; waiting until the IPN configuration is saved again")
+	}
+	if err := CheckURL(st.IPN.URL, ev.Mode); err != nil {
+		return w.postpone(now, fmt.Sprintf("configured IPN URL not usable: %v", err))
+	}
+	key, err := SigningKey(st.NotificationSecret)
+	if err != nil {
+		return w.postpone(now, "cannot sign: "+err.Error())
+	}
+
+	a := &Attempt{EventID: ev.ID, At: now, URL: st.IPN.URL}
+	resp, err := w.send(ctx, ev, st.IPN, key, a)
+	res := Result{Attempt: a}
+	n := ev.Attempts + 1 // this attempt's number in the round
+	switch {
+	case err != nil:
+		a.Error = err.Error()
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		res.Status, res.At = Delivered, w.Now()
+		return res
+	case resp.StatusCode == http.StatusGone:
+		a.Error = "410 Gone: endpoint disabled until the IPN configuration is saved again"
+		res.Status, res.NextAttemptAt, res.LastError, res.DisableURL = Pending, w.Now(), a.Error, st.IPN.URL
+		return res
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		a.Error = fmt.Sprintf("HTTP %d: redirects are not followed; configure the final URL", resp.StatusCode)
+	default:
+		a.Error = "HTTP " + strconv.Itoa(resp.StatusCode)
+	}
+	res.LastError = a.Error
+	retryAfter := ""
+	if resp != nil {
+		retryAfter = resp.Header.Get("Retry-After")
+	}
+	next, more := w.cfg.retryAt(n, a.StatusCode, retryAfter, w.Now())
+	if !more {
+		res.Status = Failed
+		res.LastError = fmt.Sprintf("gave up after %d attempts: %s", n, a.Error)
+		return res
+	}
+	res.Status, res.NextAttemptAt = Pending, next
+	return res
+}
+
+// retryAt is when to try again after the n-th attempt of a round failed,
+// with statusCode (0: no answer) and the answer's Retry-After header; false
+// when the schedule is used up. A 429 or 503 that asks for a longer wait
+// than the schedule gets it, up to MaxRetryAfter.
+func (c Config) retryAt(n, statusCode int, retryAfter string, now time.Time) (time.Time, bool) {
+	wait, more := c.Schedule.retryWait(n, c.Jitter)
+	if !more {
+		return time.Time{}, false
+	}
+	if statusCode == http.StatusTooManyRequests || statusCode == http.StatusServiceUnavailable {
+		if after, err := parseRetryAfter(retryAfter, now); err == nil {
+			wait = max(wait, min(after, c.MaxRetryAfter))
+		}
+	}
+	return now.Add(wait), true
+}
+
+func (w *Worker) postpone(now time.Time, why string) Result {
+	return Result{Status: Pending, NextAttemptAt: now.Add(w.cfg.Defer), LastError: why}
+}
+
+// send posts the payload and fills a's outcome fields. The response body is
+// read (its excerpt kept) and closed before returning.
+func (w *Worker) send(ctx context.Context, ev Event, cfg merchant.IPNConfig, key []byte, a *Attempt) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, bytes.NewReader(ev.Payload))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "Kadi-IPN/1")
+	if cfg.Username != "" || cfg.Password != "" {
+		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(cfg.Username+":"+cfg.Password)))
+	}
+	ts := w.Now()
+	req.Header.Set(HeaderID, ev.ID)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
+	req.Header.Set(HeaderSignature, Sign(key, ev.ID, ts, ev.Payload))
+
+	client := w.strict
+	if ev.Mode == merchant.Test {
+		client = w.loose
+	}
+	start := time.Now()
+	resp, err := client.Do(req)
+	a.Latency = time.Since(start)
+	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return nil, fmt.Errorf("no answer within %s", w.cfg.Timeout)
+		}
+		return nil, cleanError(err)
+	}
+	defer resp.Body.Close()
+	a.StatusCode = resp.StatusCode
+	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, MaxResponseExcerpt))
+	a.Response = sanitize(excerpt)
+	// Drain a little more so the connection can be reused; a receiver
+	// that streams more than that loses its connection, not our time.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	return resp, nil
+}
+
+// cleanError drops the "Post \"url\": " wrapping: the URL is recorded
+// beside the error.
+func cleanError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// sanitize makes a receiver's bytes storable as text in any database
+// (PostgreSQL refuses invalid UTF-8 and NUL).
+func sanitize(b []byte) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(string(b), "\uFFFD"), "\x00", "")
+}

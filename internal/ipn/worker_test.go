@@ -1,0 +1,490 @@
+package ipn_test
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/ipn"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/metrics"
+)
+
+// One payment, one notification: sent once, with the merchant's Basic
+// credentials, JSON, and a signature the client package verifies.
+func TestDeliveredOnce(t *testing.T) {
+	f := newFixture(t)
+	s := f.shop(t, "")
+	rc := newReceiver(t, s, nil)
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+	reg := metrics.NewRegistry()
+	m := ipn.NewMetrics(reg)
+	stop := f.runWorker(t, fast(ipn.Config{}), m)
+
+	b := f.pay(t, s)
+	ev := f.event(t, s, b.Reference)
+	waitFor(t, "delivery", f.statusIs(t, ev.ID, ipn.Delivered))
+	stop()
+
+	reqs := rc.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("receiver got %d requests, want exactly 1", len(reqs))
+	}
+	r := reqs[0]
+	if r.err != nil {
+		t.Fatalf("client package refused the notification: %v", r.err)
+	}
+	wantAuth := "Basic " + base64.StdEncoding.EncodeToString([]byte("shop-ipn:ipn-pass"))
+	if got := r.header.Get("Authorization"); got != wantAuth {
+		t.Errorf("Authorization %q, want %q", got, wantAuth)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	if r.header.Get("webhook-id") != ev.ID || r.note.ID != ev.ID {
+		t.Errorf("webhook-id %q, want the event id %s", r.header.Get("webhook-id"), ev.ID)
+	}
+	if string(r.body) != string(ev.Payload) {
+		t.Errorf("body %s\nwant the outbox payload %s", r.body, ev.Payload)
+	}
+	if n := r.note; n.Transaction.BillNumber != b.Reference || n.Transaction.Amount != "1500.00" || n.CallbackType != "IPN" {
+		t.Errorf("notification %+v", n)
+	}
+
+	got, _ := f.db.IPNEvent(t.Context(), ev.ID)
+	if got.Attempts != 1 || got.DeliveredAt.IsZero() || got.LastError != "" {
+		t.Errorf("event after delivery: %+v", got)
+	}
+	atts := f.attempts(t, ev.ID)
+	if len(atts) != 1 || atts[0].StatusCode != http.StatusNoContent || atts[0].Error != "" || atts[0].URL != rc.URL+"/kadi/ipn" {
+		t.Errorf("attempt log %+v", atts)
+	}
+
+	if err := m.Refresh(t.Context(), f.db, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	_ = reg.WriteText(&text)
+	for _, want := range []string{
+		`kadi_ipn_deliveries_total{outcome="delivered"} 1`,
+		`kadi_ipn_delivery_duration_seconds_count 1`,
+		"kadi_ipn_queue_depth 0\n",
+		"kadi_ipn_oldest_pending_age_seconds 0\n",
+	} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, text.String())
+		}
+	}
+}
+
+// A receiver failing N times then succeeding gets N+1 requests, all with
+// one webhook-id and each with a valid signature of its own timestamp.
+func TestRetriesUntilSuccess(t *testing.T) {
+	const failures = 3
+	f := newFixture(t)
+	s := f.shop(t, "")
+	rc := newReceiver(t, s, func(n int, w http.ResponseWriter, r *http.Request) bool {
+		switch {
+		case n == 1:
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(strings.Repeat("x", 5000))) // only 1 KiB of this is kept
+			return true
+		case n <= failures:
+			http.Error(w, "try later ✗", http.StatusBadGateway)
+			return true
+		}
+		return false
+	})
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+	stop := f.runWorker(t, fast(ipn.Config{}), nil)
+
+	ev := f.event(t, s, f.pay(t, s).Reference)
+	waitFor(t, "delivery after retries", f.statusIs(t, ev.ID, ipn.Delivered))
+	stop()
+
+	reqs := rc.requests()
+	if len(reqs) != failures+1 {
+		t.Fatalf("receiver got %d requests, want %d", len(reqs), failures+1)
+	}
+	for i, r := range reqs {
+		if r.header.Get("webhook-id") != ev.ID {
+			t.Errorf("request %d: webhook-id %q, want %s on every retry", i+1, r.header.Get("webhook-id"), ev.ID)
+		}
+		if r.err != nil {
+			t.Errorf("request %d: signature not valid: %v", i+1, r.err)
+		}
+	}
+	atts := f.attempts(t, ev.ID)
+	if len(atts) != failures+1 {
+		t.Fatalf("%d attempts logged, want %d", len(atts), failures+1)
+	}
+	wantCodes := []int{500, 502, 502, 204}
+	for i, a := range atts {
+		if a.StatusCode != wantCodes[i] || a.Seq != i+1 {
+			t.Errorf("attempt %d: seq %d status %d, want %d", i+1, a.Seq, a.StatusCode, wantCodes[i])
+		}
+	}
+	if len(atts[0].Response) != ipn.MaxResponseExcerpt {
+		t.Errorf("response excerpt of %d bytes, want it bounded to %d", len(atts[0].Response), ipn.MaxResponseExcerpt)
+	}
+	if atts[1].Response != "try later ✗\n" || atts[1].Error != "HTTP 502" {
+		t.Errorf("attempt 2 logged as %+v", atts[1])
+	}
+	if got, _ := f.db.IPNEvent(t.Context(), ev.ID); got.Attempts != failures+1 {
+		t.Errorf("event counts %d attempts", got.Attempts)
+	}
+}
+
+// A 3xx is a failed attempt, never followed; when the schedule is used up
+// the event is failed.
+func TestRedirectFailsAndScheduleEnds(t *testing.T) {
+	f := newFixture(t)
+	s := f.shop(t, "")
+	rc := newReceiver(t, s, func(n int, w http.ResponseWriter, r *http.Request) bool {
+		if r.URL.Path == "/kadi/ipn" {
+			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+			return true
+		}
+		return false
+	})
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+	stop := f.runWorker(t, fast(ipn.Config{Schedule: ipn.Schedule{10 * time.Millisecond, 10 * time.Millisecond}}), nil)
+
+	ev := f.event(t, s, f.pay(t, s).Reference)
+	waitFor(t, "failed status", f.statusIs(t, ev.ID, ipn.Failed))
+	stop()
+
+	for _, r := range rc.requests() {
+		if r.header.Get("webhook-id") == "" || strings.Contains(r.header.Get("Referer"), "elsewhere") {
+			t.Errorf("unexpected request %v", r.header)
+		}
+	}
+	if n := len(rc.requests()); n != 3 {
+		t.Errorf("receiver got %d requests, want 3 (first try and two retries), none following the redirect", n)
+	}
+	atts := f.attempts(t, ev.ID)
+	if len(atts) != 3 {
+		t.Fatalf("%d attempts logged", len(atts))
+	}
+	for _, a := range atts {
+		if a.StatusCode != http.StatusFound || !strings.Contains(a.Error, "redirect") {
+			t.Errorf("attempt %+v", a)
+		}
+	}
+	got, _ := f.db.IPNEvent(t.Context(), ev.ID)
+	if !strings.Contains(got.LastError, "gave up after 3 attempts") {
+		t.Errorf("last error %q", got.LastError)
+	}
+}
+
+// 410 Gone disables the endpoint: its events wait, unsent, until the
+// merchant saves the IPN configuration again.
+func TestGoneDisablesEndpoint(t *testing.T) {
+	f := newFixture(t)
+	s := f.shop(t, "")
+	rc := newReceiver(t, s, func(n int, w http.ResponseWriter, r *http.Request) bool {
+		if n == 1 {
+			w.WriteHeader(http.StatusGone)
+			return true
+		}
+		return false
+	})
+	url := rc.URL + "/kadi/ipn"
+	f.setIPN(t, s.Code, url)
+	stop := f.runWorker(t, fast(ipn.Config{}), nil)
+
+	first := f.event(t, s, f.pay(t, s).Reference)
+	waitFor(t, "endpoint disabled", func() bool {
+		st, err := f.db.Settings(t.Context(), s.Code, merchant.Test)
+		return err == nil && !st.IPN.DisabledAt.IsZero()
+	})
+	second := f.event(t, s, f.pay(t, s).Reference)
+	for _, id := range []string{first.ID, second.ID} {
+		if ev, _ := f.db.IPNEvent(t.Context(), id); ev.Status != ipn.Pending {
+			t.Fatalf("event %s is %s while the endpoint is disabled, want pending", id, ev.Status)
+		}
+	}
+	// The queue hands out none of them, however late it is.
+	now := time.Now().Add(48 * time.Hour)
+	if got, err := f.db.ClaimIPN(t.Context(), ipn.Claim{Owner: "probe", Now: now, LeaseUntil: now, Limit: 10}); err != nil || len(got) != 0 {
+		t.Fatalf("disabled endpoint's events claimable: %d, %v", len(got), err)
+	}
+	if n := len(rc.requests()); n != 1 {
+		t.Fatalf("receiver got %d requests while disabled", n)
+	}
+
+	f.setIPN(t, s.Code, url) // the merchant saves the configuration again
+	waitFor(t, "first delivered", f.statusIs(t, first.ID, ipn.Delivered))
+	waitFor(t, "second delivered", f.statusIs(t, second.ID, ipn.Delivered))
+	stop()
+	if n := len(rc.requests()); n != 3 {
+		t.Errorf("receiver got %d requests, want 3 (the 410, then each event once)", n)
+	}
+}
+
+// 429 and 503 with Retry-After wait at least that long, though the
+// schedule says 20 ms; seconds and HTTP dates are both understood.
+func TestRetryAfter(t *testing.T) {
+	f := newFixture(t)
+	mk := func(status int, retryAfter func() string) shop {
+		s := f.shop(t, "")
+		rc := newReceiver(t, s, func(n int, w http.ResponseWriter, r *http.Request) bool {
+			if n == 1 {
+				w.Header().Set("Retry-After", retryAfter())
+				w.WriteHeader(status)
+				return true
+			}
+			return false
+		})
+		f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+		return s
+	}
+	seconds := mk(http.StatusTooManyRequests, func() string { return "1" })
+	date := mk(http.StatusServiceUnavailable, func() string { return time.Now().Add(3 * time.Second).UTC().Format(http.TimeFormat) })
+	stop := f.runWorker(t, fast(ipn.Config{}), nil)
+
+	evs := map[string]time.Duration{ // at least this long between the attempts
+		f.event(t, seconds, f.pay(t, seconds).Reference).ID: time.Second,
+		f.event(t, date, f.pay(t, date).Reference).ID:       2 * time.Second, // the date has whole seconds
+	}
+	for id := range evs {
+		waitFor(t, "delivery", f.statusIs(t, id, ipn.Delivered))
+	}
+	stop()
+	for id, min := range evs {
+		atts := f.attempts(t, id)
+		if len(atts) != 2 {
+			t.Fatalf("%d attempts, want 2", len(atts))
+		}
+		// Stored times have millisecond resolution.
+		if gap := atts[1].At.Sub(atts[0].At); gap < min-time.Millisecond {
+			t.Errorf("retried after %s, want at least %s (Retry-After)", gap, min)
+		}
+	}
+}
+
+// A receiver that never answers is cut off at the timeout (15 s by
+// default; shortened here), the attempt counts as failed, and the retry
+// delivers.
+func TestHungReceiverTimesOut(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	f := newFixture(t)
+	s := f.shop(t, "")
+	rc := newReceiver(t, s, func(n int, w http.ResponseWriter, r *http.Request) bool {
+		if n == 1 {
+			<-r.Context().Done() // hangs until the gateway gives up
+			return true
+		}
+		return false
+	})
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+	stop := f.runWorker(t, fast(ipn.Config{Timeout: timeout}), nil)
+
+	ev := f.event(t, s, f.pay(t, s).Reference)
+	waitFor(t, "delivery after the hang", f.statusIs(t, ev.ID, ipn.Delivered))
+	stop()
+	atts := f.attempts(t, ev.ID)
+	if len(atts) != 2 {
+		t.Fatalf("%d attempts, want 2", len(atts))
+	}
+	hung := atts[0]
+	if hung.StatusCode != 0 || !strings.Contains(hung.Error, "no answer within 300ms") || hung.Latency < timeout {
+		t.Errorf("hung attempt logged as %+v", hung)
+	}
+	if atts[1].StatusCode != http.StatusNoContent {
+		t.Errorf("retry logged as %+v", atts[1])
+	}
+}
+
+// Merchant A's receiver hangs; merchant B's notification is delivered
+// while A's requests are still hanging, and A never holds more than its
+// per-merchant share of the pool.
+func TestHungMerchantDoesNotDelayOthers(t *testing.T) {
+	f := newFixture(t)
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+
+	a := f.shop(t, "")
+	rcA := newReceiver(t, a, func(n int, w http.ResponseWriter, r *http.Request) bool {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		return false
+	})
+	f.setIPN(t, a.Code, rcA.URL+"/kadi/ipn")
+	b := f.shop(t, "")
+	rcB := newReceiver(t, b, nil)
+	f.setIPN(t, b.Code, rcB.URL+"/kadi/ipn")
+
+	var aEvents []string
+	for range 6 {
+		aEvents = append(aEvents, f.event(t, a, f.pay(t, a).Reference).ID)
+	}
+	stop := f.runWorker(t, fast(ipn.Config{Workers: 4, PerEndpoint: 2, Timeout: 10 * time.Minute}), nil)
+	t.Cleanup(unblock) // runs before the worker's stop, which waits for A's requests
+
+	waitFor(t, "A's receiver holding its requests", func() bool { return rcA.inFlight.Load() >= 2 })
+	evB := f.event(t, b, f.pay(t, b).Reference)
+	waitFor(t, "B's delivery", f.statusIs(t, evB.ID, ipn.Delivered))
+
+	if n := rcA.inFlight.Load(); n != 2 {
+		t.Errorf("A has %d requests in flight once B is delivered, want still 2", n)
+	}
+	for _, id := range aEvents {
+		if ev, _ := f.db.IPNEvent(t.Context(), id); ev.Status != ipn.Pending {
+			t.Errorf("A's event %s is %s while A hangs", id, ev.Status)
+		}
+	}
+
+	unblock()
+	for _, id := range aEvents {
+		waitFor(t, "A's deliveries after it recovers", f.statusIs(t, id, ipn.Delivered))
+	}
+	stop()
+	if n := rcA.maxIn.Load(); n > 2 {
+		t.Errorf("A had %d requests in flight at once; the per-merchant cap is 2", n)
+	}
+	if n := len(rcA.requests()); n != len(aEvents) {
+		t.Errorf("A got %d requests for %d events", n, len(aEvents))
+	}
+}
+
+// Without an IPN URL the event waits, saying why, without using up its
+// attempts; the settings are read at send time, so the URL saved later is
+// where it goes.
+func TestWaitsForConfiguration(t *testing.T) {
+	f := newFixture(t)
+	s := f.shop(t, "")
+	reg := metrics.NewRegistry()
+	m := ipn.NewMetrics(reg)
+	stop := f.runWorker(t, fast(ipn.Config{Defer: 20 * time.Millisecond}), m)
+
+	ev := f.event(t, s, f.payAt(t, s, time.Now().Add(-time.Minute)).Reference)
+	waitFor(t, "the reason to be recorded", func() bool {
+		got, _ := f.db.IPNEvent(t.Context(), ev.ID)
+		return strings.Contains(got.LastError, "no IPN URL configured")
+	})
+	if got, _ := f.db.IPNEvent(t.Context(), ev.ID); got.Attempts != 0 || got.Status != ipn.Pending {
+		t.Fatalf("waiting event %+v", got)
+	}
+	if err := m.Refresh(t.Context(), f.db, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	_ = reg.WriteText(&text)
+	if !strings.Contains(text.String(), "kadi_ipn_queue_depth 1\n") || !strings.Contains(text.String(), `kadi_ipn_deliveries_total{outcome="deferred"}`) ||
+		strings.Contains(text.String(), "kadi_ipn_oldest_pending_age_seconds 0\n") {
+		t.Errorf("metrics while waiting:\n%s", text.String())
+	}
+
+	rc := newReceiver(t, s, nil)
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+	waitFor(t, "delivery once configured", f.statusIs(t, ev.ID, ipn.Delivered))
+	stop()
+	if n := len(rc.requests()); n != 1 {
+		t.Errorf("%d requests", n)
+	}
+}
+
+// A worker that died holding a lease does not strand its event: once the
+// lease runs out another worker delivers it.
+func TestExpiredLeaseIsTakenOver(t *testing.T) {
+	f := newFixture(t)
+	s := f.shop(t, "")
+	rc := newReceiver(t, s, nil)
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+	ev := f.event(t, s, f.pay(t, s).Reference)
+	now := time.Now()
+	leaseEnd := now.Add(300 * time.Millisecond)
+	got, err := f.db.ClaimIPN(t.Context(), ipn.Claim{Owner: "crashed-node#1", Now: now, LeaseUntil: leaseEnd, Limit: 1})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v %d", err, len(got))
+	}
+	stop := f.runWorker(t, fast(ipn.Config{}), nil)
+	waitFor(t, "delivery after the lease expired", f.statusIs(t, ev.ID, ipn.Delivered))
+	stop()
+	atts := f.attempts(t, ev.ID)
+	if len(atts) != 1 || atts[0].At.Before(leaseEnd.Truncate(time.Millisecond)) {
+		t.Errorf("attempts %+v; want one, after the lease ended at %s", atts, leaseEnd)
+	}
+}
+
+// Replay sends the same event again, with the same webhook-id.
+func TestReplaySameWebhookID(t *testing.T) {
+	f := newFixture(t)
+	s := f.shop(t, "")
+	rc := newReceiver(t, s, nil)
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+	stop := f.runWorker(t, fast(ipn.Config{}), nil)
+	ev := f.event(t, s, f.pay(t, s).Reference)
+	waitFor(t, "delivery", f.statusIs(t, ev.ID, ipn.Delivered))
+	if _, err := f.db.ReplayIPN(t.Context(), ev.ID, time.Now(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "second delivery", func() bool { return len(f.attempts(t, ev.ID)) == 2 })
+	waitFor(t, "delivered again", f.statusIs(t, ev.ID, ipn.Delivered))
+	stop()
+	reqs := rc.requests()
+	if len(reqs) != 2 || reqs[0].header.Get("webhook-id") != ev.ID || reqs[1].header.Get("webhook-id") != ev.ID {
+		t.Fatalf("requests %d, ids differ or are not the event's", len(reqs))
+	}
+	if string(reqs[0].body) != string(reqs[1].body) || reqs[1].err != nil {
+		t.Errorf("replay body differs or does not verify: %v", reqs[1].err)
+	}
+}
+
+// Test mode reaches loopback only when the operator allows it; the refusal
+// is made on the connection, so the receiver never sees a request.
+func TestPrivateTargetRefusedByDefault(t *testing.T) {
+	f := newFixture(t)
+	s := f.shop(t, "")
+	rc := newReceiver(t, s, nil)
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+	cfg := fast(ipn.Config{})
+	cfg.AllowPrivate = false
+	stop := f.runWorker(t, cfg, nil)
+	ev := f.event(t, s, f.pay(t, s).Reference)
+	waitFor(t, "an attempt", func() bool { return len(f.attempts(t, ev.ID)) > 0 })
+	stop()
+	a := f.attempts(t, ev.ID)[0]
+	if a.StatusCode != 0 || !strings.Contains(a.Error, ipn.ErrRefusedTarget.Error()) || !strings.Contains(a.Error, "loopback") {
+		t.Errorf("attempt %+v, want refused as loopback", a)
+	}
+	if n := len(rc.requests()); n != 0 {
+		t.Errorf("receiver got %d requests", n)
+	}
+}
+
+// Live mode never reaches a private address, even with --allow-private-ipn,
+// and never sends over plain http.
+func TestLiveNeverPrivate(t *testing.T) {
+	f := newFixture(t)
+	s := f.shop(t, "")
+	rc := newReceiver(t, s, nil)
+	port := rc.URL[strings.LastIndex(rc.URL, ":")+1:]
+	stop := f.runWorker(t, fast(ipn.Config{Defer: 20 * time.Millisecond}), nil) // AllowPrivate is set
+	for _, url := range []string{"https://localhost:" + port + "/ipn", "https://127.0.0.1:" + port + "/ipn", "http://shop.example/ipn"} {
+		// Stored directly: the CLI would already refuse these.
+		if err := f.db.SetIPN(t.Context(), s.Code, merchant.Live, merchant.IPNConfig{URL: url, Username: "u", Password: "p"}); err != nil {
+			t.Fatal(err)
+		}
+		ev := f.event(t, s, f.payIn(t, s, merchant.Live, time.Now()).Reference)
+		waitFor(t, "refusal of "+url, func() bool {
+			got, _ := f.db.IPNEvent(context.Background(), ev.ID)
+			return strings.Contains(got.LastError, "not usable")
+		})
+		if got, _ := f.db.IPNEvent(t.Context(), ev.ID); got.Status != ipn.Pending {
+			t.Errorf("%s: event %s", url, got.Status)
+		}
+	}
+	stop()
+	if n := len(rc.requests()); n != 0 {
+		t.Errorf("receiver got %d live-mode requests", n)
+	}
+}

@@ -1,0 +1,281 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/ipn"
+	"github.com/kadipay/kadi/internal/merchant"
+)
+
+var _ ipn.Repo = (*DB)(nil)
+
+const ipnEventColumns = `id, merchant_code, mode, payment_id, payload, status, attempts, next_attempt_at, created_at,
+	delivered_at, replays, last_error, lease_owner, lease_until`
+
+// ClaimIPN leases due events in one statement. The candidates are picked
+// by a subquery (among the oldest due, at most c.PerEndpoint per merchant
+// and mode, none of a disabled endpoint); the UPDATE then re-checks that each
+// is still pending, due and unleased. Under PostgreSQL a row another node
+// leased meanwhile is re-read after that node commits and fails the
+// re-check, so two claimers never both win an event; SQLite runs writers
+// one at a time anyway.
+func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
+	if c.Limit <= 0 {
+		return nil, nil
+	}
+	perEndpoint := c.PerEndpoint
+	if perEndpoint <= 0 {
+		perEndpoint = c.Limit
+	}
+	now := ms(c.Now)
+	var skip strings.Builder
+	args := []any{c.Owner, ms(c.LeaseUntil), string(ipn.Pending), now, now}
+	if len(c.Skip) > 0 {
+		skip.WriteString(` AND (e.merchant_code || '/' || e.mode) NOT IN (`)
+		for i, ep := range c.Skip {
+			if i > 0 {
+				skip.WriteString(", ")
+			}
+			skip.WriteString("?")
+			args = append(args, ep.MerchantCode+"/"+string(ep.Mode))
+		}
+		skip.WriteString(")")
+	}
+	// The window looks at the oldest due events only, through the
+	// (status, next_attempt_at) index, so a claim costs the same with a
+	// backlog of a million as with ten. In the re-check, status || '' keeps
+	// SQLite from walking that index over every due row instead of looking
+	// the few ids up by primary key.
+	window := min(max(c.Limit*16, 256), 4096)
+	args = append(args, window, perEndpoint, c.Limit, string(ipn.Pending), now, now)
+	rows, err := s.query(ctx, `UPDATE ipn_events SET lease_owner = ?, lease_until = ?
+		WHERE id IN (
+			SELECT id FROM (
+				SELECT id, next_attempt_at,
+					ROW_NUMBER() OVER (PARTITION BY merchant_code, mode ORDER BY next_attempt_at, id) AS rn
+				FROM (
+					SELECT e.id, e.merchant_code, e.mode, e.next_attempt_at FROM ipn_events e
+					WHERE e.status = ? AND e.next_attempt_at <= ? AND e.lease_until < ?
+						AND NOT EXISTS (SELECT 1 FROM merchant_settings st
+							WHERE st.merchant_code = e.merchant_code AND st.mode = e.mode AND st.ipn_disabled_at > 0)`+skip.String()+`
+					ORDER BY e.next_attempt_at, e.id LIMIT ?
+				) candidates
+			) due
+			WHERE rn <= ? ORDER BY next_attempt_at, id LIMIT ?)
+		AND (status || '') = ? AND next_attempt_at <= ? AND lease_until < ?
+		RETURNING `+ipnEventColumns, args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim IPN events: %w", err)
+	}
+	defer rows.Close()
+	var out []ipn.Event
+	for rows.Next() {
+		ev, err := scanIPNEvent(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim IPN events: %w", err)
+	}
+	// RETURNING promises no order; deliver oldest first.
+	sortEvents(out)
+	return out, nil
+}
+
+func sortEvents(evs []ipn.Event) {
+	slices.SortStableFunc(evs, func(a, b ipn.Event) int { return a.NextAttemptAt.Compare(b.NextAttemptAt) })
+}
+
+// ReleaseIPN clears owner's lease on ids, making them claimable again.
+func (s *DB) ReleaseIPN(ctx context.Context, owner string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	args := []any{owner}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	_, err := s.exec(ctx, `UPDATE ipn_events SET lease_owner = '', lease_until = 0
+		WHERE lease_owner = ? AND id IN (`+placeholders(len(ids))+`)`, args...)
+	return err
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// RecordIPN stores an attempt's outcome, its log row and, for a 410, the
+// disabling of the endpoint, all in one transaction and only while r.Owner
+// still holds the lease.
+func (s *DB) RecordIPN(ctx context.Context, r ipn.Result) error {
+	return s.inTx(ctx, func(t tx) error {
+		set := `status = ?, attempts = attempts + ?, last_error = ?, lease_owner = '', lease_until = 0`
+		counted := 0
+		if r.Attempt != nil {
+			counted = 1
+		}
+		args := []any{string(r.Status), counted, r.LastError}
+		switch r.Status {
+		case ipn.Pending:
+			set += `, next_attempt_at = ?`
+			args = append(args, ms(r.NextAttemptAt))
+		case ipn.Delivered:
+			set += `, delivered_at = ?`
+			args = append(args, ms(r.At))
+		}
+		args = append(args, r.EventID, r.Owner)
+		res, err := t.exec(ctx, `UPDATE ipn_events SET `+set+` WHERE id = ? AND lease_owner = ?`, args...)
+		if err != nil {
+			return fmt.Errorf("update IPN event: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ipn.ErrLeaseLost
+		}
+		if a := r.Attempt; a != nil {
+			var seq int
+			if err := t.queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM ipn_attempts WHERE event_id = ?`, r.EventID).Scan(&seq); err != nil {
+				return fmt.Errorf("number IPN attempt: %w", err)
+			}
+			_, err := t.exec(ctx, `INSERT INTO ipn_attempts (event_id, seq, attempted_at, url, status_code, latency_us, error, response)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+				r.EventID, seq, ms(a.At), a.URL, a.StatusCode, a.Latency.Microseconds(), a.Error, a.Response)
+			if err != nil {
+				return fmt.Errorf("insert IPN attempt: %w", err)
+			}
+		}
+		if r.DisableURL != "" && r.Attempt != nil {
+			_, err := t.exec(ctx, `UPDATE merchant_settings SET ipn_disabled_at = ?
+				WHERE merchant_code = (SELECT merchant_code FROM ipn_events WHERE id = ?)
+				AND mode = (SELECT mode FROM ipn_events WHERE id = ?)
+				AND ipn_url = ? AND ipn_disabled_at = 0`,
+				ms(r.Attempt.At), r.EventID, r.EventID, r.DisableURL)
+			if err != nil {
+				return fmt.Errorf("disable IPN endpoint: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// IPNStats counts pending and failed events.
+func (s *DB) IPNStats(ctx context.Context) (ipn.Stats, error) {
+	var st ipn.Stats
+	var oldest int64
+	err := s.queryRow(ctx, `SELECT COUNT(*), COALESCE(MIN(created_at), 0) FROM ipn_events WHERE status = ?`, string(ipn.Pending)).
+		Scan(&st.Pending, &oldest)
+	if err != nil {
+		return st, fmt.Errorf("count pending IPN events: %w", err)
+	}
+	st.OldestPending = fromMS(oldest)
+	if err := s.queryRow(ctx, `SELECT COUNT(*) FROM ipn_events WHERE status = ?`, string(ipn.Failed)).Scan(&st.Failed); err != nil {
+		return st, fmt.Errorf("count failed IPN events: %w", err)
+	}
+	return st, nil
+}
+
+// IPNEvents lists a merchant's events, newest first.
+func (s *DB) IPNEvents(ctx context.Context, f ipn.Filter) ([]ipn.Event, error) {
+	q := `SELECT ` + ipnEventColumns + ` FROM ipn_events WHERE merchant_code = ?`
+	args := []any{f.MerchantCode}
+	if f.Mode != "" {
+		q += ` AND mode = ?`
+		args = append(args, string(f.Mode))
+	}
+	if f.Status != "" {
+		q += ` AND status = ?`
+		args = append(args, string(f.Status))
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.query(ctx, q+` ORDER BY created_at DESC, id DESC LIMIT ?`, append(args, limit)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ipn.Event
+	for rows.Next() {
+		ev, err := scanIPNEvent(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}
+
+// IPNEvent loads one event.
+func (s *DB) IPNEvent(ctx context.Context, id string) (ipn.Event, error) {
+	return scanIPNEvent(s.queryRow(ctx, `SELECT `+ipnEventColumns+` FROM ipn_events WHERE id = ?`, id))
+}
+
+// IPNAttempts lists an event's attempts, oldest first.
+func (s *DB) IPNAttempts(ctx context.Context, id string) ([]ipn.Attempt, error) {
+	rows, err := s.query(ctx, `SELECT event_id, seq, attempted_at, url, status_code, latency_us, error, response
+		FROM ipn_attempts WHERE event_id = ? ORDER BY seq`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ipn.Attempt
+	for rows.Next() {
+		var a ipn.Attempt
+		var at, latency int64
+		if err := rows.Scan(&a.EventID, &a.Seq, &at, &a.URL, &a.StatusCode, &latency, &a.Error, &a.Response); err != nil {
+			return nil, err
+		}
+		a.At, a.Latency = fromMS(at), time.Duration(latency)*time.Microsecond
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// ReplayIPN starts a new round of deliveries for an event: pending, due at
+// now, attempts counted from zero, same id. A lease in flight is left alone:
+// the attempt it covers still records its outcome.
+func (s *DB) ReplayIPN(ctx context.Context, id string, now time.Time, actor string) (ipn.Event, error) {
+	var ev ipn.Event
+	err := s.inTx(ctx, func(t tx) error {
+		res, err := t.exec(ctx, `UPDATE ipn_events SET status = ?, attempts = 0, replays = replays + 1, next_attempt_at = ?,
+			delivered_at = 0, last_error = '' WHERE id = ?`, string(ipn.Pending), ms(now), id)
+		if err != nil {
+			return fmt.Errorf("replay IPN event: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ipn.ErrNotFound
+		}
+		if ev, err = scanIPNEvent(t.queryRow(ctx, `SELECT `+ipnEventColumns+` FROM ipn_events WHERE id = ?`, id)); err != nil {
+			return err
+		}
+		return insertAudit(ctx, t, audit.Event{At: now, MerchantCode: ev.MerchantCode, Actor: actor, Action: audit.IPNReplayed,
+			Detail: fmt.Sprintf("%s event %s (payment %s), replay %d", ev.Mode, ev.ID, ev.PaymentID, ev.Replays)})
+	})
+	return ev, err
+}
+
+func scanIPNEvent(row scanner) (ipn.Event, error) {
+	var ev ipn.Event
+	var mode, status, payload string
+	var next, created, delivered, leaseUntil int64
+	err := row.Scan(&ev.ID, &ev.MerchantCode, &mode, &ev.PaymentID, &payload, &status, &ev.Attempts, &next, &created,
+		&delivered, &ev.Replays, &ev.LastError, &ev.LeaseOwner, &leaseUntil)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ipn.Event{}, ipn.ErrNotFound
+	}
+	if err != nil {
+		return ipn.Event{}, err
+	}
+	ev.Mode, ev.Status, ev.Payload = merchant.Mode(mode), ipn.Status(status), []byte(payload)
+	ev.NextAttemptAt, ev.CreatedAt, ev.DeliveredAt, ev.LeaseUntil = fromMS(next), fromMS(created), fromMS(delivered), fromMS(leaseUntil)
+	return ev, nil
+}

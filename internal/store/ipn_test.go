@@ -1,0 +1,448 @@
+package store_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/ipn"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/money"
+	"github.com/kadipay/kadi/internal/payment"
+	"github.com/kadipay/kadi/internal/secret"
+	"github.com/kadipay/kadi/internal/store"
+)
+
+// ipnBackend opens a fresh, migrated database; open may be called again to
+// get a second connection pool on the same database, as a second node would.
+type ipnBackend struct {
+	name string
+	dsn  func(t *testing.T) string
+}
+
+func ipnBackends() []ipnBackend {
+	return []ipnBackend{
+		{"SQLite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "kadi.db") }},
+		{"PostgreSQL", func(t *testing.T) string {
+			base := os.Getenv("KADI_TEST_DATABASE_URL")
+			if base == "" {
+				t.Skip("KADI_TEST_DATABASE_URL is not set: skipping PostgreSQL (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
+			}
+			return ipnFreshSchema(t, base)
+		}},
+	}
+}
+
+func ipnFreshSchema(t *testing.T, base string) string {
+	t.Helper()
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "kadi_ipn_" + strings.ToLower(rand.Text())
+	if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+name); err != nil {
+		admin.Close()
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		defer admin.Close()
+		if _, err := admin.ExecContext(context.Background(), `DROP SCHEMA `+name+` CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func ipnOpen(t *testing.T, dsn string) *store.DB {
+	t.Helper()
+	db, err := store.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// ipnMerchant onboards a merchant with an IPN URL in test mode.
+func ipnMerchant(t *testing.T, db *store.DB, url string) string {
+	t.Helper()
+	creds, err := merchant.Onboard(t.Context(), db, "Shop", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetIPN(t.Context(), creds.MerchantCode, merchant.Test, merchant.IPNConfig{URL: url, Username: "u", Password: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	return creds.MerchantCode
+}
+
+// ipnEvent writes a successful payment and its outbox event through the
+// same FinishPayment the payment service uses.
+func ipnEvent(t *testing.T, db *store.DB, code string, due time.Time) ipn.Event {
+	t.Helper()
+	ctx := t.Context()
+	amount, _ := money.FromMinor(150000, "KES")
+	b := bill.Bill{Reference: secret.RandomUpperAlnum(12), MerchantCode: code, Mode: merchant.Test, OrderReference: secret.RandomUpperAlnum(10),
+		RequestHash: "h", CustomerName: "C", BillerCode: "1", Outlet: "1", Amount: amount, Description: "d", State: bill.Open,
+		ExpiresAt: due.Add(time.Hour), CreatedAt: due}
+	if _, _, err := db.InsertBill(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	p := payment.Payment{ID: secret.NewID("pay"), BillReference: b.Reference, MerchantCode: code, Mode: merchant.Test, Status: payment.Processing,
+		Amount: amount, CallbackURL: "https://shop.example/cb", CreatedAt: due, UpdatedAt: due}
+	if err := db.StartPayment(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Status = payment.Succeeded
+	ev := ipn.Event{ID: secret.NewID("msg"), MerchantCode: code, Mode: merchant.Test, PaymentID: p.ID, Payload: []byte(`{"callbackType":"IPN"}`),
+		Status: ipn.Pending, NextAttemptAt: due, CreatedAt: due}
+	if err := db.FinishPayment(ctx, p, 5, &ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+func ipnIDs(evs []ipn.Event) []string {
+	var ids []string
+	for _, e := range evs {
+		ids = append(ids, e.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func sorted(ids ...string) []string { slices.Sort(ids); return ids }
+
+func TestIPNQueue(t *testing.T) {
+	for _, be := range ipnBackends() {
+		t.Run(be.name, func(t *testing.T) {
+			t.Run("claim", func(t *testing.T) { testIPNClaim(t, ipnOpen(t, be.dsn(t))) })
+			t.Run("record", func(t *testing.T) { testIPNRecord(t, ipnOpen(t, be.dsn(t))) })
+			t.Run("gone", func(t *testing.T) { testIPNGone(t, ipnOpen(t, be.dsn(t))) })
+			t.Run("replay and log", func(t *testing.T) { testIPNReplay(t, ipnOpen(t, be.dsn(t))) })
+			t.Run("two claimers", func(t *testing.T) {
+				dsn := be.dsn(t)
+				testIPNTwoClaimers(t, ipnOpen(t, dsn), ipnOpen(t, dsn))
+			})
+		})
+	}
+}
+
+func testIPNClaim(t *testing.T, db *store.DB) {
+	ctx := t.Context()
+	now := time.Now().Truncate(time.Millisecond)
+	a := ipnMerchant(t, db, "https://a.example/ipn")
+	b := ipnMerchant(t, db, "https://b.example/ipn")
+	a1 := ipnEvent(t, db, a, now.Add(-3*time.Second))
+	a2 := ipnEvent(t, db, a, now.Add(-2*time.Second))
+	a3 := ipnEvent(t, db, a, now.Add(-time.Second))
+	b1 := ipnEvent(t, db, b, now.Add(-time.Second))
+	ipnEvent(t, db, b, now.Add(time.Minute)) // not due
+	lease := now.Add(time.Minute)
+
+	// At most two of a's: its backlog cannot take all the slots.
+	got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "o1", Now: now, LeaseUntil: lease, Limit: 10, PerEndpoint: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := sorted(a1.ID, a2.ID, b1.ID); !slices.Equal(ipnIDs(got), want) {
+		t.Fatalf("claimed %v, want %v (per-endpoint cap 2, only due events)", ipnIDs(got), want)
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i].NextAttemptAt.Before(got[i-1].NextAttemptAt) {
+			t.Errorf("claimed events not oldest first")
+		}
+	}
+	for _, e := range got {
+		if e.LeaseOwner != "o1" || !e.LeaseUntil.Equal(lease) || string(e.Payload) != `{"callbackType":"IPN"}` {
+			t.Errorf("claimed event %+v", e)
+		}
+	}
+	// Leased events stay off limits to other claimers.
+	got, err = db.ClaimIPN(ctx, ipn.Claim{Owner: "o2", Now: now, LeaseUntil: lease, Limit: 10, PerEndpoint: 10})
+	if err != nil || !slices.Equal(ipnIDs(got), []string{a3.ID}) {
+		t.Fatalf("second claim got %v (%v), want only %s", ipnIDs(got), err, a3.ID)
+	}
+	// Release gives back only the owner's.
+	if err := db.ReleaseIPN(ctx, "o2", []string{a1.ID, a3.ID}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = db.ClaimIPN(ctx, ipn.Claim{Owner: "o3", Now: now, LeaseUntil: lease, Limit: 10, PerEndpoint: 10})
+	if !slices.Equal(ipnIDs(got), []string{a3.ID}) {
+		t.Fatalf("after release claimed %v, want only %s (a1 is o1's)", ipnIDs(got), a3.ID)
+	}
+	// An expired lease (a crashed worker) can be taken over.
+	later := lease.Add(time.Millisecond)
+	got, _ = db.ClaimIPN(ctx, ipn.Claim{Owner: "o4", Now: later, LeaseUntil: later.Add(time.Minute), Limit: 10, PerEndpoint: 10,
+		Skip: []ipn.Endpoint{{MerchantCode: b, Mode: merchant.Test}}})
+	if want := sorted(a1.ID, a2.ID, a3.ID); !slices.Equal(ipnIDs(got), want) {
+		t.Fatalf("after lease expiry with b skipped claimed %v, want %v", ipnIDs(got), want)
+	}
+	// Limit bounds the batch.
+	got, _ = db.ClaimIPN(ctx, ipn.Claim{Owner: "o5", Now: later.Add(2 * time.Minute), LeaseUntil: later.Add(3 * time.Minute), Limit: 1, PerEndpoint: 10})
+	if len(got) != 1 {
+		t.Fatalf("limit 1 claimed %d", len(got))
+	}
+}
+
+func testIPNRecord(t *testing.T, db *store.DB) {
+	ctx := t.Context()
+	now := time.Now().Truncate(time.Millisecond)
+	m := ipnMerchant(t, db, "https://a.example/ipn")
+	ev := ipnEvent(t, db, m, now)
+	if _, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "mine", Now: now, LeaseUntil: now.Add(time.Minute), Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	a := &ipn.Attempt{At: now, URL: "https://a.example/ipn", StatusCode: 500, Latency: 1500 * time.Microsecond, Error: "HTTP 500", Response: "oops ✓"}
+	next := now.Add(5 * time.Second)
+
+	err := db.RecordIPN(ctx, ipn.Result{EventID: ev.ID, Owner: "not-mine", Attempt: a, Status: ipn.Pending, NextAttemptAt: next, LastError: "x"})
+	if !errors.Is(err, ipn.ErrLeaseLost) {
+		t.Fatalf("record by a non-owner: %v, want ErrLeaseLost", err)
+	}
+	if atts, _ := db.IPNAttempts(ctx, ev.ID); len(atts) != 0 {
+		t.Fatalf("a refused record left %d attempt rows", len(atts))
+	}
+
+	if err := db.RecordIPN(ctx, ipn.Result{EventID: ev.ID, Owner: "mine", Attempt: a, Status: ipn.Pending, NextAttemptAt: next, LastError: "HTTP 500"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.IPNEvent(ctx, ev.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != ipn.Pending || got.Attempts != 1 || !got.NextAttemptAt.Equal(next) || got.LastError != "HTTP 500" || got.LeaseOwner != "" || !got.LeaseUntil.IsZero() {
+		t.Fatalf("after a failed attempt: %+v", got)
+	}
+	// The lease went with the record: the owner cannot record again.
+	if err := db.RecordIPN(ctx, ipn.Result{EventID: ev.ID, Owner: "mine", Status: ipn.Delivered, At: now}); !errors.Is(err, ipn.ErrLeaseLost) {
+		t.Fatalf("second record on a released lease: %v", err)
+	}
+	// A deferral (no request made) does not count as an attempt.
+	claimed, _ := db.ClaimIPN(ctx, ipn.Claim{Owner: "again", Now: next, LeaseUntil: next.Add(time.Minute), Limit: 1})
+	if len(claimed) != 1 {
+		t.Fatal("rescheduled event not claimable when due")
+	}
+	if err := db.RecordIPN(ctx, ipn.Result{EventID: ev.ID, Owner: "again", Status: ipn.Pending, NextAttemptAt: next.Add(time.Minute), LastError: "no URL"}); err != nil {
+		t.Fatal(err)
+	}
+	claimed, _ = db.ClaimIPN(ctx, ipn.Claim{Owner: "third", Now: next.Add(time.Minute), LeaseUntil: next.Add(2 * time.Minute), Limit: 1})
+	if len(claimed) != 1 || claimed[0].Attempts != 1 {
+		t.Fatalf("after a deferral: %+v", claimed)
+	}
+	delivered := next.Add(time.Minute + time.Second)
+	a2 := &ipn.Attempt{At: delivered, URL: "https://a.example/ipn", StatusCode: 204, Latency: time.Millisecond}
+	if err := db.RecordIPN(ctx, ipn.Result{EventID: ev.ID, Owner: "third", Attempt: a2, Status: ipn.Delivered, At: delivered}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = db.IPNEvent(ctx, ev.ID)
+	if got.Status != ipn.Delivered || got.Attempts != 2 || !got.DeliveredAt.Equal(delivered) || got.LastError != "" {
+		t.Fatalf("after delivery: %+v", got)
+	}
+	atts, err := db.IPNAttempts(ctx, ev.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(atts) != 2 || atts[0].Seq != 1 || atts[1].Seq != 2 {
+		t.Fatalf("attempts %+v", atts)
+	}
+	first := atts[0]
+	if !first.At.Equal(now) || first.StatusCode != 500 || first.Latency != 1500*time.Microsecond || first.Error != "HTTP 500" ||
+		first.Response != "oops ✓" || first.URL != "https://a.example/ipn" || first.EventID != ev.ID {
+		t.Errorf("first attempt stored as %+v", first)
+	}
+	if c, _ := db.ClaimIPN(ctx, ipn.Claim{Owner: "x", Now: delivered.Add(time.Hour), LeaseUntil: delivered.Add(2 * time.Hour), Limit: 5}); len(c) != 0 {
+		t.Errorf("a delivered event was claimed again")
+	}
+}
+
+func testIPNGone(t *testing.T, db *store.DB) {
+	ctx := t.Context()
+	now := time.Now().Truncate(time.Millisecond)
+	m := ipnMerchant(t, db, "https://a.example/ipn")
+	other := ipnMerchant(t, db, "https://b.example/ipn")
+	ev := ipnEvent(t, db, m, now)
+	ipnEvent(t, db, m, now.Add(time.Millisecond)) // queued behind ev
+	otherEv := ipnEvent(t, db, other, now)
+	claim := func(owner string, at time.Time) []ipn.Event {
+		got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: owner, Now: at, LeaseUntil: at.Add(time.Minute), Limit: 10, PerEndpoint: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	got := claim("o1", now)
+	if !slices.Equal(ipnIDs(got), sorted(ev.ID, otherEv.ID)) {
+		t.Fatalf("claimed %v", ipnIDs(got))
+	}
+	_ = db.ReleaseIPN(ctx, "o1", []string{otherEv.ID})
+	a := &ipn.Attempt{At: now, URL: "https://a.example/ipn", StatusCode: 410, Error: "410 Gone"}
+	if err := db.RecordIPN(ctx, ipn.Result{EventID: ev.ID, Owner: "o1", Attempt: a, Status: ipn.Pending, NextAttemptAt: now,
+		LastError: "410 Gone", DisableURL: "https://a.example/ipn"}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := db.Settings(ctx, m, merchant.Test)
+	if !st.IPN.DisabledAt.Equal(now) {
+		t.Fatalf("410 did not disable the endpoint: %+v", st.IPN)
+	}
+	if st, _ := db.Settings(ctx, other, merchant.Test); !st.IPN.DisabledAt.IsZero() {
+		t.Fatal("410 disabled another merchant's endpoint")
+	}
+	// The disabled endpoint's events wait; others are unaffected.
+	if got := claim("o2", now.Add(time.Second)); !slices.Equal(ipnIDs(got), []string{otherEv.ID}) {
+		t.Fatalf("with the endpoint disabled claimed %v, want only the other merchant's", ipnIDs(got))
+	}
+	// Saving the configuration again re-enables it.
+	if err := db.SetIPN(ctx, m, merchant.Test, merchant.IPNConfig{URL: "https://a.example/ipn2", Username: "u", Password: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim("o3", now.Add(2*time.Second)); !slices.Equal(ipnIDs(got), []string{ev.ID}) {
+		t.Fatalf("after saving the configuration claimed %v", ipnIDs(got))
+	}
+	// A stale 410 from the old URL does not disable the new configuration.
+	got = claim("o4", now.Add(3*time.Second))
+	if len(got) != 1 {
+		t.Fatalf("claimed %d", len(got))
+	}
+	if err := db.RecordIPN(ctx, ipn.Result{EventID: got[0].ID, Owner: "o4", Attempt: a, Status: ipn.Pending, NextAttemptAt: now,
+		DisableURL: "https://a.example/ipn"}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := db.Settings(ctx, m, merchant.Test); !st.IPN.DisabledAt.IsZero() {
+		t.Fatal("a 410 from the old URL disabled the newly saved one")
+	}
+}
+
+func testIPNReplay(t *testing.T, db *store.DB) {
+	ctx := t.Context()
+	now := time.Now().Truncate(time.Millisecond)
+	m := ipnMerchant(t, db, "https://a.example/ipn")
+	ev := ipnEvent(t, db, m, now.Add(-time.Hour))
+	pending := ipnEvent(t, db, m, now.Add(time.Hour))
+	got, _ := db.ClaimIPN(ctx, ipn.Claim{Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute), Limit: 1})
+	if len(got) != 1 {
+		t.Fatal("nothing claimed")
+	}
+	if err := db.RecordIPN(ctx, ipn.Result{EventID: ev.ID, Owner: "o", Attempt: &ipn.Attempt{At: now, StatusCode: 500}, Status: ipn.Failed, LastError: "gave up"}); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := db.IPNStats(ctx)
+	if err != nil || stats.Pending != 1 || stats.Failed != 1 || !stats.OldestPending.Equal(now.Add(time.Hour)) {
+		t.Fatalf("stats %+v %v", stats, err)
+	}
+	if list, _ := db.IPNEvents(ctx, ipn.Filter{MerchantCode: m, Status: ipn.Failed}); !slices.Equal(ipnIDs(list), []string{ev.ID}) {
+		t.Fatalf("failed list %v", ipnIDs(list))
+	}
+	if list, _ := db.IPNEvents(ctx, ipn.Filter{MerchantCode: m, Mode: merchant.Live}); len(list) != 0 {
+		t.Fatalf("live list holds test events: %v", ipnIDs(list))
+	}
+	if list, _ := db.IPNEvents(ctx, ipn.Filter{MerchantCode: m}); !slices.Equal(ipnIDs(list), sorted(ev.ID, pending.ID)) || list[0].ID != pending.ID {
+		t.Fatalf("list %v, want both, newest first", ipnIDs(list))
+	}
+
+	at := now.Add(time.Minute)
+	rep, err := db.ReplayIPN(ctx, ev.ID, at, "cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ID != ev.ID || rep.Status != ipn.Pending || rep.Attempts != 0 || rep.Replays != 1 || !rep.NextAttemptAt.Equal(at) || rep.LastError != "" {
+		t.Fatalf("replayed event %+v", rep)
+	}
+	claimed, _ := db.ClaimIPN(ctx, ipn.Claim{Owner: "p", Now: at, LeaseUntil: at.Add(time.Minute), Limit: 5})
+	if !slices.Equal(ipnIDs(claimed), []string{ev.ID}) {
+		t.Fatalf("replayed event not due: claimed %v", ipnIDs(claimed))
+	}
+	if atts, _ := db.IPNAttempts(ctx, ev.ID); len(atts) != 1 {
+		t.Errorf("replay lost the attempt log: %d rows", len(atts))
+	}
+	events, err := db.AuditEvents(ctx, m, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range events {
+		found = found || (e.Action == audit.IPNReplayed && e.Actor == "cli" && strings.Contains(e.Detail, ev.ID))
+	}
+	if !found {
+		t.Errorf("replay not in the audit log: %+v", events)
+	}
+	if _, err := db.ReplayIPN(ctx, "msg_nope", at, "cli"); !errors.Is(err, ipn.ErrNotFound) {
+		t.Errorf("replay of an unknown id: %v", err)
+	}
+	if _, err := db.IPNEvent(ctx, "msg_nope"); !errors.Is(err, ipn.ErrNotFound) {
+		t.Errorf("unknown id: %v", err)
+	}
+}
+
+// Two nodes claim from one queue at once, again and again: no event may be
+// handed to both.
+func testIPNTwoClaimers(t *testing.T, n1, n2 *store.DB) {
+	now := time.Now().Truncate(time.Millisecond)
+	var codes []string
+	for range 3 {
+		codes = append(codes, ipnMerchant(t, n1, "https://x.example/ipn"))
+	}
+	const perMerchant = 40
+	want := map[string]bool{}
+	for i := range perMerchant {
+		for _, c := range codes {
+			want[ipnEvent(t, n1, c, now.Add(-time.Duration(i)*time.Millisecond)).ID] = true
+		}
+	}
+	var mu sync.Mutex
+	owners := map[string][]string{}
+	var wg sync.WaitGroup
+	for w, db := range []*store.DB{n1, n2, n1, n2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := 0; ; round++ {
+				owner := fmt.Sprintf("node%d-claim%d", w, round)
+				got, err := db.ClaimIPN(context.Background(), ipn.Claim{Owner: owner, Now: now, LeaseUntil: now.Add(time.Hour), Limit: 7, PerEndpoint: 3})
+				if err != nil {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, e := range got {
+					owners[e.ID] = append(owners[e.ID], owner)
+					if e.LeaseOwner != owner {
+						t.Errorf("event %s returned to %s with lease owner %s", e.ID, owner, e.LeaseOwner)
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for id, os := range owners {
+		if len(os) != 1 {
+			t.Errorf("event %s claimed by %v", id, os)
+		}
+	}
+	if len(owners) != len(want) {
+		t.Errorf("claimed %d of %d events", len(owners), len(want))
+	}
+}
