@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"time"
 
 	"github.com/kadipay/kadi/internal/config"
@@ -80,7 +81,7 @@ func merchantSetIPN(ctx context.Context, args []string, stdout, stderr io.Writer
 	if code == "" || cfg.Username == "" || cfg.Password == "" {
 		return usageErr(errors.New("--merchant, --url, --username and --password are required"))
 	}
-	if err := ipn.CheckURL(cfg.URL, m); err != nil {
+	if err := ipn.CheckTarget(ctx, cfg.URL, m, net.DefaultResolver); err != nil {
 		return usageErr(err)
 	}
 	db, err := server.OpenStore(ctx, st.dataDir, st.databaseURL)

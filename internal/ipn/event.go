@@ -5,7 +5,6 @@ package ipn
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/kadipay/kadi/internal/merchant"
@@ -97,8 +96,10 @@ type PayloadBank struct {
 	Account         string `json:"account"`
 }
 
-// JavaTimestamp formats t as the spec's "yyyy-MM-dd HH:mm:ss.S": Java's S is
-// the millisecond count, unpadded.
+// JavaTimestamp formats t as the spec's "yyyy-MM-dd HH:mm:ss.S". Receivers
+// read the fraction two ways: as Java's S (milliseconds, unpadded, so ".5" is
+// 5 ms) or as java.sql.Timestamp prints it (".5" is half a second). Whole
+// seconds with ".0" mean the same to both.
 func JavaTimestamp(t time.Time) string {
-	return fmt.Sprintf("%s.%d", t.Format("2006-01-02 15:04:05"), t.Nanosecond()/int(time.Millisecond))
+	return t.Truncate(time.Second).Format("2006-01-02 15:04:05") + ".0"
 }

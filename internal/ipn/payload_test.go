@@ -116,7 +116,7 @@ func TestPayloadTypes(t *testing.T) {
 	str(tx, "status", "SUCCESS")
 	str(tx, "remarks", "")
 	str(tx, "date", "")
-	if d, _ := tx["date"].(string); !regexp.MustCompile(`^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{1,3}$`).MatchString(d) {
+	if d, _ := tx["date"].(string); !regexp.MustCompile(`^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.0$`).MatchString(d) {
 		t.Errorf("transaction.date %q is not yyyy-MM-dd HH:mm:ss.S", d)
 	}
 	str(bank, "reference", ev.PaymentID)
