@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/kadipay/kadi/client"
+	"github.com/kadipay/kadi/internal/acquirer/sim"
 	"github.com/kadipay/kadi/internal/config"
 	"github.com/kadipay/kadi/internal/demo"
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/secret"
 	"github.com/kadipay/kadi/internal/server"
 )
 
@@ -68,8 +70,18 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	shop := &demo.Shop{Client: c, Credentials: creds, ShopURL: shopURL, Log: log}
-	shopSrv := &http.Server{Handler: shop.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	ipnUser, ipnPassword := "demo-shop", secret.NewPassword()
+	err = g.Store.SetIPN(ctx, creds.MerchantCode, merchant.Test, merchant.IPNConfig{URL: shopURL + demo.IPNPath, Username: ipnUser, Password: ipnPassword})
+	if err != nil {
+		return err
+	}
+	shop := &demo.Shop{Client: c, Credentials: creds, ShopURL: shopURL, Log: log,
+		IPN: &client.IPNConfig{Secret: creds.Test.NotificationSecret, Username: ipnUser, Password: ipnPassword}}
+	shopHandler, err := shop.Handler()
+	if err != nil {
+		return err
+	}
+	shopSrv := &http.Server{Handler: shopHandler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = shopSrv.Serve(shopLn) }()
 	defer shopSrv.Close()
 
@@ -86,10 +98,11 @@ Sandbox merchant (test mode):
   test API key              %s
   biller code               %s
   outlet code               %s
+  test IPN URL              %s%s
 
-Test card: 4242 4242 4242 4242, any future expiry, any 3-digit CVV.
+Test card: %s, any future expiry, any 3-digit CVV.
 Press Ctrl-C to stop.
-`, shopURL, gatewayURL, gatewayURL, st.dataDir, creds.MerchantCode, creds.Password, creds.Test.APIKey, creds.BillerCode, creds.OutletCode)
+`, shopURL, gatewayURL, gatewayURL, st.dataDir, creds.MerchantCode, creds.Password, creds.Test.APIKey, creds.BillerCode, creds.OutletCode, shopURL, demo.IPNPath, sim.TestCards[0].Grouped())
 	err = g.Serve(ctx, gwLn)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil

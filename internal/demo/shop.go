@@ -5,11 +5,13 @@ package demo
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/kadipay/kadi/client"
 	"github.com/kadipay/kadi/internal/acquirer/sim"
@@ -34,15 +36,51 @@ type Shop struct {
 	Credentials merchant.Credentials
 	ShopURL     string // where the shop itself is reached, for the callback URL
 	Log         *slog.Logger
+	// IPN verifies notifications; nil leaves the shop without an IPN URL.
+	IPN *client.IPNConfig
+
+	mu       sync.Mutex
+	received map[string]client.Notification // by bill number
 }
 
+// IPNPath is where the shop receives notifications.
+const IPNPath = "/ipn"
+
 // Handler serves the shop.
-func (s *Shop) Handler() http.Handler {
+func (s *Shop) Handler() (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.home)
 	mux.HandleFunc("POST /checkout", s.checkout)
 	mux.HandleFunc("POST /callback", s.callback)
-	return mux
+	mux.HandleFunc("GET /orders/{bill}", s.order)
+	if s.IPN != nil {
+		h, err := client.NewIPNHandler(*s.IPN, s.notified)
+		if err != nil {
+			return nil, err
+		}
+		mux.Handle("POST "+IPNPath, h)
+	}
+	return mux, nil
+}
+
+// notified records a verified IPN; a repeat delivery overwrites itself.
+func (s *Shop) notified(_ context.Context, n client.Notification) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.received == nil {
+		s.received = map[string]client.Notification{}
+	}
+	s.received[n.Transaction.BillNumber] = n
+	s.Log.Info("demo shop: IPN received", "bill", n.Transaction.BillNumber, "amount", n.Transaction.Amount)
+	return nil
+}
+
+// order shows what the shop knows of a bill, including its IPN.
+func (s *Shop) order(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	n, ok := s.received[r.PathValue("bill")]
+	s.mu.Unlock()
+	render(w, http.StatusOK, "order", map[string]any{"Bill": r.PathValue("bill"), "IPN": n, "HasIPN": ok})
 }
 
 func (s *Shop) home(w http.ResponseWriter, r *http.Request) {
@@ -139,5 +177,14 @@ var pages = template.Must(template.New("").Parse(`
 <p>{{.Callback.Message}}</p><table>
 <tr><td>Order</td><td>{{.Callback.OrderReference}}</td></tr><tr><td>Amount</td><td>KES {{.Callback.OrderAmount}}</td></tr>
 <tr><td>Callback said</td><td>{{.Callback.OrderStatus}}</td></tr><tr><td>Verified from the backend</td><td>{{if .Verified.Paid}}paid{{else}}not paid{{end}}</td></tr>
-<tr><td>Transaction</td><td>{{.Verified.TransactionID}}</td></tr></table></div><p><a href="/">Back to the shop</a></p></body></html>{{end}}
+<tr><td>Transaction</td><td>{{.Verified.TransactionID}}</td></tr></table>
+{{if .Verified.Paid}}<p>The signed IPN for this payment arrives in the background: <a href="/orders/{{.Callback.BillReference}}">see it</a>.</p>{{end}}</div>
+<p><a href="/">Back to the shop</a></p></body></html>{{end}}
+{{define "order"}}{{template "top"}}<div class="card"><h2>Bill {{.Bill}}</h2>
+{{if .HasIPN}}<p class="ok" id="ipn">IPN received and verified (Basic credentials and Standard Webhooks signature).</p><table>
+<tr><td>Webhook id</td><td>{{.IPN.ID}}</td></tr><tr><td>Amount</td><td>{{.IPN.Transaction.Amount}}</td></tr>
+<tr><td>Transaction</td><td>{{.IPN.Transaction.Reference}}</td></tr><tr><td>Status</td><td>{{.IPN.Transaction.Status}}</td></tr>
+<tr><td>Date</td><td>{{.IPN.Transaction.Date}}</td></tr></table>
+{{else}}<p id="ipn">No IPN yet: it is usually here within a second. Reload the page.</p>{{end}}</div>
+<p><a href="/">Back to the shop</a></p></body></html>{{end}}
 `))

@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"html"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer lets the test read what the running command prints.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var hiddenInput = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
+
+func hiddenFields(t *testing.T, page string) url.Values {
+	t.Helper()
+	v := url.Values{}
+	for _, m := range hiddenInput.FindAllStringSubmatch(page, -1) {
+		v.Set(m[1], html.UnescapeString(m[2]))
+	}
+	if len(v) == 0 {
+		t.Fatalf("no hidden inputs in:\n%s", page)
+	}
+	return v
+}
+
+func postForm(t *testing.T, to string, v url.Values) string {
+	t.Helper()
+	resp, err := http.PostForm(to, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s: %s\n%s", to, resp.Status, body)
+	}
+	return string(body)
+}
+
+// TestDemo runs `kadi demo` and buys something from its shop the way a
+// newcomer would: shop → hosted card page → callback → verified order, then
+// the signed IPN shows up on the shop's order page.
+func TestDemo(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"demo", "--addr", "127.0.0.1:0", "--shop-addr", "127.0.0.1:0", "--data-dir", t.TempDir()}, &stdout, &stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("demo: %v", err)
+		}
+	})
+	shopLine := regexp.MustCompile(`Demo shop\s+(http://\S+)`)
+	gatewayLine := regexp.MustCompile(`Gateway API\s+(http://\S+)`)
+	deadline := time.Now().Add(20 * time.Second)
+	for !shopLine.MatchString(stdout.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("demo printed no shop URL:\n%s\n%s", stdout.String(), stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	shop := shopLine.FindStringSubmatch(stdout.String())[1]
+	gateway := gatewayLine.FindStringSubmatch(stdout.String())[1]
+	for _, want := range []string{"merchant code", "test API key", "password", "4242 4242 4242 4242"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+
+	checkout := postForm(t, shop+"/checkout", url.Values{"product": {"kenya-aa"}})
+	form := hiddenFields(t, checkout)
+	if !strings.Contains(checkout, `action="`+gateway+`/cardPay"`) || form.Get("cardNumber") != "" {
+		t.Fatalf("checkout page does not post a card-less form to the gateway:\n%s", checkout)
+	}
+	// Without card fields the gateway shows its own card page.
+	cardPage := postForm(t, gateway+"/cardPay", form)
+	if !strings.Contains(cardPage, `name="cardNumber"`) {
+		t.Fatalf("no card-entry page:\n%s", cardPage)
+	}
+	entry := hiddenFields(t, cardPage)
+	entry.Set("cardNumber", "4242 4242 4242 4242")
+	entry.Set("cardExpiryMonth", "12")
+	entry.Set("cardExpiryYear", time.Now().AddDate(2, 0, 0).Format("2006"))
+	entry.Set("cardSecurity", "123")
+	entry.Set("cardFirstName", "Demo")
+	entry.Set("cardLastName", "Customer")
+	redirect := postForm(t, gateway+"/cardPay", entry)
+	callback := hiddenFields(t, redirect)
+	if callback.Get("orderStatus") != "Transaction Successfull" {
+		t.Fatalf("payment failed: %v", callback)
+	}
+	result := postForm(t, shop+"/callback", callback)
+	if !strings.Contains(result, "Payment confirmed") || !strings.Contains(result, callback.Get("transactionRef")) {
+		t.Fatalf("shop did not confirm the verified payment:\n%s", result)
+	}
+
+	orderURL := shop + "/orders/" + callback.Get("billReference")
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(orderURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(page), "IPN received and verified") && strings.Contains(string(page), callback.Get("transactionRef")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no verified IPN reached the demo shop:\n%s", page)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
