@@ -46,6 +46,9 @@ type Config struct {
 	LiveAcquirer payment.Acquirer
 	// RevocationPoll is how often each node reloads revoked keys.
 	RevocationPoll time.Duration
+	// MetricsAddr, when set, serves /metrics on its own listener (keep it
+	// private) instead of beside the public API.
+	MetricsAddr string
 	// IPN tunes notification delivery; its AllowPrivate is taken from
 	// AllowPrivateIPN.
 	IPN ipn.Config
@@ -86,8 +89,10 @@ type Gateway struct {
 	IPN      *ipn.Worker
 	Metrics  *metrics.Registry
 	Handler  http.Handler
-	cfg      Config
-	log      *slog.Logger
+
+	metricsHandler http.Handler
+	cfg            Config
+	log            *slog.Logger
 }
 
 // New builds a gateway. Close releases its store.
@@ -149,13 +154,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		}
 		_, _ = w.Write([]byte(`{"status":"ok"}`))
 	})
-	mux.Handle("GET /metrics", g.Metrics.Handler(func(ctx context.Context) {
+	g.metricsHandler = g.Metrics.Handler(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if err := ipnMetrics.Refresh(ctx, st, time.Now()); err != nil {
 			log.Warn("read IPN queue metrics", "err", err)
 		}
-	}))
+	})
+	if cfg.MetricsAddr == "" {
+		mux.Handle("GET /metrics", g.metricsHandler)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
@@ -184,6 +192,15 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		g.IPN.Run(bg)
 	}()
 
+	if g.cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", g.cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("metrics listen: %w", err)
+		}
+		msrv := &http.Server{Handler: g.metricsHandler, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = msrv.Serve(mln) }()
+		defer msrv.Close()
+	}
 	srv := &http.Server{Handler: g.Handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/secret"
 	"github.com/kadipay/kadi/internal/server"
 	"github.com/kadipay/kadi/internal/server/servertest"
 )
@@ -148,5 +150,67 @@ func TestNewRefusesBadConfig(t *testing.T) {
 				t.Error("New accepted the configuration")
 			}
 		})
+	}
+}
+
+// /metrics sits beside the API by default; with MetricsAddr it moves to its
+// own listener and the public one no longer answers it.
+func TestMetricsListener(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	get := func(h http.Handler) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return rec.Code
+	}
+
+	cfg := server.Defaults()
+	cfg.DataDir, cfg.MasterKey = t.TempDir(), secret.RandomBytes(32)
+	g, err := server.New(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if code := get(g.Handler); code != http.StatusOK {
+		t.Errorf("default /metrics: %d, want 200", code)
+	}
+
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MetricsAddr = free.Addr().String()
+	free.Close()
+	cfg.DataDir = t.TempDir()
+	g2, err := server.New(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g2.Close()
+	if code := get(g2.Handler); code != http.StatusNotFound {
+		t.Errorf("public /metrics with a metrics address: %d, want 404", code)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- g2.Serve(ctx, ln) }()
+	defer func() { cancel(); <-served }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + cfg.MetricsAddr + "/metrics")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "kadi_") {
+				t.Fatalf("metrics listener: %s\n%s", resp.Status, body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics listener never answered: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
