@@ -3,6 +3,7 @@ package form
 import (
 	"bytes"
 	"errors"
+	"github.com/kadipay/kadi/internal/card"
 	"net/http"
 	"net/url"
 
@@ -60,7 +61,7 @@ func (h *Handler) renderCardEntry(w http.ResponseWriter, r *http.Request, t trus
 
 func (h *Handler) renderChallenge(w http.ResponseWriter, r *http.Request, t trusted, p payment.Payment, problem string) {
 	h.render(w, r, http.StatusOK, "'self'", "challenge.html", map[string]any{
-		"Header": header(t), "Payment": p.ID, "Brand": p.Card.Brand, "Last4": p.Card.Last4, "Problem": problem,
+		"Header": header(t), "Payment": p.ID, "Brand": brandName(p.Card.Brand), "Last4": p.Card.Last4, "Problem": problem,
 	})
 }
 
@@ -84,4 +85,25 @@ func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, err error)
 		h.Log.InfoContext(r.Context(), "payment page refused", "status", pe.Status, "title", pe.Title, "detail", pe.Message)
 	}
 	h.render(w, r, pe.Status, "'none'", "error.html", map[string]any{"Title": pe.Title, "Message": pe.Message, "RequestID": logging.RequestID(r.Context())})
+}
+
+// brandName is how customers know their card's scheme.
+func brandName(b card.Brand) string {
+	switch b {
+	case card.Visa:
+		return "Visa"
+	case card.Mastercard:
+		return "Mastercard"
+	case card.Amex:
+		return "American Express"
+	case card.Discover:
+		return "Discover"
+	case card.JCB:
+		return "JCB"
+	case card.DinersClub:
+		return "Diners Club"
+	case card.UnionPay:
+		return "UnionPay"
+	}
+	return "payment"
 }

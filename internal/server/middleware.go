@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/kadipay/kadi/internal/card"
 	"github.com/kadipay/kadi/internal/logging"
 	"github.com/kadipay/kadi/internal/secret"
 )
@@ -42,7 +43,9 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 func withRequest(next http.Handler, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(RequestIDHeader)
-		if !safeRequestID.MatchString(id) {
+		// An id that looks like a card number would be logged and echoed in
+		// clear: replace it like any other unusable id.
+		if !safeRequestID.MatchString(id) || card.Redact(id) != id {
 			id = secret.NewID("req")
 		}
 		ctx := logging.WithRequestID(r.Context(), id)

@@ -1,0 +1,536 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	cdplog "github.com/chromedp/cdproto/log"
+	cdppage "github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	_ "modernc.org/sqlite" // to count charge attempts in the gateway's own database
+
+	"github.com/kadipay/kadi/client"
+)
+
+const chromiumPath = "/usr/bin/chromium"
+
+// TestBrowserCheckout is a customer's checkout in a real browser: a small
+// merchant shop built on the client package sends the browser to the
+// gateway's own card-entry page (the shop never sees the card), the customer
+// types the card, passes 3-D Secure when asked, and the auto-posting redirect
+// brings the browser back to the shop, which verifies before it says "paid".
+func TestBrowserCheckout(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("KADI_REQUIRE_BROWSER") == "1" {
+			t.Fatalf("KADI_REQUIRE_BROWSER=1 but %s is missing: %v", chromiumPath, err)
+		}
+		t.Skipf("no browser at %s (install Debian's chromium, or set KADI_REQUIRE_BROWSER=1 to make this a failure)", chromiumPath)
+	}
+	screenshots := os.Getenv("KADI_SCREENSHOTS") == "1"
+
+	var m merchantCreds
+	g := startGateway(t, func(dir string) { m = createMerchant(t, dir, "Browser Test Shop") })
+	proxy := newHoldingProxy(t, g.BaseURL)
+	shop := newTestShop(t, g, m, proxy.URL)
+
+	ctx, console := newBrowser(t)
+
+	t.Run("console watch sees CSP violations", func(t *testing.T) {
+		// Without this, a watch that hears nothing would pass every page.
+		bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Security-Policy", "default-src 'self'")
+			fmt.Fprint(w, `<!doctype html><title>x</title><p id="x">x</p><script>document.title = "inline ran";</script>`)
+		}))
+		defer bad.Close()
+		mark := console.mark()
+		run(t, ctx, chromedp.Navigate(bad.URL), chromedp.WaitVisible(chromedp.ID("x")))
+		waitFor(t, "a CSP violation report", func() bool { return len(console.cspSince(mark)) > 0 })
+	})
+
+	cases := []struct {
+		name        string
+		card        string
+		cvv         string
+		threeDS     bool
+		doubleClick bool
+		wantPaid    bool
+		wantFailed  string // the shop's text after FAILED
+	}{
+		{name: "approved visa", card: "4242424242424242", cvv: "123", wantPaid: true},
+		{name: "3-D Secure", card: "4000000000003220", cvv: "123", threeDS: true, wantPaid: true},
+		{name: "declined", card: "4000000000000002", cvv: "123", wantFailed: "Your card was declined"},
+		{name: "double click on pay", card: "5555555555554444", cvv: "123", doubleClick: true, wantPaid: true},
+	}
+	year := fmt.Sprint(time.Now().Year() + 2)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mark := console.mark()
+			cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			defer cancel()
+
+			start := shop.URL + "/"
+			if tc.doubleClick {
+				// This checkout reaches the gateway through the proxy.
+				start += "?via=proxy"
+			}
+			run(t, cctx, chromedp.Navigate(start), chromedp.WaitVisible(chromedp.ID("checkout")))
+			billRef := value(t, cctx, chromedp.Value(chromedp.CSS(`#checkout input[name="billReference"]`)))
+			if n := value(t, cctx, chromedp.Evaluate[int](`document.querySelectorAll('#checkout input[name^="card"]').length`)); n != 0 {
+				t.Fatalf("the shop's form carries %d card fields; the gateway must collect the card", n)
+			}
+			run(t, cctx, chromedp.Click(chromedp.CSS("#checkout button")), chromedp.WaitVisible(chromedp.ID("cardNumber")))
+			if screenshots && tc.name == "approved visa" {
+				saveScreenshot(t, cctx, "card-entry.png")
+				run(t, cctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+				saveScreenshot(t, cctx, "card-entry-mobile.png")
+				run(t, cctx, chromedp.ResetViewport())
+			}
+			run(t, cctx,
+				chromedp.Clear(chromedp.CSS(`input[name="cardFirstName"]`)),
+				chromedp.SendKeys(chromedp.CSS(`input[name="cardFirstName"]`), "Wanjiku"),
+				chromedp.Clear(chromedp.CSS(`input[name="cardLastName"]`)),
+				chromedp.SendKeys(chromedp.CSS(`input[name="cardLastName"]`), "Kamau"),
+				chromedp.SendKeys(chromedp.ID("cardNumber"), tc.card),
+				chromedp.SetValue(chromedp.ID("cardExpiryMonth"), "11"),
+				chromedp.SetValue(chromedp.ID("cardExpiryYear"), year),
+				chromedp.SendKeys(chromedp.ID("cardSecurity"), tc.cvv),
+			)
+			if tc.doubleClick {
+				doubleClickPay(t, cctx, proxy)
+			} else {
+				run(t, cctx, chromedp.Click(chromedp.ID("pay")))
+			}
+			if tc.threeDS {
+				run(t, cctx, chromedp.WaitVisible(chromedp.ID("code")))
+				if screenshots {
+					saveScreenshot(t, cctx, "challenge.png")
+				}
+				run(t, cctx, chromedp.SendKeys(chromedp.ID("code"), "123456"), chromedp.Click(chromedp.ID("confirm")))
+			}
+			run(t, cctx, chromedp.WaitVisible(chromedp.ID("result")))
+			got := value(t, cctx, chromedp.Text(chromedp.ID("result")))
+			if loc := value(t, cctx, chromedp.Location()); loc != shop.URL+"/callback" {
+				t.Errorf("the browser ended at %s, want the shop's callback %s/callback", loc, shop.URL)
+			}
+
+			v := shop.verify(t, billRef)
+			if tc.wantPaid {
+				if want := "PAID " + v.TransactionID; got != want || !v.Paid || v.TransactionID == "" {
+					t.Errorf("shop says %q, Verify says paid=%v transactionId=%q", got, v.Paid, v.TransactionID)
+				}
+			} else if want := "FAILED " + tc.wantFailed; got != want || v.Paid {
+				t.Errorf("shop says %q, want %q; Verify paid=%v", got, want, v.Paid)
+			}
+			if n := len(shop.callbacks(billRef)); n != 1 {
+				t.Errorf("the shop got %d callbacks for bill %s, want 1", n, billRef)
+			}
+			if tc.doubleClick {
+				// The result page is the answer to the last submission, so
+				// every submission has reached the proxy by now.
+				if n := proxy.submissions.Load(); n != 1 {
+					t.Errorf("double click: %d card submissions left the browser, want 1", n)
+				}
+				if n := chargeAttempts(t, g, billRef); n != 1 {
+					t.Errorf("double click: %d charge attempts for bill %s, want exactly 1", n, billRef)
+				}
+			}
+			for _, msg := range console.cspSince(mark) {
+				t.Errorf("browser console: %s", msg)
+			}
+			for _, msg := range console.exceptionsSince(mark) {
+				t.Errorf("uncaught exception in a page: %s", msg)
+			}
+		})
+	}
+}
+
+// newBrowser starts a headless Chromium for the test and a watch on its
+// console.
+func newBrowser(t *testing.T) (context.Context, *consoleWatch) {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancel)
+
+	// The first Run binds the browser's life to its context, so it gets ctx
+	// itself, without a deadline; the timer only stops a hung start.
+	started := make(chan error, 1)
+	go func() { started <- chromedp.Do(ctx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("start %s: %v", chromiumPath, err)
+		}
+	case <-time.After(60 * time.Second):
+		cancel()
+		t.Fatalf("%s did not start within a minute", chromiumPath)
+	}
+
+	w := &consoleWatch{}
+	if err := chromedp.Listen(ctx, w.record); err != nil {
+		t.Fatal(err)
+	}
+	// CDP-injected scripts are exempt from the page's CSP; this one turns
+	// every securitypolicyviolation event into a console error, in case a
+	// browser version stops logging the violation itself.
+	_, err := chromedp.Call(ctx, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{
+		Source: `document.addEventListener("securitypolicyviolation", function (e) {
+  console.error("Content Security Policy violation: " + e.violatedDirective + " blocked " + e.blockedURI + " on " + document.location.href);
+});`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, w
+}
+
+// consoleWatch keeps what the browser reported on its console.
+type consoleWatch struct {
+	mu         sync.Mutex
+	messages   []string
+	exceptions []string
+}
+
+// record runs in the tab's event loop: it must return fast.
+func (w *consoleWatch) record(ev any) {
+	var msg, exc string
+	switch ev := ev.(type) {
+	case *cdplog.EventEntryAdded:
+		if ev.Entry != nil {
+			msg = fmt.Sprintf("[%s %s] %s (%s)", ev.Entry.Source, ev.Entry.Level, ev.Entry.Text, ev.Entry.URL)
+		}
+	case *runtime.EventConsoleAPICalled:
+		var parts []string
+		for _, a := range ev.Args {
+			if a.Description != "" {
+				parts = append(parts, a.Description)
+			} else {
+				var s string
+				if json.Unmarshal(a.Value, &s) == nil {
+					parts = append(parts, s)
+				} else {
+					parts = append(parts, string(a.Value))
+				}
+			}
+		}
+		msg = fmt.Sprintf("[console.%s] %s", ev.Type, strings.Join(parts, " "))
+	case *runtime.EventExceptionThrown:
+		if d := ev.ExceptionDetails; d != nil {
+			exc = d.Text
+			if d.Exception != nil {
+				exc += " " + d.Exception.Description
+			}
+			exc += " at " + d.URL
+		}
+	}
+	if msg == "" && exc == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if msg != "" {
+		w.messages = append(w.messages, msg)
+	}
+	if exc != "" {
+		w.exceptions = append(w.exceptions, exc)
+	}
+}
+
+type consoleMark struct{ messages, exceptions int }
+
+func (w *consoleWatch) mark() consoleMark {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return consoleMark{len(w.messages), len(w.exceptions)}
+}
+
+func (w *consoleWatch) cspSince(m consoleMark) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, msg := range w.messages[m.messages:] {
+		if strings.Contains(strings.ToLower(msg), "content security policy") {
+			out = append(out, msg)
+		}
+	}
+	return out
+}
+
+func (w *consoleWatch) exceptionsSince(m consoleMark) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.exceptions[m.exceptions:]...)
+}
+
+func run(t testing.TB, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+}
+
+func value[T any](t testing.TB, ctx context.Context, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	return v
+}
+
+// doubleClickPay clicks the card page's pay button twice, the second time
+// while the first submission is certainly in flight: the proxy holds it
+// until both clicks are done. (Chrome answers no DevTools evaluation while a
+// navigation is pending, so the button's state cannot be read meanwhile; the
+// proxy's count of submissions tells instead.)
+func doubleClickPay(t testing.TB, ctx context.Context, p *holdingProxy) {
+	t.Helper()
+	xy := value(t, ctx, chromedp.Evaluate[[]float64](`(function () {
+  var el = document.getElementById("pay");
+  el.scrollIntoView({block: "center"});
+  var r = el.getBoundingClientRect();
+  return [r.left + r.width / 2, r.top + r.height / 2];
+})()`))
+	run(t, ctx, chromedp.MouseClickXY(xy[0], xy[1]))
+	select {
+	case <-p.arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first click on pay sent nothing")
+	}
+	run(t, ctx, chromedp.MouseClickXY(xy[0], xy[1], chromedp.ClickCount(2)))
+	p.Release()
+}
+
+// holdingProxy is a transparent proxy in front of the gateway that holds
+// every card submission (a POST to /cardPay with a cardNumber) until
+// Release, and counts them.
+type holdingProxy struct {
+	*httptest.Server
+	arrived     chan struct{}
+	release     chan struct{}
+	releaseOnce sync.Once
+	submissions atomic.Int32
+}
+
+func newHoldingProxy(t testing.TB, gatewayURL string) *holdingProxy {
+	t.Helper()
+	u, err := url.Parse(gatewayURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = log.New(io.Discard, "", 0)
+	p := &holdingProxy{arrived: make(chan struct{}, 16), release: make(chan struct{})}
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/cardPay" {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if v, _ := url.ParseQuery(string(body)); v.Get("cardNumber") != "" {
+				p.submissions.Add(1)
+				select {
+				case p.arrived <- struct{}{}:
+				default:
+				}
+				<-p.release
+				// A request that reached a server is processed even if the
+				// browser moved on to a newer one.
+				r = r.WithContext(context.WithoutCancel(r.Context()))
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		p.Release()
+		p.Server.Close()
+	})
+	return p
+}
+
+// Release lets every held submission, and every later one, through.
+func (p *holdingProxy) Release() { p.releaseOnce.Do(func() { close(p.release) }) }
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// saveScreenshot writes the viewport to testdata/screenshots for a person to
+// look at; only with KADI_SCREENSHOTS=1.
+func saveScreenshot(t testing.TB, ctx context.Context, name string) {
+	t.Helper()
+	png := value(t, ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	dir := filepath.Join("testdata", "screenshots")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", filepath.Join(dir, name))
+}
+
+// chargeAttempts counts the payment attempts the gateway recorded for a
+// bill: each one is one charge sent to the acquirer.
+func chargeAttempts(t testing.TB, g *gateway, billRef string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(g.DataDir, "kadi.db")+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM payments WHERE bill_ref = ?`, billRef).Scan(&n); err != nil {
+		t.Fatalf("count payments of %s: %v", billRef, err)
+	}
+	return n
+}
+
+// testShop is the merchant's web shop: GET / creates a bill and shows the
+// payment form without card fields; POST /callback reads the result,
+// verifies it from the backend and shows the outcome.
+type testShop struct {
+	*httptest.Server
+	*shopper
+
+	// viaProxy renders the payment form with the proxy as the hosted
+	// form's URL, for GET /?via=proxy.
+	viaProxy *client.Client
+
+	mu       sync.Mutex
+	orders   int
+	received map[string][]client.Callback // by bill reference
+}
+
+var shopPage = template.Must(template.New("shop").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Test shop</title></head>
+<body><h1>Test shop</h1>
+{{if .Form}}<p>Order {{.Order}}: two tickets, KES {{.Amount}}</p>
+{{.Form}}{{else}}<p id="result">{{.Result}}</p>{{end}}
+</body></html>
+`))
+
+func newTestShop(t testing.TB, g *gateway, m merchantCreds, proxyURL string) *testShop {
+	t.Helper()
+	viaProxy, err := client.New(client.Config{BaseURL: g.BaseURL, PaymentFormURL: proxyURL,
+		APIKey: m.Test.APIKey, Username: m.MerchantCode, Password: m.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &testShop{shopper: &shopper{g: g, m: m, c: g.Client(t, m)}, viaProxy: viaProxy, received: map[string][]client.Callback{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.handleCheckout)
+	mux.HandleFunc("POST /callback", s.handleCallback)
+	s.Server = httptest.NewServer(mux)
+	t.Cleanup(s.Server.Close)
+	return s
+}
+
+func (s *testShop) handleCheckout(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.orders++
+	order := fmt.Sprintf("WEB%d", s.orders)
+	s.mu.Unlock()
+	ctx := r.Context()
+	b, err := s.c.CreateBill(ctx, s.billRequest(order, "250.00"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	token, err := s.c.Token(ctx)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	render := s.c
+	if r.URL.Query().Get("via") == "proxy" {
+		render = s.viaProxy
+	}
+	var form strings.Builder
+	err = render.RenderPaymentForm(&form, client.PaymentForm{
+		Token: token, OutletCode: s.m.OutletCode, MerchantCode: s.m.MerchantCode,
+		Amount: b.Amount, OrderReference: order, BillReference: b.Reference,
+		ProductType: "tickets", ProductDescription: "Two tickets", ServiceDate: "2026-11-21",
+		CustomerFirstName: "Wanjiku", CustomerLastName: "Kamau", Country: "KE",
+		MobileNumber: "+254 712345678", EmailAddress: "wanjiku@example.com", City: "Nairobi",
+		CallbackURL: s.URL + "/callback",
+	}, client.FormOptions{ID: "checkout", SubmitLabel: "Pay KES " + b.Amount})
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	_ = shopPage.Execute(w, map[string]any{"Order": order, "Amount": b.Amount, "Form": template.HTML(form.String())})
+}
+
+func (s *testShop) handleCallback(w http.ResponseWriter, r *http.Request) {
+	cb, err := client.ParseCallback(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.received[cb.BillReference] = append(s.received[cb.BillReference], cb)
+	s.mu.Unlock()
+
+	// The callback came through the browser: only Verify says "paid".
+	var result string
+	v, err := s.c.Verify(r.Context(), cb.BillReference)
+	switch {
+	case err != nil:
+		result = "ERROR " + err.Error()
+	case cb.Successful() && v.Paid && v.TransactionID == cb.TransactionRef:
+		result = "PAID " + cb.TransactionRef
+	case !cb.Successful() && !v.Paid:
+		result = "FAILED " + cb.Message
+	default:
+		result = fmt.Sprintf("MISMATCH callback %+v, verification %+v", cb, v)
+	}
+	_ = shopPage.Execute(w, map[string]any{"Result": result})
+}
+
+func (s *testShop) callbacks(billRef string) []client.Callback {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]client.Callback(nil), s.received[billRef]...)
+}

@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/client"
+)
+
+// revocationBound is how long a rotated key's tokens may keep working on a
+// node: revocations refresh about every second, so this leaves a wide margin
+// for a loaded machine while still catching a node that never refreshes.
+const revocationBound = 15 * time.Second
+
+// TestCLIWhileServing runs the merchant CLI against the data dir of a
+// running gateway that is busy writing bills, as operators do (issue: "The
+// CLI works while the server runs on the same data dir").
+func TestCLIWhileServing(t *testing.T) {
+	t.Parallel()
+	var first merchantCreds
+	g := startGateway(t, func(dir string) { first = createMerchant(t, dir, "Busy Shop") })
+	busy := newShopper(t, g, first)
+	ctx := context.Background()
+
+	// Keep the database busy with writes for the whole test, so the CLI
+	// meets real contention on the SQLite file.
+	var (
+		stop     = make(chan struct{})
+		wg       sync.WaitGroup
+		written  atomic.Int64
+		loadErrs = make(chan error, 1)
+	)
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := busy.c.CreateBill(ctx, busy.billRequest(fmt.Sprintf("LOAD%d", i), "5.00")); err != nil {
+				select {
+				case loadErrs <- err:
+				default:
+				}
+				return
+			}
+			written.Add(1)
+			// Paced, so parallel tests on a small machine keep their CPU.
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	stopLoad := func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		wg.Wait()
+	}
+	t.Cleanup(stopLoad)
+
+	second := createMerchant(t, g.DataDir, "Second Shop")
+	if second.MerchantCode == first.MerchantCode {
+		t.Fatal("two merchants got the same code")
+	}
+	// The running gateway sees the merchant the CLI wrote.
+	shop2 := newShopper(t, g, second)
+	shop2.createBill(t, "SECOND1", "20.00")
+	oldToken, err := shop2.c.Token(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	out, errOut, err := runKadi(t, "merchant", "rotate-key", "--data-dir", g.DataDir,
+		"--merchant", second.MerchantCode, "--mode", "test", "--json")
+	if err != nil {
+		t.Fatalf("kadi merchant rotate-key: %v\nstderr: %s", err, errOut)
+	}
+	if bytes.Contains(errOut, []byte("database is locked")) {
+		t.Fatalf("kadi merchant rotate-key met a locked database: %s", errOut)
+	}
+	var rotated struct {
+		APIKey string `json:"apiKey"`
+	}
+	if err := json.Unmarshal(out, &rotated); err != nil || rotated.APIKey == "" {
+		t.Fatalf("rotate-key --json printed %q (%v), want {\"apiKey\": …}", out, err)
+	}
+	if rotated.APIKey == second.Test.APIKey {
+		t.Fatal("rotate-key printed the old key")
+	}
+
+	t.Run("old key refused for new tokens at once", func(t *testing.T) {
+		_, err := g.clientWithKey(t, second, second.Test.APIKey).Token(ctx)
+		var apiErr *client.APIError
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized || apiErr.Code != "invalid_client" {
+			t.Fatalf("token with the rotated-out key: %v, want HTTP 401 invalid_client", err)
+		}
+	})
+
+	t.Run("new key gets a working token", func(t *testing.T) {
+		c := g.clientWithKey(t, second, rotated.APIKey)
+		fresh := &shopper{g: g, m: second, c: c, callback: shop2.callback}
+		fresh.createBill(t, "SECOND2", "20.00")
+	})
+
+	t.Run("old token revoked within the refresh interval", func(t *testing.T) {
+		deadline := time.Now().Add(revocationBound)
+		for i := 0; ; i++ {
+			body := fmt.Sprintf(`{"customer":{"name":"Wanjiku Kamau"},"order":{"billerCode":%q,"reference":"OLDTOKEN%d",`+
+				`"amount":"1.00","currency":"KES","description":"Old token","channel":"CARD","outlet":%q}}`,
+				second.BillerCode, i, second.OutletCode)
+			resp := bearerRequest(t, http.MethodPost, g.BaseURL+"/payment/v2/bills", oldToken, body)
+			if resp.StatusCode == http.StatusUnauthorized {
+				if h := resp.Header.Get("WWW-Authenticate"); !strings.Contains(h, "Bearer") || !strings.Contains(h, "invalid_token") {
+					t.Errorf("401 for the old token has WWW-Authenticate %q, want Bearer error=\"invalid_token\"", h)
+				}
+				break
+			}
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("old token before revocation: HTTP %d, want 200 or 401", resp.StatusCode)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a token of the rotated-out key still creates bills %s after the rotation", revocationBound)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		// Every other use of the old token is refused too: verification and
+		// the hosted form.
+		if resp := bearerRequest(t, http.MethodGet, g.BaseURL+"/payment/v2/query?billReference=SECOND1", oldToken, ""); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("verify with the old token: HTTP %d, want 401", resp.StatusCode)
+		}
+		b := shop2.createBillWith(t, rotated.APIKey, "SECOND3")
+		form := shop2.paymentForm(t, b, testCard("4242424242424242"))
+		form.Token = oldToken
+		if p := shop2.submit(t, form); p.Status != http.StatusUnauthorized || p.hasForm("/callback") {
+			t.Errorf("hosted form with the old token: HTTP %d, want 401 on the gateway's own error page", p.Status)
+		}
+	})
+
+	t.Run("other merchant unaffected", func(t *testing.T) {
+		busy.createBill(t, "BUSYAFTER", "3.00")
+	})
+
+	stopLoad()
+	select {
+	case err := <-loadErrs:
+		t.Fatalf("bill writes failed while the CLI ran: %v", err)
+	default:
+	}
+	if written.Load() == 0 {
+		t.Fatal("no bill was written while the CLI ran: the contention this test needs never happened")
+	}
+	t.Logf("%d bills written concurrently with the CLI", written.Load())
+	for _, bad := range []string{"database is locked", "SQLITE_BUSY"} {
+		if bytes.Contains(g.Logs(), []byte(bad)) {
+			t.Errorf("server log mentions %q", bad)
+		}
+	}
+}
+
+type rawResponse struct {
+	StatusCode int
+	Header     http.Header
+}
+
+// bearerRequest sends one API request with a given token, without the
+// client's retry with a fresh token, so the test sees exactly what the
+// gateway says about that token.
+func bearerRequest(t testing.TB, method, target, token, body string) rawResponse {
+	t.Helper()
+	req, err := http.NewRequest(method, target, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := browserless.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, target, err)
+	}
+	resp.Body.Close()
+	return rawResponse{resp.StatusCode, resp.Header}
+}
+
+// createBillWith creates a bill through a client holding apiKey.
+func (s *shopper) createBillWith(t testing.TB, apiKey, orderRef string) *client.Bill {
+	t.Helper()
+	c := s.g.clientWithKey(t, s.m, apiKey)
+	b, err := c.CreateBill(context.Background(), s.billRequest(orderRef, "20.00"))
+	if err != nil {
+		t.Fatalf("CreateBill %s: %v", orderRef, err)
+	}
+	return b
+}
