@@ -261,3 +261,43 @@ func TestNewIPNHandlerConfig(t *testing.T) {
 		t.Errorf("signature-only configuration refused: %v", err)
 	}
 }
+
+// FuzzIPNVerify: headers and body of an IPN are outside input to the
+// merchant. Verification never panics, and only a correctly signed body
+// with the right credentials is accepted.
+func FuzzIPNVerify(f *testing.F) {
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	h, err := client.NewIPNHandler(client.IPNConfig{Secret: secret, Username: "u", Password: "p", Now: func() time.Time { return now }},
+		func(context.Context, client.Notification) error { return nil })
+	if err != nil {
+		f.Fatal(err)
+	}
+	body := `{"callbackType":"IPN","transaction":{"amount":1500.00,"billNumber":"B1","status":"SUCCESS"}}`
+	ts := strconv.FormatInt(now.Unix(), 10)
+	key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("msg_1." + ts + "." + body))
+	sig := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("u:p"))
+	f.Add("msg_1", ts, sig, auth, body)
+	f.Add("msg_1", ts, "v1,AAAA v1,"+sig[3:], auth, body)
+	f.Add("", "", "", "", "")
+	f.Fuzz(func(t *testing.T, id, ts, sig, authz, body string) {
+		hd := http.Header{}
+		hd.Set("webhook-id", id)
+		hd.Set("webhook-timestamp", ts)
+		hd.Set("webhook-signature", sig)
+		hd.Set("Authorization", authz)
+		_, err := h.Verify(hd, []byte(body))
+		if err != nil {
+			return
+		}
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(id + "." + ts + "." + body))
+		want := base64.StdEncoding.EncodeToString(m.Sum(nil))
+		if !strings.Contains(sig, want) || authz != auth {
+			t.Fatalf("accepted without a valid signature or credentials: id=%q ts=%q sig=%q auth=%q", id, ts, sig, authz)
+		}
+	})
+}

@@ -137,3 +137,18 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseRetryAfter: a receiver's Retry-After is outside input; any value
+// gives a non-negative wait or an error, never a panic or an overflow.
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, s := range []string{"120", "0", "-1", "Wed, 21 Oct 2015 07:28:00 GMT", "9999999999999999999", "", " 5 ", "1e3"} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, v string) {
+		d, err := parseRetryAfter(v, now)
+		if err == nil && d < 0 {
+			t.Fatalf("parseRetryAfter(%q) = %v", v, d)
+		}
+	})
+}
