@@ -105,7 +105,7 @@ func TestBearerRefusals(t *testing.T) {
 			c := g.Onboard("Bearer Shop")
 			good := g.Token(c, merchant.Test)
 			bill := g.CreateBill(c, good, "BEARER1", "10") // the token worked before
-			header := "Bearer " + good
+			var header string
 			if tc.header != nil {
 				header = tc.header(good)
 			} else {
