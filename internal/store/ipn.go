@@ -74,16 +74,8 @@ func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim IPN events: %w", err)
 	}
-	defer rows.Close()
-	var out []ipn.Event
-	for rows.Next() {
-		ev, err := scanIPNEvent(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ev)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collect(rows, scanIPNEvent)
+	if err != nil {
 		return nil, fmt.Errorf("claim IPN events: %w", err)
 	}
 	// RETURNING promises no order; deliver oldest first.
@@ -202,16 +194,7 @@ func (s *DB) IPNEvents(ctx context.Context, f ipn.Filter) ([]ipn.Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []ipn.Event
-	for rows.Next() {
-		ev, err := scanIPNEvent(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ev)
-	}
-	return out, rows.Err()
+	return collect(rows, scanIPNEvent)
 }
 
 // IPNEvent loads one event.

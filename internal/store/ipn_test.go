@@ -2,12 +2,8 @@ package store_test
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,41 +31,8 @@ type ipnBackend struct {
 func ipnBackends() []ipnBackend {
 	return []ipnBackend{
 		{"SQLite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "kadi.db") }},
-		{"PostgreSQL", func(t *testing.T) string {
-			base := os.Getenv("KADI_TEST_DATABASE_URL")
-			if base == "" {
-				t.Skip("KADI_TEST_DATABASE_URL is not set: skipping PostgreSQL (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)")
-			}
-			return ipnFreshSchema(t, base)
-		}},
+		{"PostgreSQL", func(t *testing.T) string { return freshSchema(t, postgresURL(t)) }},
 	}
-}
-
-func ipnFreshSchema(t *testing.T, base string) string {
-	t.Helper()
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := "kadi_ipn_" + strings.ToLower(rand.Text())
-	if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+name); err != nil {
-		admin.Close()
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		defer admin.Close()
-		if _, err := admin.ExecContext(context.Background(), `DROP SCHEMA `+name+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 func ipnOpen(t *testing.T, dsn string) *store.DB {

@@ -127,16 +127,7 @@ func (s *DB) UnsettledPayments(ctx context.Context, cutoff time.Time) ([]payment
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []payment.Payment
-	for rows.Next() {
-		p, err := scanPayment(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return collect(rows, scanPayment)
 }
 
 type scanner interface{ Scan(...any) error }

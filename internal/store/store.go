@@ -189,6 +189,20 @@ func fromMS(v int64) time.Time {
 	return time.UnixMilli(v)
 }
 
+// collect scans every row with scan; it closes rows.
+func collect[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 // notFound maps sql.ErrNoRows to the caller's sentinel.
 func notFound(err, sentinel error) error {
 	if errors.Is(err, sql.ErrNoRows) {
