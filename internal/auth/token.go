@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/kadipay/kadi/internal/merchant"
@@ -52,7 +53,9 @@ func (s Signer) Issue(c Claims) string {
 
 // Parse checks the signature and expiry and returns the claims.
 func (s Signer) Parse(token string, now time.Time) (Claims, error) {
-	if len(token) > 512 {
+	// base64 decoders skip CR and LF even in strict mode: refuse anything
+	// outside the alphabet, so one token has exactly one spelling.
+	if len(token) > 512 || strings.IndexFunc(token, notBase64URL) >= 0 {
 		return Claims{}, ErrInvalidToken
 	}
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(token)
@@ -88,6 +91,10 @@ func (s Signer) Parse(token string, now time.Time) (Claims, error) {
 		return Claims{}, ErrInvalidToken
 	}
 	return c, nil
+}
+
+func notBase64URL(r rune) bool {
+	return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
 }
 
 func cutLengthPrefixed(b []byte) (string, []byte, bool) {

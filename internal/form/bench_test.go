@@ -2,6 +2,7 @@ package form_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 
@@ -36,5 +37,19 @@ func BenchmarkCardPay(b *testing.B) {
 			b.Fatalf("not an approved redirect:\n%s", rec.Body)
 		}
 		b.StartTimer()
+	}
+}
+
+// BenchmarkCardPayBaseline is the floor BenchmarkCardPay is read against:
+// GET /healthz through the same handler and middleware, with its one
+// database round trip.
+func BenchmarkCardPayBaseline(b *testing.B) {
+	g := servertest.Start(b, servertest.Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := g.Serve(httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		if rec.Code != http.StatusOK {
+			b.Fatalf("healthz: %d", rec.Code)
+		}
 	}
 }
