@@ -27,6 +27,7 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logLevel *
 		cfg.Bills.Currencies = strings.Split(strings.ToUpper(strings.ReplaceAll(v, " ", "")), ",")
 		return nil
 	})
+	fs.StringVar(&cfg.FormAddr, "form-addr", "", "serve the hosted form ({payment_form_url}) on this address only (default: beside the API)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics on this address only, off the public listener (default: beside the API)")
 	fs.StringVar(&cfg.TimeZone, "timezone", cfg.TimeZone, "IANA time zone of dates in callbacks and IPN")
 	fs.IntVar(&cfg.IPN.Workers, "ipn-workers", cfg.IPN.Workers, "IPN requests in flight at once on this node")

@@ -46,6 +46,9 @@ type Config struct {
 	LiveAcquirer payment.Acquirer
 	// RevocationPoll is how often each node reloads revoked keys.
 	RevocationPoll time.Duration
+	// FormAddr, when set, serves the hosted form (/cardPay and its pages)
+	// on its own listener instead of beside the API.
+	FormAddr string
 	// MetricsAddr, when set, serves /metrics on its own listener (keep it
 	// private) instead of beside the public API.
 	MetricsAddr string
@@ -89,6 +92,9 @@ type Gateway struct {
 	IPN      *ipn.Worker
 	Metrics  *metrics.Registry
 	Handler  http.Handler
+	// FormHandler serves the hosted form: the same as Handler unless
+	// Config.FormAddr gives the form a listener of its own.
+	FormHandler http.Handler
 
 	metricsHandler http.Handler
 	cfg            Config
@@ -139,11 +145,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	ipnMetrics := ipn.NewMetrics(g.Metrics)
 	g.IPN = &ipn.Worker{Queue: st, Config: ipnCfg, Log: log, Metrics: ipnMetrics}
 
-	mux := http.NewServeMux()
-	(&api.Handler{Auth: g.Auth, Bills: g.Bills, Merchants: st, Payments: st, Location: loc, Log: log}).Register(mux)
-	(&form.Handler{Auth: g.Auth, Bills: st, Payments: g.Payments, Location: loc, Log: log, Now: now,
-		HSTS: strings.HasPrefix(cfg.PublicURL, "https://")}).Register(mux)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	health := func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		w.Header().Set("Content-Type", "application/json")
@@ -153,7 +155,27 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 			return
 		}
 		_, _ = w.Write([]byte(`{"status":"ok"}`))
-	})
+	}
+	notFound := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"code":"not_found","message":"no such endpoint"}`))
+	}
+	newMux := func() *http.ServeMux {
+		m := http.NewServeMux()
+		m.HandleFunc("GET /healthz", health)
+		m.HandleFunc("/", notFound)
+		return m
+	}
+
+	mux := newMux()
+	(&api.Handler{Auth: g.Auth, Bills: g.Bills, Merchants: st, Payments: st, Location: loc, Log: log}).Register(mux)
+	formMux := mux
+	if cfg.FormAddr != "" {
+		formMux = newMux()
+	}
+	(&form.Handler{Auth: g.Auth, Bills: st, Payments: g.Payments, Location: loc, Log: log, Now: now,
+		HSTS: strings.HasPrefix(cfg.PublicURL, "https://")}).Register(formMux)
 	g.metricsHandler = g.Metrics.Handler(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -164,12 +186,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if cfg.MetricsAddr == "" {
 		mux.Handle("GET /metrics", g.metricsHandler)
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusNotFound)
-		_, _ = w.Write([]byte(`{"code":"not_found","message":"no such endpoint"}`))
-	})
 	g.Handler = withRequest(mux, log)
+	g.FormHandler = withRequest(formMux, log)
 	return g, nil
 }
 
@@ -192,28 +210,50 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		g.IPN.Run(bg)
 	}()
 
-	if g.cfg.MetricsAddr != "" {
-		mln, err := net.Listen("tcp", g.cfg.MetricsAddr)
-		if err != nil {
-			return fmt.Errorf("metrics listen: %w", err)
+	// The API's listener is ln; the hosted form and the metrics get their
+	// own when configured so.
+	servers := []*http.Server{g.newHTTPServer(g.Handler)}
+	listeners := []net.Listener{ln}
+	for _, extra := range []struct {
+		addr, what string
+		h          http.Handler
+	}{{g.cfg.FormAddr, "hosted form", g.FormHandler}, {g.cfg.MetricsAddr, "metrics", g.metricsHandler}} {
+		if extra.addr == "" {
+			continue
 		}
-		msrv := &http.Server{Handler: g.metricsHandler, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = msrv.Serve(mln) }()
-		defer msrv.Close()
+		l, err := net.Listen("tcp", extra.addr)
+		if err != nil {
+			for _, l := range listeners[1:] {
+				l.Close()
+			}
+			return fmt.Errorf("%s listen: %w", extra.what, err)
+		}
+		g.log.Info("serving "+extra.what, "addr", l.Addr().String())
+		servers, listeners = append(servers, g.newHTTPServer(extra.h)), append(listeners, l)
 	}
-	srv := &http.Server{Handler: g.Handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	errc := make(chan error, len(servers))
+	for i, srv := range servers {
+		go func() { errc <- srv.Serve(listeners[i]) }()
+	}
+	var err error
 	select {
-	case err := <-errc:
-		return err
+	case err = <-errc:
 	case <-ctx.Done():
+		g.log.Info("shutting down: draining requests")
 	}
-	g.log.Info("shutting down: draining requests")
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return srv.Shutdown(sctx)
+	for _, srv := range servers {
+		if serr := srv.Shutdown(sctx); err == nil {
+			err = serr
+		}
+	}
+	return err
+}
+
+func (g *Gateway) newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
 }
 
 // reconcile settles payments a crash left open, at start and then every

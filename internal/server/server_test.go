@@ -214,3 +214,34 @@ func TestMetricsListener(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// With FormAddr the hosted form leaves the API's listener for its own, and
+// the API stays off the form's; both keep /healthz.
+func TestFormListener(t *testing.T) {
+	cfg := server.Defaults()
+	cfg.DataDir, cfg.MasterKey, cfg.FormAddr = t.TempDir(), secret.RandomBytes(32), "127.0.0.1:0"
+	g, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	do := func(h http.Handler, method, path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader("token=x")))
+		return rec
+	}
+	if rec := do(g.Handler, http.MethodPost, "/cardPay"); rec.Code != http.StatusNotFound {
+		t.Errorf("API listener answers /cardPay: %d", rec.Code)
+	}
+	if rec := do(g.FormHandler, http.MethodPost, "/cardPay"); rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Header().Get("Content-Type"), "text/html") {
+		t.Errorf("form listener /cardPay with a bad token: %d %s, want our 401 page", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	if rec := do(g.FormHandler, http.MethodPost, "/payment/v2/bills"); rec.Code != http.StatusNotFound {
+		t.Errorf("form listener answers the bill API: %d", rec.Code)
+	}
+	for _, h := range []http.Handler{g.Handler, g.FormHandler} {
+		if rec := do(h, http.MethodGet, "/healthz"); rec.Code != http.StatusOK || rec.Header().Get("X-Request-Id") == "" {
+			t.Errorf("healthz: %d, request id %q", rec.Code, rec.Header().Get("X-Request-Id"))
+		}
+	}
+}
