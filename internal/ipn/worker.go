@@ -41,10 +41,13 @@ type Config struct {
 	AllowPrivate bool
 }
 
-// DefaultConfig is decisions §7's delivery policy.
+// DefaultConfig is decisions §7's delivery policy. Deliveries wait on the
+// network, not the CPU, so the pool is wide: a hung receiver holds at most
+// PerEndpoint slots for at most Timeout, and it takes sixteen hung
+// merchants at once to fill a node.
 func DefaultConfig() Config {
 	return Config{
-		Workers: 16, PerEndpoint: 4, Timeout: 15 * time.Second, Schedule: DefaultSchedule(), Jitter: 0.2,
+		Workers: 64, PerEndpoint: 4, Timeout: 15 * time.Second, Schedule: DefaultSchedule(), Jitter: 0.2,
 		MaxRetryAfter: 24 * time.Hour, Poll: time.Second, Defer: time.Minute,
 	}
 }
