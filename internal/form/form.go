@@ -95,11 +95,17 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// The merchant's customer fields are judged before anyone types a card:
+	// a customer cannot fix them, so there is no point asking for the card.
+	if problems := customerProblems(sub); len(problems) > 0 {
+		h.redirect(w, r, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location))
+		return
+	}
 	if !sub.HasCard() {
 		h.renderCardEntry(w, r, t, sub, nil)
 		return
 	}
-	attempt, problems := h.checkCustomer(sub)
+	attempt, problems := h.checkCard(sub)
 	if len(problems) > 0 {
 		if sub.FromEntryPage && onlyCardProblems(problems) {
 			h.renderCardEntry(w, r, t, sub, problems)
@@ -170,10 +176,21 @@ func (h *Handler) trust(ctx context.Context, sub Submission) (trusted, error) {
 	return trusted{claims: c, merchant: m, bill: b, callback: cb}, nil
 }
 
-// checkCustomer validates the card and customer fields of a trusted form.
-func (h *Handler) checkCustomer(sub Submission) (payment.Attempt, []Problem) {
+// customerProblems validates the merchant-supplied customer fields.
+func customerProblems(sub Submission) []Problem {
+	var problems []Problem
+	if err := CheckMobile(sub.MobileNumber); err != nil {
+		problems = append(problems, Problem{"mobileNumber", err.Error()})
+	}
+	if err := CheckEmail(sub.EmailAddress); err != nil {
+		problems = append(problems, Problem{"emailAddress", err.Error()})
+	}
+	return problems
+}
+
+// checkCard validates the card fields of a trusted form.
+func (h *Handler) checkCard(sub Submission) (payment.Attempt, []Problem) {
 	problems := sub.checkLengths(true)
-	var a payment.Attempt
 	pan, err := card.ParsePAN(sub.CardNumber)
 	if err != nil {
 		problems = append(problems, Problem{"cardNumber", cardMessage(err)})
@@ -187,18 +204,11 @@ func (h *Handler) checkCustomer(sub Submission) (payment.Attempt, []Problem) {
 			problems = append(problems, Problem{"cardSecurity", cardMessage(err)})
 		}
 	}
-	if err := CheckMobile(sub.MobileNumber); err != nil {
-		problems = append(problems, Problem{"mobileNumber", err.Error()})
-	}
-	if err := CheckEmail(sub.EmailAddress); err != nil {
-		problems = append(problems, Problem{"emailAddress", err.Error()})
-	}
-	a = payment.Attempt{
+	return payment.Attempt{
 		PAN: pan, Expiry: exp, CVV: sub.CardSecurity,
 		Holder:       strings.TrimSpace(sub.CardFirstName + " " + sub.CardLastName),
 		MobileNumber: sub.MobileNumber, EmailAddress: sub.EmailAddress,
-	}
-	return a, problems
+	}, problems
 }
 
 func onlyCardProblems(ps []Problem) bool {

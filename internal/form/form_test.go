@@ -530,3 +530,20 @@ func TestAcquirerErrorLetsTheCustomerRetry(t *testing.T) {
 		t.Errorf("retry after an acquirer error: %v", cb)
 	}
 }
+
+// A customer field the customer cannot fix fails back to the merchant
+// before the card page is shown: nobody types a card for a form that is
+// bound to fail.
+func TestBadCustomerFieldFailsBeforeTheCardPage(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Entry Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "ENTRY3", "10")
+	v := servertest.FormFields(c, tok, b) // no card fields: would show our card page
+	v.Set("emailAddress", "not an address")
+	rec := g.CardPay(v)
+	if strings.Contains(rec.Body.String(), `name="cardNumber"`) {
+		t.Fatal("the card page was shown for a form with a bad e-mail address")
+	}
+	failed(t, callback(t, rec), b, "emailAddress")
+}
