@@ -296,7 +296,10 @@ func FuzzIPNVerify(f *testing.F) {
 		m := hmac.New(sha256.New, key)
 		m.Write([]byte(id + "." + ts + "." + body))
 		want := base64.StdEncoding.EncodeToString(m.Sum(nil))
-		if !strings.Contains(sig, want) || authz != auth {
+		// The scheme is case-insensitive (RFC 9110); the credentials are not.
+		scheme, cred, _ := strings.Cut(authz, " ")
+		raw, _ := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+		if !strings.Contains(sig, want) || !strings.EqualFold(scheme, "Basic") || string(raw) != "u:p" {
 			t.Fatalf("accepted without a valid signature or credentials: id=%q ts=%q sig=%q auth=%q", id, ts, sig, authz)
 		}
 	})
