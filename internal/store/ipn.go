@@ -27,6 +27,7 @@ const ipnEventColumns = `id, merchant_code, mode, payment_id, payload, status, a
 // re-check, so two claimers never both win an event; SQLite runs writers
 // one at a time anyway.
 func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
+	defer s.lockWrite()() // an UPDATE … RETURNING: a write
 	if c.Limit <= 0 {
 		return nil, nil
 	}

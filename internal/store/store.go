@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kadipay/kadi/internal/auth"
@@ -40,6 +41,22 @@ var migrations embed.FS
 type DB struct {
 	db *sql.DB
 	d  dialect
+	// writeMu queues this process's SQLite writers; see lockWrite.
+	writeMu sync.Mutex
+}
+
+// lockWrite serialises this process's writers on SQLite and returns the
+// unlock. They would queue on SQLite's single write lock anyway, but its
+// busy handler waits by sleeping with backoff, which under load costs tens
+// of milliseconds a write; a mutex hands over at once. Other processes (the
+// CLI) still meet busy_timeout. PostgreSQL locks rows, so there it is a
+// no-op.
+func (s *DB) lockWrite() func() {
+	if s.d.name != "sqlite" {
+		return func() {}
+	}
+	s.writeMu.Lock()
+	return s.writeMu.Unlock
 }
 
 var _ Store = (*DB)(nil)
@@ -66,6 +83,7 @@ func (s *DB) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 func (s *DB) Close() error { return s.db.Close() }
 
 func (s *DB) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	defer s.lockWrite()()
 	return s.db.ExecContext(ctx, s.d.rebind(q), args...)
 }
 
@@ -93,6 +111,7 @@ func (t tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 
 // inTx runs fn in one transaction, committing if fn returns nil.
 func (s *DB) inTx(ctx context.Context, fn func(tx) error) error {
+	defer s.lockWrite()()
 	sqlTx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
