@@ -292,6 +292,56 @@ func TestTwoNodesSharePostgres(t *testing.T) {
 		}
 	})
 
+	// SQLite stores any bytes; PostgreSQL refuses invalid UTF-8 and NUL. Such
+	// input must be a clear 4xx at every entry point, never a 500.
+	t.Run("bytes PostgreSQL refuses are a 4xx, never a 500", func(t *testing.T) {
+		token, err := clientA.Token(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		post := func(path, body, authz string) *http.Request {
+			req, err := http.NewRequest(http.MethodPost, a.base+path, strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			if authz != "" {
+				req.Header.Set("Authorization", authz)
+			}
+			return req
+		}
+		query := func(ref string) *http.Request {
+			req, err := http.NewRequest(http.MethodGet, a.base+"/payment/v2/query?billReference="+ref, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+token)
+			return req
+		}
+		for _, tc := range []struct {
+			name string
+			req  *http.Request
+		}{
+			{"token username 0xff", post("/identity/v2/token", "username=%ff&password=x", "Basic kadi_test_x")},
+			{"token username NUL", post("/identity/v2/token", "username=a%00b&password=x", "Basic kadi_test_x")},
+			{"token merchantCode 0xff", post("/token", "merchantCode=%ff&password=x&grant_type=password", "Basic "+m.Test.APIKey)},
+			{"query 0xff", query("%ff")},
+			{"query NUL", query("a%00b")},
+			{"cardPay billReference 0xff", post("/cardPay", url.Values{"token": {token}, "merchantCode": {m.MerchantCode}}.Encode()+"&billReference=%ff", "")},
+			{"cardPay NUL", post("/cardPay", url.Values{"token": {token}, "merchantCode": {m.MerchantCode}}.Encode()+"&billReference=A%00B", "")},
+			{"3-D Secure payment 0xff", post("/cardPay/3ds", "payment=%ff&code=123456", "")},
+			{"bill JSON with NUL", func() *http.Request {
+				r := post("/payment/v2/bills", `{"customer":{"name":"a\u0000b"},"order":{"reference":"A\u0000B"}}`, "Bearer "+token)
+				return r
+			}()},
+		} {
+			status, _, body := clusterDo(t, tc.req)
+			if status < 400 || status >= 500 {
+				t.Errorf("%s: HTTP %d, want a 4xx: %s", tc.name, status, body)
+			}
+		}
+	})
+
 	t.Run("rotated key stops working on every node", func(t *testing.T) {
 		if lastBill == nil {
 			t.Skip("no bill to query (see the failures above)")

@@ -20,12 +20,18 @@ type VerificationResponse struct {
 	Narration     string `json:"narration"`
 }
 
-var errMissingReference = errors.New("query parameter billReference is required")
+var errMissingReference = errors.New("query parameter billReference is required: a bill or order reference (letters and digits)")
+
+func notAlnum(r rune) bool {
+	return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+}
 
 func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 	c := claimsOf(r)
 	ref := strings.TrimSpace(r.URL.Query().Get("billReference"))
-	if ref == "" || len(ref) > 64 {
+	// Bill and order references are ASCII letters and digits; anything
+	// else names no bill and must not reach the database as it is.
+	if ref == "" || len(ref) > 64 || strings.IndexFunc(ref, notAlnum) >= 0 {
 		h.fail(w, r, errMissingReference)
 		return
 	}

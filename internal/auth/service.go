@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kadipay/kadi/internal/audit"
 	"github.com/kadipay/kadi/internal/merchant"
@@ -98,22 +100,27 @@ func (s *Service) Issue(ctx context.Context, g Grant) (Issued, error) {
 	if g.Username == "" || g.Password == "" {
 		return Issued{}, &RequestError{Code: "invalid_request", Message: "username and password are required"}
 	}
-	subjects := []string{"merchant:" + g.Username, "ip:" + g.ClientIP}
-	for _, sub := range subjects {
-		until, err := s.Repo.AuthLockedUntil(ctx, sub, now)
-		if err != nil {
-			return Issued{}, fmt.Errorf("check lockout: %w", err)
-		}
-		if until.After(now) {
-			return Issued{}, &LockedError{RetryAfter: until.Sub(now)}
-		}
+	// Outside text reaches the database below: refuse what no credential
+	// can contain (PostgreSQL rejects invalid UTF-8 and NUL outright).
+	if !plainText(g.APIKey, 256) || !plainText(g.Username, 64) || !plainText(g.Password, 256) {
+		return Issued{}, &RequestError{Code: "invalid_request", Message: "credentials must be printable UTF-8 text"}
+	}
+	if err := s.checkLock(ctx, "ip:"+g.ClientIP, now); err != nil {
+		return Issued{}, err
 	}
 
 	key, err := s.Repo.APIKeyByHash(ctx, secret.HashAPIKey(g.APIKey))
 	if errors.Is(err, merchant.ErrNotFound) {
-		return Issued{}, s.fail(ctx, subjects, now, ErrInvalidClient, "")
+		// Only the client address pays for a bad key: merchant codes are
+		// public (they sit in every checkout form), so counting these
+		// against the named merchant would let anyone lock it out.
+		return Issued{}, s.fail(ctx, now, ErrInvalidClient, g.ClientIP, "")
 	} else if err != nil {
 		return Issued{}, fmt.Errorf("look up API key: %w", err)
+	}
+	// The key is genuine: failures from here on are its merchant's.
+	if err := s.checkLock(ctx, "merchant:"+key.MerchantCode, now); err != nil {
+		return Issued{}, err
 	}
 	var hash string
 	if g.Username == key.MerchantCode {
@@ -130,13 +137,9 @@ func (s *Service) Issue(ctx context.Context, g Grant) (Issued, error) {
 		}
 	}
 	if !ok {
-		known := ""
-		if hash != "" {
-			known = key.MerchantCode
-		}
-		return Issued{}, s.fail(ctx, subjects, now, ErrInvalidGrant, known)
+		return Issued{}, s.fail(ctx, now, ErrInvalidGrant, g.ClientIP, key.MerchantCode)
 	}
-	if err := s.Repo.ClearAuthFailures(ctx, subjects[0]); err != nil {
+	if err := s.Repo.ClearAuthFailures(ctx, "merchant:"+key.MerchantCode); err != nil {
 		return Issued{}, fmt.Errorf("clear failures: %w", err)
 	}
 	settings, err := s.Repo.Settings(ctx, key.MerchantCode, key.Mode)
@@ -147,9 +150,25 @@ func (s *Service) Issue(ctx context.Context, g Grant) (Issued, error) {
 	return Issued{Token: s.Signer.Issue(c), Claims: c, NotificationSecret: settings.NotificationSecret}, nil
 }
 
-// fail counts a failure against every subject; merchantCode names the
-// merchant in the audit log when the credentials identified one.
-func (s *Service) fail(ctx context.Context, subjects []string, now time.Time, cause error, merchantCode string) error {
+func (s *Service) checkLock(ctx context.Context, subject string, now time.Time) error {
+	until, err := s.Repo.AuthLockedUntil(ctx, subject, now)
+	if err != nil {
+		return fmt.Errorf("check lockout: %w", err)
+	}
+	if until.After(now) {
+		return &LockedError{RetryAfter: until.Sub(now)}
+	}
+	return nil
+}
+
+// fail counts a failure against the client address and, when the API key
+// was genuine, against its merchant; a subject that this failure locks is
+// audit-logged once.
+func (s *Service) fail(ctx context.Context, now time.Time, cause error, clientIP, merchantCode string) error {
+	subjects := []string{"ip:" + clientIP}
+	if merchantCode != "" {
+		subjects = append(subjects, "merchant:"+merchantCode)
+	}
 	for _, sub := range subjects {
 		until, newly, err := s.Repo.RecordAuthFailure(ctx, sub, now, s.Lockout)
 		if err != nil {
@@ -157,7 +176,7 @@ func (s *Service) fail(ctx context.Context, subjects []string, now time.Time, ca
 		}
 		if newly {
 			s.Log.WarnContext(ctx, "credential locked out", "subject", sub, "until", until)
-			err := s.Repo.RecordAudit(ctx, audit.Event{ID: secret.NewID("aud"), At: now, MerchantCode: merchantCode, Actor: subjects[1], Action: audit.LockedOut,
+			err := s.Repo.RecordAudit(ctx, audit.Event{ID: secret.NewID("aud"), At: now, MerchantCode: merchantCode, Actor: "ip:" + clientIP, Action: audit.LockedOut,
 				Detail: fmt.Sprintf("%s locked until %s after %d failures", sub, until.UTC().Format(time.RFC3339), s.Lockout.MaxFailures)})
 			if err != nil {
 				return fmt.Errorf("audit lockout: %w", err)
@@ -165,6 +184,12 @@ func (s *Service) fail(ctx context.Context, subjects []string, now time.Time, ca
 		}
 	}
 	return cause
+}
+
+// plainText reports whether v is valid UTF-8 of at most max bytes with no
+// control characters.
+func plainText(v string, max int) bool {
+	return len(v) <= max && utf8.ValidString(v) && strings.IndexFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) < 0
 }
 
 // Verify checks a bearer token: signature, expiry and revocation, all in

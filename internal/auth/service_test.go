@@ -240,16 +240,17 @@ func TestLockoutPerClientAddress(t *testing.T) {
 	}
 }
 
-// Failures spread over many addresses still lock the merchant, and only it.
+// Wrong passwords with the merchant's genuine key, spread over many
+// addresses, still lock the merchant, and only it.
 func TestLockoutPerMerchant(t *testing.T) {
 	s, _, _ := newTestService(t)
 	ctx := context.Background()
 	for i := range 10 {
 		g := grantA()
-		g.APIKey = "kadi_test_guess"
+		g.Password = "wrong-password-1"
 		g.ClientIP = fmt.Sprintf("192.0.2.%d", i+1)
-		if _, err := s.Issue(ctx, g); err != ErrInvalidClient {
-			t.Fatalf("failure %d: %v, want ErrInvalidClient", i+1, err)
+		if _, err := s.Issue(ctx, g); err != ErrInvalidGrant {
+			t.Fatalf("failure %d: %v, want ErrInvalidGrant", i+1, err)
 		}
 	}
 	fresh := grantA()
@@ -264,6 +265,26 @@ func TestLockoutPerMerchant(t *testing.T) {
 	}
 }
 
+// Merchant codes are public (they sit in every checkout form): requests
+// with guessed keys that name a merchant must not lock that merchant out.
+func TestGuessedKeysCannotLockAMerchant(t *testing.T) {
+	s, _, _ := newTestService(t)
+	ctx := context.Background()
+	for i := range 25 {
+		g := grantA()
+		g.APIKey = "kadi_test_guess"
+		g.ClientIP = fmt.Sprintf("192.0.2.%d", i+1)
+		if _, err := s.Issue(ctx, g); err != ErrInvalidClient {
+			t.Fatalf("failure %d: %v, want ErrInvalidClient", i+1, err)
+		}
+	}
+	fresh := grantA()
+	fresh.ClientIP = "198.51.100.9"
+	if _, err := s.Issue(ctx, fresh); err != nil {
+		t.Fatalf("merchant A after an attacker's guessed keys: %v", err)
+	}
+}
+
 // A success forgets the merchant's earlier failures, so an occasional typo
 // never adds up to a lockout.
 func TestSuccessClearsMerchantFailures(t *testing.T) {
@@ -274,9 +295,9 @@ func TestSuccessClearsMerchantFailures(t *testing.T) {
 		for range n {
 			ip++
 			g := grantA()
-			g.APIKey = "kadi_test_guess"
+			g.Password = "wrong-password-1"
 			g.ClientIP = fmt.Sprintf("192.0.2.%d", ip)
-			if _, err := s.Issue(ctx, g); err != ErrInvalidClient {
+			if _, err := s.Issue(ctx, g); err != ErrInvalidGrant {
 				t.Fatalf("failure from address %d: %v", ip, err)
 			}
 		}
@@ -288,6 +309,25 @@ func TestSuccessClearsMerchantFailures(t *testing.T) {
 	fail(9)
 	if _, err := s.Issue(ctx, grantA()); err != nil {
 		t.Fatalf("9 failures after a success locked the merchant: %v", err)
+	}
+}
+
+// Text no credential can hold is refused before it reaches the database.
+func TestIssueRefusesUnprintableCredentials(t *testing.T) {
+	s, _, _ := newTestService(t)
+	for _, mutate := range []func(*Grant){
+		func(g *Grant) { g.Username = "\xff" },
+		func(g *Grant) { g.Username = "a\x00b" },
+		func(g *Grant) { g.Password = "pass\nword12" },
+		func(g *Grant) { g.APIKey = "kadi_test_\xfe" },
+		func(g *Grant) { g.Username = strings.Repeat("1", 65) },
+	} {
+		g := grantA()
+		mutate(&g)
+		var re *RequestError
+		if _, err := s.Issue(context.Background(), g); !errors.As(err, &re) || re.Code != "invalid_request" {
+			t.Errorf("%+q/%+q: %v, want invalid_request", g.Username, g.Password, err)
+		}
 	}
 }
 

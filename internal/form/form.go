@@ -13,8 +13,10 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
@@ -131,6 +133,11 @@ type trusted struct {
 // can be believed. Any failure here is shown on our own page.
 func (h *Handler) trust(ctx context.Context, sub Submission) (trusted, error) {
 	var t trusted
+	// Lengths, UTF-8 and control characters first: nothing unchecked
+	// reaches the database.
+	if problems := sub.checkLengths(false); len(problems) > 0 {
+		return t, &pageError{http.StatusBadRequest, "Payment form not valid", describe(problems)}
+	}
 	c, err := h.Auth.Verify(sub.Token)
 	if err != nil {
 		return t, &pageError{http.StatusUnauthorized, "Payment session not valid",
@@ -162,9 +169,6 @@ func (h *Handler) trust(ctx context.Context, sub Submission) (trusted, error) {
 	if len(mismatch) > 0 {
 		return t, &pageError{http.StatusBadRequest, "Payment form does not match the bill",
 			"These fields differ from the bill the shop created: " + strings.Join(mismatch, ", ") + "."}
-	}
-	if problems := sub.checkLengths(false); len(problems) > 0 {
-		return t, &pageError{http.StatusBadRequest, "Payment form not valid", describe(problems)}
 	}
 	cb, err := CheckCallbackURL(sub.CallbackURL, c.Mode)
 	if err != nil {
@@ -243,13 +247,20 @@ func cardMessage(err error) string {
 	return "is not a valid card number"
 }
 
+// paymentID is the shape of our payment ids; anything else is no payment.
+var paymentID = regexp.MustCompile(`^pay_[0-9a-f]{24}$`)
+
 func (h *Handler) challenge(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		h.renderError(w, r, &pageError{http.StatusBadRequest, "Authentication form unreadable", "The authentication form could not be read."})
 		return
 	}
-	id := r.PostForm.Get("payment")
-	p, err := h.Payments.CompleteChallenge(r.Context(), id, r.PostForm.Get("code"))
+	id, code := r.PostForm.Get("payment"), r.PostForm.Get("code")
+	var p payment.Payment
+	err := payment.ErrNotFound
+	if paymentID.MatchString(id) && len(code) <= 12 && utf8.ValidString(code) {
+		p, err = h.Payments.CompleteChallenge(r.Context(), id, code)
+	}
 	if errors.Is(err, payment.ErrNotFound) {
 		h.renderError(w, r, &pageError{http.StatusNotFound, "Payment not found", "This authentication does not belong to a payment we know."})
 		return
