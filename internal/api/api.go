@@ -43,14 +43,18 @@ type Handler struct {
 func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /identity/v2/token", h.accessToken)
 	mux.HandleFunc("POST /token", h.paymentToken)
-	mux.HandleFunc("POST /payment/v2/bills", h.bearer(h.createBill))
-	mux.HandleFunc("GET /payment/v2/query", h.bearer(h.query))
+	// A refused bill, including one refused for its token, keeps the
+	// bill's shape (status false, remarks): integrations read only those.
+	mux.HandleFunc("POST /payment/v2/bills", h.bearer(h.createBill, func(w http.ResponseWriter, r *http.Request, err error) {
+		h.failBill(w, r, bill.Request{}, err)
+	}))
+	mux.HandleFunc("GET /payment/v2/query", h.bearer(h.query, h.fail))
 }
 
 type claimsKey struct{}
 
 // bearer admits requests with a valid token and hands the claims on.
-func (h *Handler) bearer(next http.HandlerFunc) http.HandlerFunc {
+func (h *Handler) bearer(next http.HandlerFunc, fail func(http.ResponseWriter, *http.Request, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !strings.EqualFold(scheme, "Bearer") {
@@ -58,7 +62,7 @@ func (h *Handler) bearer(next http.HandlerFunc) http.HandlerFunc {
 		}
 		c, err := h.Auth.Verify(strings.TrimSpace(token))
 		if err != nil {
-			h.fail(w, r, err)
+			fail(w, r, err)
 			return
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), claimsKey{}, c)))

@@ -66,6 +66,7 @@ func (h *Handler) failBill(w http.ResponseWriter, r *http.Request, req bill.Requ
 		return
 	}
 	h.Log.InfoContext(r.Context(), "bill refused", "code", code, "err", err)
+	authHeaders(w, err, code)
 	resp := BillResponse{Status: false, OrderRef: strings.Trim(req.Order.Reference.Value, " "), Channel: "CARD", Remarks: message, Code: code, Message: message}
 	var validation *bill.ValidationError
 	switch {

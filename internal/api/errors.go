@@ -71,16 +71,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	} else {
 		h.Log.InfoContext(r.Context(), "request refused", "code", code, "err", err)
 	}
-	var locked *auth.LockedError
-	if errors.As(err, &locked) {
-		w.Header().Set("Retry-After", strconv.Itoa(int(locked.RetryAfter.Seconds()+0.999)))
-	}
-	switch code {
-	case "invalid_token":
-		w.Header().Set("WWW-Authenticate", `Bearer realm="kadi", error="invalid_token"`)
-	case "invalid_client":
-		w.Header().Set("WWW-Authenticate", `Basic realm="kadi"`)
-	}
+	authHeaders(w, err, code)
 	body := Error{Code: code, Message: message}
 	var validation *bill.ValidationError
 	if errors.As(err, &validation) {
@@ -97,12 +88,21 @@ func (h *Handler) failOAuth(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	h.Log.InfoContext(r.Context(), "token refused", "code", code, "err", err)
+	authHeaders(w, err, code)
+	writeJSON(w, status, oauthError{Error: code, Description: message, Message: message})
+}
+
+// authHeaders adds what RFC 6750, RFC 7617 and RFC 9110 ask of an
+// authentication failure: the challenge, or when to come back.
+func authHeaders(w http.ResponseWriter, err error, code string) {
 	var locked *auth.LockedError
 	if errors.As(err, &locked) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(locked.RetryAfter.Seconds()+0.999)))
 	}
-	if code == "invalid_client" {
+	switch code {
+	case "invalid_token":
+		w.Header().Set("WWW-Authenticate", `Bearer realm="kadi", error="invalid_token"`)
+	case "invalid_client":
 		w.Header().Set("WWW-Authenticate", `Basic realm="kadi"`)
 	}
-	writeJSON(w, status, oauthError{Error: code, Description: message, Message: message})
 }

@@ -111,15 +111,21 @@ func TestBearerRefusals(t *testing.T) {
 			} else {
 				header = "Bearer " + tc.setup(t, g, c)
 			}
-			for _, req := range []*http.Request{
-				servertest.BillRequest("", servertest.BillBody(c, "BEARER2", "10")),
-				servertest.QueryRequest("", bill.Reference),
+			// The bill endpoint keeps the bill's failure shape (status
+			// false, remarks); the query answers decisions §8's shape.
+			for _, r := range []struct {
+				req    *http.Request
+				golden string
+			}{
+				{servertest.BillRequest("", servertest.BillBody(c, "BEARER2", "10")), "bill_401"},
+				{servertest.QueryRequest("", bill.Reference), "bearer_401"},
 			} {
+				req := r.req
 				if header != "" {
 					req.Header.Set("Authorization", header)
 				}
 				rec := g.Serve(req)
-				checkGolden(t, "bearer_401", rec, known(c))
+				checkGolden(t, r.golden, rec, known(c))
 				if h := rec.Header().Get("WWW-Authenticate"); !strings.HasPrefix(h, "Bearer ") || !strings.Contains(h, `error="invalid_token"`) {
 					t.Errorf("%s %s: WWW-Authenticate %q", req.Method, req.URL.Path, h)
 				}
