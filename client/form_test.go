@@ -185,14 +185,21 @@ func TestCardFieldsAreMaskedInLogs(t *testing.T) {
 		FirstName: "Wanjiku", LastName: "Kamau", Number: "4111111111111111", // test card
 		Security: "987", ExpiryYear: "2030", ExpiryMonth: "12",
 	}
+	// The time attribute is dropped: its nanoseconds can spell "987".
+	noTime := &slog.HandlerOptions{ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if len(groups) == 0 && a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}}
 	jsonLog := func(v any) string {
 		var buf bytes.Buffer
-		slog.New(slog.NewJSONHandler(&buf, nil)).Info("form", "card", v)
+		slog.New(slog.NewJSONHandler(&buf, noTime)).Info("form", "card", v)
 		return buf.String()
 	}
 	textLog := func(v any) string {
 		var buf bytes.Buffer
-		slog.New(slog.NewTextHandler(&buf, nil)).Info("form", "card", v)
+		slog.New(slog.NewTextHandler(&buf, noTime)).Info("form", "card", v)
 		return buf.String()
 	}
 	tests := []struct {

@@ -2,6 +2,7 @@ package form_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -51,6 +52,9 @@ func TestUntrustedFormsGetOurErrorPage(t *testing.T) {
 		{"ftp callbackUrl", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "ftp://shop.example/kadi/return") }},
 		{"callbackUrl with credentials", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://user:pw@shop.example/kadi/return") }},
 		{"callbackUrl without host", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https:///kadi/return") }},
+		{"callbackUrl host writing a CSP directive", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example;sandbox/cb") }},
+		{"callbackUrl host with a quote", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example'/cb") }},
+		{"callbackUrl host with a comma", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://a.example,b.example/cb") }},
 		{"no callbackUrl", http.StatusBadRequest, func(v url.Values) { v.Del("callbackUrl") }},
 		{"productDescription over 200 characters", http.StatusBadRequest, func(v url.Values) { v.Set("productDescription", strings.Repeat("d", 201)) }},
 		{"control character in a field", http.StatusBadRequest, func(v url.Values) { v.Set("city", "Nairobi\x00") }},
@@ -119,6 +123,7 @@ func TestFailuresAfterTrustRedirect(t *testing.T) {
 		{"no CVV", servertest.Card{Number: visa}, nil, "cardSecurity", 0},
 		{"mobile without country code", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("mobileNumber", "0712345678") }, "mobileNumber", 0},
 		{"mobile without the space", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("mobileNumber", "+254712345678") }, "mobileNumber", 0},
+		{"mobile with 16 digits", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("mobileNumber", "+254 7123456789012") }, "mobileNumber", 0},
 		{"mobile with letters", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("mobileNumber", "+254 7123ABC") }, "mobileNumber", 0},
 		{"email without domain", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("emailAddress", "jane@") }, "emailAddress", 0},
 		{"email with display name", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("emailAddress", "Jane <jane@example.com>") }, "emailAddress", 0},
@@ -250,6 +255,23 @@ func TestSecurityHeadersOnEveryPage(t *testing.T) {
 	errorPage(t, rec, http.StatusUnauthorized)
 	if rec.Header().Get("Strict-Transport-Security") != "" {
 		t.Error("HSTS sent although the public URL is http")
+	}
+}
+
+// Served over https, the pages that carry card data ask browsers to keep
+// to https (HSTS).
+func TestHSTSOverHTTPS(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{PublicURL: "https://pay.kadi.test"})
+	c := g.Onboard("TLS Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "TLS1", "10")
+	for _, rec := range []*httptest.ResponseRecorder{
+		g.CardPay(servertest.FormFields(c, tok, b)), // card-entry page
+		g.CardPay(url.Values{"token": {"nope"}}),    // error page
+	} {
+		if h := rec.Header().Get("Strict-Transport-Security"); !strings.HasPrefix(h, "max-age=") {
+			t.Errorf("%d page: Strict-Transport-Security %q", rec.Code, h)
+		}
 	}
 }
 

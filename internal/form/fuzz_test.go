@@ -76,7 +76,7 @@ func rawCardPay(body string) *http.Request {
 func FuzzCheckCallbackURL(f *testing.F) {
 	for _, s := range []string{"https://shop.example/cb", "http://127.0.0.1:8080/x", "https://shop.example/cb?x=1",
 		"https://shop.example/#f", "javascript:alert(1)", "//shop.example/cb", "https://user:pw@shop.example/",
-		"https://shop.example/cb?", "HTTPS://SHOP.EXAMPLE/a%20b", "https://[::1]:443/x", "http://shop.example\t/x"} {
+		"https://shop.example/cb?", "HTTPS://SHOP.EXAMPLE/a%20b", "https://[::1]:443/x", "http://shop.example\t/x", "https://shop.example;sandbox/cb"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
@@ -92,6 +92,8 @@ func FuzzCheckCallbackURL(f *testing.F) {
 				t.Fatalf("%q accepted in live mode", raw)
 			case u.Hostname() == "" || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 				t.Fatalf("%q accepted: %#v", raw, u)
+			case strings.ContainsAny(u.Host, ";,' \"*"):
+				t.Fatalf("%q accepted with a host that could write CSP: %q", raw, u.Host)
 			case strings.ContainsAny(raw, "?#"):
 				t.Fatalf("%q accepted with a query or fragment marker", raw)
 			}

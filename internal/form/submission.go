@@ -3,6 +3,7 @@ package form
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/mail"
 	"net/url"
 	"regexp"
@@ -206,6 +207,10 @@ func CheckCallbackURL(raw string, mode merchant.Mode) (*url.URL, error) {
 		return nil, &ErrCallbackURL{"must use https in live mode"}
 	case u.Host == "" || u.Hostname() == "" || u.Opaque != "":
 		return nil, &ErrCallbackURL{"must name a host"}
+	case !validHost(u.Hostname()):
+		// The origin goes into the page's Content-Security-Policy: a host
+		// with ';' or quotes in it would write directives of its own.
+		return nil, &ErrCallbackURL{"must name a host by DNS name (ASCII, punycode for IDN) or IP address"}
 	case u.User != nil:
 		return nil, &ErrCallbackURL{"must not carry credentials"}
 	case u.RawQuery != "" || u.ForceQuery || strings.Contains(raw, "?"):
@@ -214,4 +219,10 @@ func CheckCallbackURL(raw string, mode merchant.Mode) (*url.URL, error) {
 		return nil, &ErrCallbackURL{"must not contain a fragment"}
 	}
 	return u, nil
+}
+
+var dnsName = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$`)
+
+func validHost(h string) bool {
+	return len(h) <= 253 && (dnsName.MatchString(h) || net.ParseIP(h) != nil)
 }

@@ -65,14 +65,15 @@ func TestBodyLimit(t *testing.T) {
 		n, readErr = io.Copy(io.Discard, r.Body)
 	}), slog.New(slog.NewTextHandler(io.Discard, nil)))
 
-	for _, size := range []int{MaxBody, MaxBody + 1} {
+	const limit = 65536 // decisions §3: bodies over 64 KiB are refused
+	for _, size := range []int{limit, limit + 1} {
 		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(make([]byte, size)))
 		h.ServeHTTP(httptest.NewRecorder(), req)
 		var tooLarge *http.MaxBytesError
-		if size <= MaxBody && (readErr != nil || n != int64(size)) {
+		if size <= limit && (readErr != nil || n != int64(size)) {
 			t.Errorf("%d bytes: read %d, %v", size, n, readErr)
 		}
-		if size > MaxBody && (n > MaxBody || !errors.As(readErr, &tooLarge)) {
+		if size > limit && (n > limit || !errors.As(readErr, &tooLarge)) {
 			t.Errorf("%d bytes: read %d, %v; want the 64 KiB limit", size, n, readErr)
 		}
 	}

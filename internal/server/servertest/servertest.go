@@ -43,6 +43,7 @@ type Options struct {
 	TimeZone     string           // default Africa/Nairobi
 	LiveAcquirer payment.Acquirer // nil: live charges refused, as by default
 	TokenTTL     time.Duration    // default one hour
+	PublicURL    string           // default http://kadi.test
 }
 
 // Gateway is a running gateway and what a test needs to look inside it.
@@ -65,6 +66,9 @@ func Start(tb testing.TB, opts Options) *Gateway {
 	cfg.DataDir = tb.TempDir()
 	cfg.MasterKey = secret.RandomBytes(32)
 	cfg.PublicURL = "http://kadi.test"
+	if opts.PublicURL != "" {
+		cfg.PublicURL = opts.PublicURL
+	}
 	cfg.LiveAcquirer = opts.LiveAcquirer
 	if opts.TimeZone != "" {
 		cfg.TimeZone = opts.TimeZone
