@@ -363,12 +363,8 @@ func (w *Worker) send(ctx context.Context, ev Event, cfg merchant.IPNConfig, key
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
 	req.Header.Set(HeaderSignature, Sign(key, ev.ID, ts, ev.Payload))
 
-	client := w.strict
-	if ev.Mode == merchant.Test {
-		client = w.loose
-	}
 	start := time.Now()
-	resp, err := client.Do(req)
+	resp, err := w.clientFor(ev.Mode).Do(req)
 	a.Latency = time.Since(start)
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
@@ -400,4 +396,13 @@ func cleanError(err error) error {
 // (PostgreSQL refuses invalid UTF-8 and NUL).
 func sanitize(b []byte) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(string(b), "\uFFFD"), "\x00", "")
+}
+
+// clientFor picks the HTTP client for a mode: live always gets the strict
+// one, whose dialer refuses private addresses whatever the operator allowed.
+func (w *Worker) clientFor(mode merchant.Mode) *http.Client {
+	if mode == merchant.Test {
+		return w.loose
+	}
+	return w.strict
 }
