@@ -47,6 +47,10 @@ func TestTwoNodesSharePostgres(t *testing.T) {
 	}
 	// Registered first, so it runs last: after every node has stopped.
 	dbURL, db := clusterDatabase(t, adminURL)
+	// Every node and the CLI share one master key: secrets at rest are
+	// sealed under it.
+	key := hex.EncodeToString(clusterRandom(t, 32))
+	t.Setenv("KADI_SECRET_KEY", key)
 
 	out, errOut, err := runKadi(t, "merchant", "create", "--database-url", dbURL, "--name", "Cluster Shop", "--json")
 	if err != nil {
@@ -64,7 +68,6 @@ func TestTwoNodesSharePostgres(t *testing.T) {
 		t.Fatalf("kadi merchant set-ipn: %v\nstderr: %s", err, errOut)
 	}
 
-	key := hex.EncodeToString(clusterRandom(t, 32))
 	a := clusterStartNode(t, "A", dbURL, key)
 	b := clusterStartNode(t, "B", dbURL, key)
 	nodes := []*clusterNode{a, b}

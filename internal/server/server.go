@@ -73,14 +73,28 @@ func DatabaseURL(dataDir, url string) string {
 	return filepath.Join(dataDir, "kadi.db")
 }
 
-// OpenStore opens (creating if need be) the configured database.
+// OpenStore opens (creating if need be) the configured database, with
+// secrets sealed under the master key found as `kadi serve` finds it: the
+// CLI and the server must agree on it.
 func OpenStore(ctx context.Context, dataDir, url string) (*store.DB, error) {
+	master, err := masterKey(Config{DataDir: dataDir, DatabaseURL: url})
+	if err != nil {
+		return nil, err
+	}
+	return openStore(ctx, dataDir, url, master)
+}
+
+func openStore(ctx context.Context, dataDir, url string, master []byte) (*store.DB, error) {
 	if url == "" {
 		if err := os.MkdirAll(dataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("create data dir: %w", err)
 		}
 	}
-	return store.Open(ctx, DatabaseURL(dataDir, url))
+	sealer, err := secret.NewSealer(secret.Derive(master, "sealed-secrets"))
+	if err != nil {
+		return nil, err
+	}
+	return store.Open(ctx, DatabaseURL(dataDir, url), store.WithSealer(sealer))
 }
 
 // Gateway is a running configuration: its store, services and handler.
@@ -117,7 +131,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := OpenStore(ctx, cfg.DataDir, cfg.DatabaseURL)
+	st, err := openStore(ctx, cfg.DataDir, cfg.DatabaseURL, master)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -242,6 +243,47 @@ func TestFormListener(t *testing.T) {
 	for _, h := range []http.Handler{g.Handler, g.FormHandler} {
 		if rec := do(h, http.MethodGet, "/healthz"); rec.Code != http.StatusOK || rec.Header().Get("X-Request-Id") == "" {
 			t.Errorf("healthz: %d, request id %q", rec.Code, rec.Header().Get("X-Request-Id"))
+		}
+	}
+}
+
+// Notification secrets and IPN passwords must be stored usable, so they are
+// sealed rather than hashed: a copy of the data dir's database shows neither,
+// while the gateway still reads them back.
+func TestSecretsSealedAtRest(t *testing.T) {
+	cfg := server.Defaults()
+	cfg.DataDir, cfg.MasterKey = t.TempDir(), secret.RandomBytes(32)
+	g, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := merchant.Onboard(ctx, g.Store, "Sealed Shop", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ipnPassword = "ipn-Password-0123456789"
+	if err := g.Store.SetIPN(ctx, c.MerchantCode, merchant.Test, merchant.IPNConfig{URL: "https://shop.example/ipn", Username: "u", Password: ipnPassword}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := g.Store.Settings(ctx, c.MerchantCode, merchant.Test)
+	if err != nil || st.NotificationSecret != c.Test.NotificationSecret || st.IPN.Password != ipnPassword {
+		t.Fatalf("settings read back %+v, %v", st, err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var disk []byte
+	for _, name := range []string{"kadi.db", "kadi.db-wal"} {
+		b, _ := os.ReadFile(filepath.Join(cfg.DataDir, name))
+		disk = append(disk, b...)
+	}
+	if !bytes.Contains(disk, []byte("sealed:v1:")) {
+		t.Fatal("no sealed value in the database: the scan reads the wrong bytes")
+	}
+	for _, clear := range []string{c.Test.NotificationSecret, c.Live.NotificationSecret, ipnPassword} {
+		if bytes.Contains(disk, []byte(clear)) {
+			t.Errorf("%s… is in the database in clear", clear[:8])
 		}
 	}
 }

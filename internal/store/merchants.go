@@ -24,8 +24,16 @@ func (s *DB) CreateMerchant(ctx context.Context, m merchant.Merchant, settings [
 			}
 		}
 		for _, st := range settings {
-			_, err := t.exec(ctx, `INSERT INTO merchant_settings (merchant_code, mode, notification_secret, ipn_url, ipn_username, ipn_password)
-				VALUES (?, ?, ?, ?, ?, ?)`, m.Code, string(st.Mode), st.NotificationSecret, st.IPN.URL, st.IPN.Username, st.IPN.Password)
+			secretAtRest, err := s.seal(st.NotificationSecret, m.Code, st.Mode, "notification_secret")
+			if err != nil {
+				return err
+			}
+			passwordAtRest, err := s.seal(st.IPN.Password, m.Code, st.Mode, "ipn_password")
+			if err != nil {
+				return err
+			}
+			_, err = t.exec(ctx, `INSERT INTO merchant_settings (merchant_code, mode, notification_secret, ipn_url, ipn_username, ipn_password)
+				VALUES (?, ?, ?, ?, ?, ?)`, m.Code, string(st.Mode), secretAtRest, st.IPN.URL, st.IPN.Username, passwordAtRest)
 			if err != nil {
 				return fmt.Errorf("insert settings: %w", err)
 			}
@@ -81,15 +89,28 @@ func (s *DB) Settings(ctx context.Context, code string, mode merchant.Mode) (mer
 	err := s.queryRow(ctx, `SELECT notification_secret, ipn_url, ipn_username, ipn_password, ipn_disabled_at
 		FROM merchant_settings WHERE merchant_code = ? AND mode = ?`, code, string(mode)).
 		Scan(&st.NotificationSecret, &st.IPN.URL, &st.IPN.Username, &st.IPN.Password, &disabled)
+	if err != nil {
+		return st, notFound(err, merchant.ErrNotFound)
+	}
 	st.IPN.DisabledAt = fromMS(disabled)
-	return st, notFound(err, merchant.ErrNotFound)
+	if st.NotificationSecret, err = s.open(st.NotificationSecret, code, mode, "notification_secret"); err != nil {
+		return st, fmt.Errorf("merchant %s %s notification secret: %w", code, mode, err)
+	}
+	if st.IPN.Password, err = s.open(st.IPN.Password, code, mode, "ipn_password"); err != nil {
+		return st, fmt.Errorf("merchant %s %s IPN password: %w", code, mode, err)
+	}
+	return st, nil
 }
 
 // SetIPN saves a mode's IPN target and re-enables it.
 func (s *DB) SetIPN(ctx context.Context, code string, mode merchant.Mode, cfg merchant.IPNConfig) error {
+	passwordAtRest, err := s.seal(cfg.Password, code, mode, "ipn_password")
+	if err != nil {
+		return err
+	}
 	return s.inTx(ctx, func(t tx) error {
 		res, err := t.exec(ctx, `UPDATE merchant_settings SET ipn_url = ?, ipn_username = ?, ipn_password = ?, ipn_disabled_at = 0
-			WHERE merchant_code = ? AND mode = ?`, cfg.URL, cfg.Username, cfg.Password, code, string(mode))
+			WHERE merchant_code = ? AND mode = ?`, cfg.URL, cfg.Username, passwordAtRest, code, string(mode))
 		if err != nil {
 			return fmt.Errorf("update ipn: %w", err)
 		}

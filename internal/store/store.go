@@ -20,6 +20,7 @@ import (
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
+	"github.com/kadipay/kadi/internal/secret"
 )
 
 // Store is everything the services need from storage. The behaviour suite
@@ -43,6 +44,20 @@ type DB struct {
 	d  dialect
 	// writeMu queues this process's SQLite writers; see lockWrite.
 	writeMu sync.Mutex
+	sealer  *secret.Sealer
+}
+
+// seal encrypts a stored secret, bound to its row and column; open undoes
+// it. Without a sealer both pass values through.
+func (s *DB) seal(v, code string, mode merchant.Mode, column string) (string, error) {
+	if s.sealer == nil {
+		return v, nil
+	}
+	return s.sealer.Seal(v, code+"/"+string(mode)+"/"+column)
+}
+
+func (s *DB) open(v, code string, mode merchant.Mode, column string) (string, error) {
+	return s.sealer.Open(v, code+"/"+string(mode)+"/"+column)
 }
 
 // lockWrite serialises this process's writers on SQLite and returns the
@@ -61,14 +76,24 @@ func (s *DB) lockWrite() func() {
 
 var _ Store = (*DB)(nil)
 
+// Option adjusts Open.
+type Option func(*DB)
+
+// WithSealer seals notification secrets and IPN passwords at rest. Without
+// it they are stored as given: fine for tests, never what `kadi` does.
+func WithSealer(s *secret.Sealer) Option { return func(db *DB) { db.sealer = s } }
+
 // Open connects to url ("postgres://…" or a SQLite file path, optionally
 // "sqlite:" prefixed) and applies pending migrations.
-func Open(ctx context.Context, url string) (*DB, error) {
+func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	d, db, err := connect(url)
 	if err != nil {
 		return nil, err
 	}
 	s := &DB{db: db, d: d}
+	for _, o := range opts {
+		o(s)
+	}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
