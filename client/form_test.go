@@ -56,7 +56,7 @@ func formClient(t *testing.T) *client.Client {
 func TestRenderPaymentFormGolden(t *testing.T) {
 	withCard := sampleForm()
 	withCard.Card = &client.CardFields{
-		FirstName: "Wanjiku", LastName: "Kamau", Number: "4242424242424242", // test card
+		FirstName: "Wanjiku", LastName: "Kamau", Number: "4012888888881881", // a public Visa test number
 		Security: "123", ExpiryYear: "2030", ExpiryMonth: "12",
 	}
 	tests := []struct {

@@ -3,7 +3,9 @@
 //
 //	kadi merchant create --data-dir D --name Load --json > merchant.json
 //	kadi serve --data-dir D &
-//	kadi-load --url http://127.0.0.1:8080 --credentials merchant.json --card 4242424242424242
+//	kadi-load --url http://127.0.0.1:8080 --credentials merchant.json --card NUMBER
+//
+// NUMBER is an approving test card from the README.
 package main
 
 import (
