@@ -19,7 +19,7 @@ import (
 // fmt follows even a pointer when it reports a bad verb. A func is the one
 // kind of value reflection never looks inside; it prints an address. The
 // pointer around it keeps PAN comparable so structs holding one still work
-// with ==, but == compares identity, not digits; use Equal.
+// with ==, but == compares identity, not digits: compare Fingerprints.
 type PAN struct {
 	held *sealedDigits
 }
@@ -102,9 +102,6 @@ func (p PAN) Last4() string {
 // Reveal returns the clear card number. Only the acquirer call should need
 // it; anything else wants First6, Last4 or Fingerprint.
 func (p PAN) Reveal() string { return p.digits() }
-
-// Equal reports whether two PANs hold the same digits.
-func (p PAN) Equal(q PAN) bool { return p.digits() == q.digits() }
 
 // String is the masked form: first six digits, a star for each hidden
 // digit, last four.

@@ -206,18 +206,6 @@ func TestZeroPAN(t *testing.T) {
 	}
 }
 
-func TestPANEqual(t *testing.T) {
-	a, _ := ParsePAN(visa4242)
-	b, _ := ParsePAN("4242 4242 4242 4242")
-	c, _ := ParsePAN(visa4111)
-	if !a.Equal(b) {
-		t.Error("the same card parsed twice should be Equal")
-	}
-	if a.Equal(c) {
-		t.Error("different cards should not be Equal")
-	}
-}
-
 // heldPAN mimics how other packages carry a PAN: exported, unexported,
 // by pointer and in collections.
 type heldPAN struct {
@@ -358,7 +346,7 @@ func FuzzParsePAN(f *testing.F) {
 			t.Fatalf("masked %q does not fit %q", masked, clear)
 		}
 		again, err := ParsePAN(clear)
-		if err != nil || !again.Equal(p) {
+		if err != nil || again.Reveal() != clear {
 			t.Fatalf("reparsing %q: %v", masked, err)
 		}
 	})

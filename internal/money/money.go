@@ -86,18 +86,6 @@ func (a Amount) String() string {
 	return text
 }
 
-// Float gives the nearest float64 to the amount, for JSON consumers that
-// insist on a number. Going through the decimal text rounds once, correctly,
-// where dividing a large int64 by a power of ten could round twice.
-func (a Amount) Float() float64 {
-	f, err := strconv.ParseFloat(a.String(), 64)
-	if err != nil {
-		// String always produces a valid decimal; this is unreachable.
-		return math.NaN()
-	}
-	return f
-}
-
 // EqualText reports whether text names the same value as a, so a callback
 // that echoes "1500" or "1500.000" still matches a stored 1500.00 KES. Unlike
 // Parse it tolerates surplus trailing zeros, because they do not change the

@@ -171,30 +171,6 @@ func TestAmountString(t *testing.T) {
 	}
 }
 
-func TestAmountFloat(t *testing.T) {
-	tests := []struct {
-		minor int64
-		code  string
-		want  float64
-	}{
-		{150000, "KES", 1500},
-		{150050, "KES", 1500.5},
-		{1, "KES", 0.01},
-		{1999, "USD", 19.99},
-		{1500, "UGX", 1500},
-		{1500, "BHD", 1.5},
-		{1, "KWD", 0.001},
-		{12345, "CLF", 1.2345},
-		{math.MaxInt64, "KES", 92233720368547758.07},
-	}
-	for _, tt := range tests {
-		a := amount(t, tt.minor, tt.code)
-		if got := a.Float(); got != tt.want {
-			t.Errorf("%s %s Float() = %v, want %v", a, tt.code, got, tt.want)
-		}
-	}
-}
-
 func TestAmountEqualText(t *testing.T) {
 	tests := []struct {
 		minor int64

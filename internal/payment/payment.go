@@ -27,9 +27,6 @@ const (
 	Unknown    Status = "unknown" // the acquirer did not answer: maybe charged
 )
 
-// Final reports whether no further transition can happen.
-func (s Status) Final() bool { return s == Succeeded || s == Failed }
-
 // Payment is one attempt to charge a bill. It never holds the PAN or CVV:
 // only what decisions §6 allows.
 type Payment struct {
