@@ -23,6 +23,23 @@ func TestFiveStepFlow(t *testing.T) {
 	var m merchantCreds
 	g := startGateway(t, func(dir string) { m = createMerchant(t, dir, "Five Step Shop") })
 	s := newShopper(t, g, m)
+	// Operators feed the log to processors: every line is JSON, and every
+	// request's line carries the request id its response header showed.
+	t.Cleanup(func() {
+		requests := 0
+		for _, l := range g.LogLines() {
+			if l.Msg != "request" {
+				continue
+			}
+			requests++
+			if l.RequestID == "" || l.Method == "" || l.Status == 0 {
+				t.Errorf("request log line without request id, method or status: %+v", l)
+			}
+		}
+		if requests == 0 {
+			t.Error("the server logged no request lines")
+		}
+	})
 
 	cases := []struct {
 		name string

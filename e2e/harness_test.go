@@ -335,6 +335,9 @@ type logLine struct {
 	Method string `json:"method"`
 	Path   string `json:"path"`
 	Status int    `json:"status"`
+	// RequestID ties every line of one request together, and to the
+	// X-Request-Id header a merchant quotes to support.
+	RequestID string `json:"request_id"`
 }
 
 // LogLines decodes the gateway's log; a line that is not JSON fails the

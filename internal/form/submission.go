@@ -126,8 +126,6 @@ type nameValue struct{ Name, Value string }
 // Problem is one field rule a submission breaks.
 type Problem struct{ Field, Message string }
 
-func (p Problem) Error() string { return p.Field + ": " + p.Message }
-
 // checkLengths applies decisions §5's length limits and refuses control
 // characters anywhere.
 func (s Submission) checkLengths(cardToo bool) []Problem {
