@@ -35,8 +35,10 @@ type Handler struct {
 	Bills     *bill.Service
 	Merchants Merchants
 	Payments  Payments
-	Location  *time.Location
-	Log       *slog.Logger
+	// Notifications is the IPN delivery log, scoped per merchant and mode.
+	Notifications Notifications
+	Location      *time.Location
+	Log           *slog.Logger
 }
 
 // Register adds the API's routes to mux.
@@ -49,6 +51,9 @@ func (h *Handler) Register(mux *http.ServeMux) {
 		h.failBill(w, r, bill.Request{}, err)
 	}))
 	mux.HandleFunc("GET /payment/v2/query", h.bearer(h.query, h.fail))
+	mux.HandleFunc("GET /payment/v2/notifications", h.bearer(h.listNotifications, h.fail))
+	mux.HandleFunc("GET /payment/v2/notifications/{id}", h.bearer(h.showNotification, h.fail))
+	mux.HandleFunc("POST /payment/v2/notifications/{id}/replay", h.bearer(h.replayNotification, h.fail))
 }
 
 type claimsKey struct{}

@@ -183,7 +183,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	}
 
 	mux := newMux()
-	(&api.Handler{Auth: g.Auth, Bills: g.Bills, Merchants: st, Payments: st, Location: loc, Log: log}).Register(mux)
+	(&api.Handler{Auth: g.Auth, Bills: g.Bills, Merchants: st, Payments: st, Notifications: st, Location: loc, Log: log}).Register(mux)
 	formMux := mux
 	if cfg.FormAddr != "" {
 		formMux = newMux()

@@ -1,0 +1,97 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/kadipay/kadi/internal/api"
+	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/server/servertest"
+)
+
+func notificationsRequest(method, path, token string) *http.Request {
+	req := httptest.NewRequest(method, path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	return req
+}
+
+func decodeInto(t *testing.T, rec *httptest.ResponseRecorder, want int, v any) {
+	t.Helper()
+	if rec.Code != want {
+		t.Fatalf("HTTP %d, want %d: %s", rec.Code, want, rec.Body)
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), v); err != nil {
+		t.Fatalf("%v: %s", err, rec.Body)
+	}
+}
+
+// A merchant reads its IPN log and replays an event through the API,
+// scoped to its token's merchant and mode; replays are audit-logged.
+func TestNotificationsAPI(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Notified Shop")
+	other := g.Onboard("Other Shop")
+	token := g.Token(c, merchant.Test)
+	paid, _ := g.Pay(c, token, "NOTE1", "1500.00", servertest.Card{Number: approvingCard, CVV: "737"})
+	g.Pay(c, token, "NOTE2", "20", servertest.Card{Number: decliningCard, CVV: "737"})
+
+	var list struct{ Notifications []api.NotificationResponse }
+	decodeInto(t, g.Serve(notificationsRequest(http.MethodGet, "/payment/v2/notifications", token)), http.StatusOK, &list)
+	if len(list.Notifications) != 1 {
+		t.Fatalf("%d notifications, want 1 (the approved payment only)", len(list.Notifications))
+	}
+	n := list.Notifications[0]
+	if n.Status != "pending" || n.NextAttemptAt == nil || n.DeliveredAt != nil || !strings.Contains(string(n.Payload), `"billNumber":"`+paid.Reference+`"`) {
+		t.Fatalf("notification %+v, payload %s", n, n.Payload)
+	}
+
+	var shown api.NotificationResponse
+	decodeInto(t, g.Serve(notificationsRequest(http.MethodGet, "/payment/v2/notifications/"+n.ID, token)), http.StatusOK, &shown)
+	if shown.ID != n.ID || shown.PaymentID == "" {
+		t.Fatalf("shown %+v", shown)
+	}
+
+	// Another merchant, the other mode, a malformed id and a missing one
+	// all look the same.
+	for name, req := range map[string]*http.Request{
+		"other merchant":   notificationsRequest(http.MethodGet, "/payment/v2/notifications/"+n.ID, g.Token(other, merchant.Test)),
+		"live mode":        notificationsRequest(http.MethodGet, "/payment/v2/notifications/"+n.ID, g.Token(c, merchant.Live)),
+		"other's replay":   notificationsRequest(http.MethodPost, "/payment/v2/notifications/"+n.ID+"/replay", g.Token(other, merchant.Test)),
+		"malformed id":     notificationsRequest(http.MethodGet, "/payment/v2/notifications/msg_%ff", token),
+		"no such event id": notificationsRequest(http.MethodGet, "/payment/v2/notifications/msg_000000000000000000000000", token),
+	} {
+		if rec := g.Serve(req); rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `"code":"not_found"`) {
+			t.Errorf("%s: HTTP %d %s", name, rec.Code, rec.Body)
+		}
+	}
+	var otherList struct{ Notifications []api.NotificationResponse }
+	decodeInto(t, g.Serve(notificationsRequest(http.MethodGet, "/payment/v2/notifications", g.Token(other, merchant.Test))), http.StatusOK, &otherList)
+	if len(otherList.Notifications) != 0 {
+		t.Errorf("another merchant lists %d of this merchant's notifications", len(otherList.Notifications))
+	}
+	if rec := g.Serve(notificationsRequest(http.MethodGet, "/payment/v2/notifications?status=lost", token)); rec.Code != http.StatusBadRequest {
+		t.Errorf("unknown status filter: HTTP %d", rec.Code)
+	}
+
+	var replayed api.NotificationResponse
+	decodeInto(t, g.Serve(notificationsRequest(http.MethodPost, "/payment/v2/notifications/"+n.ID+"/replay", token)), http.StatusAccepted, &replayed)
+	if replayed.ID != n.ID || replayed.Replays != 1 || replayed.Status != "pending" {
+		t.Errorf("replayed %+v: want the same id, one replay, pending", replayed)
+	}
+	events, err := g.Store.AuditEvents(context.Background(), c.MerchantCode, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range events {
+		found = found || (e.Action == audit.IPNReplayed && e.Actor == "api" && strings.Contains(e.Detail, n.ID))
+	}
+	if !found {
+		t.Errorf("no audit entry for the API replay in %+v", events)
+	}
+}
