@@ -38,6 +38,10 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusRequestEntityTooLarge, "body_too_large", errBodyTooLarge.Error()
 	case errors.As(err, &locked):
 		return http.StatusTooManyRequests, "too_many_attempts", locked.Error()
+	case errors.Is(err, auth.ErrBusy):
+		return http.StatusServiceUnavailable, "temporarily_unavailable", err.Error()
+	case errors.Is(err, errPayOnlyToken):
+		return http.StatusForbidden, "insufficient_scope", err.Error()
 	case errors.As(err, &req):
 		return http.StatusBadRequest, req.Code, req.Message
 	case errors.Is(err, auth.ErrInvalidClient):
@@ -102,8 +106,12 @@ func authHeaders(w http.ResponseWriter, err error, code string) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(locked.RetryAfter.Seconds()+0.999)))
 	}
 	switch code {
+	case "temporarily_unavailable":
+		w.Header().Set("Retry-After", "1")
 	case "invalid_token":
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kadi", error="invalid_token"`)
+	case "insufficient_scope":
+		w.Header().Set("WWW-Authenticate", `Bearer realm="kadi", error="insufficient_scope"`)
 	case "invalid_client":
 		w.Header().Set("WWW-Authenticate", `Basic realm="kadi"`)
 	}

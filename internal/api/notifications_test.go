@@ -14,9 +14,11 @@ import (
 	"github.com/kadipay/kadi/internal/server/servertest"
 )
 
-func notificationsRequest(method, path, token string) *http.Request {
+// notificationsRequest calls the IPN log with the mode's API key, the one
+// credential it takes: bearer tokens reach shoppers' browsers.
+func notificationsRequest(method, path, apiKey string) *http.Request {
 	req := httptest.NewRequest(method, path, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Authorization", "Basic "+apiKey)
 	return req
 }
 
@@ -31,17 +33,18 @@ func decodeInto(t *testing.T, rec *httptest.ResponseRecorder, want int, v any) {
 }
 
 // A merchant reads its IPN log and replays an event through the API,
-// scoped to its token's merchant and mode; replays are audit-logged.
+// scoped to its API key's merchant and mode; replays are audit-logged.
 func TestNotificationsAPI(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Notified Shop")
 	other := g.Onboard("Other Shop")
 	token := g.Token(c, merchant.Test)
+	key := servertest.Key(c, merchant.Test)
 	paid, _ := g.Pay(c, token, "NOTE1", "1500.00", servertest.Card{Number: approvingCard, CVV: "737"})
 	g.Pay(c, token, "NOTE2", "20", servertest.Card{Number: decliningCard, CVV: "737"})
 
 	var list struct{ Notifications []api.NotificationResponse }
-	decodeInto(t, g.Serve(notificationsRequest(http.MethodGet, "/payment/v2/notifications", token)), http.StatusOK, &list)
+	decodeInto(t, g.Serve(notificationsRequest(http.MethodGet, "/payment/v2/notifications", key)), http.StatusOK, &list)
 	if len(list.Notifications) != 1 {
 		t.Fatalf("%d notifications, want 1 (the approved payment only)", len(list.Notifications))
 	}
@@ -51,7 +54,7 @@ func TestNotificationsAPI(t *testing.T) {
 	}
 
 	var shown api.NotificationResponse
-	decodeInto(t, g.Serve(notificationsRequest(http.MethodGet, "/payment/v2/notifications/"+n.ID, token)), http.StatusOK, &shown)
+	decodeInto(t, g.Serve(notificationsRequest(http.MethodGet, "/payment/v2/notifications/"+n.ID, key)), http.StatusOK, &shown)
 	if shown.ID != n.ID || shown.PaymentID == "" {
 		t.Fatalf("shown %+v", shown)
 	}
@@ -59,27 +62,27 @@ func TestNotificationsAPI(t *testing.T) {
 	// Another merchant, the other mode, a malformed id and a missing one
 	// all look the same.
 	for name, req := range map[string]*http.Request{
-		"other merchant":   notificationsRequest(http.MethodGet, "/payment/v2/notifications/"+n.ID, g.Token(other, merchant.Test)),
-		"live mode":        notificationsRequest(http.MethodGet, "/payment/v2/notifications/"+n.ID, g.Token(c, merchant.Live)),
-		"other's replay":   notificationsRequest(http.MethodPost, "/payment/v2/notifications/"+n.ID+"/replay", g.Token(other, merchant.Test)),
-		"malformed id":     notificationsRequest(http.MethodGet, "/payment/v2/notifications/msg_%ff", token),
-		"no such event id": notificationsRequest(http.MethodGet, "/payment/v2/notifications/msg_000000000000000000000000", token),
+		"other merchant":   notificationsRequest(http.MethodGet, "/payment/v2/notifications/"+n.ID, servertest.Key(other, merchant.Test)),
+		"live mode":        notificationsRequest(http.MethodGet, "/payment/v2/notifications/"+n.ID, servertest.Key(c, merchant.Live)),
+		"other's replay":   notificationsRequest(http.MethodPost, "/payment/v2/notifications/"+n.ID+"/replay", servertest.Key(other, merchant.Test)),
+		"malformed id":     notificationsRequest(http.MethodGet, "/payment/v2/notifications/msg_%ff", key),
+		"no such event id": notificationsRequest(http.MethodGet, "/payment/v2/notifications/msg_000000000000000000000000", key),
 	} {
 		if rec := g.Serve(req); rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `"code":"not_found"`) {
 			t.Errorf("%s: HTTP %d %s", name, rec.Code, rec.Body)
 		}
 	}
 	var otherList struct{ Notifications []api.NotificationResponse }
-	decodeInto(t, g.Serve(notificationsRequest(http.MethodGet, "/payment/v2/notifications", g.Token(other, merchant.Test))), http.StatusOK, &otherList)
+	decodeInto(t, g.Serve(notificationsRequest(http.MethodGet, "/payment/v2/notifications", servertest.Key(other, merchant.Test))), http.StatusOK, &otherList)
 	if len(otherList.Notifications) != 0 {
 		t.Errorf("another merchant lists %d of this merchant's notifications", len(otherList.Notifications))
 	}
-	if rec := g.Serve(notificationsRequest(http.MethodGet, "/payment/v2/notifications?status=lost", token)); rec.Code != http.StatusBadRequest {
+	if rec := g.Serve(notificationsRequest(http.MethodGet, "/payment/v2/notifications?status=lost", key)); rec.Code != http.StatusBadRequest {
 		t.Errorf("unknown status filter: HTTP %d", rec.Code)
 	}
 
 	var replayed api.NotificationResponse
-	decodeInto(t, g.Serve(notificationsRequest(http.MethodPost, "/payment/v2/notifications/"+n.ID+"/replay", token)), http.StatusAccepted, &replayed)
+	decodeInto(t, g.Serve(notificationsRequest(http.MethodPost, "/payment/v2/notifications/"+n.ID+"/replay", key)), http.StatusAccepted, &replayed)
 	if replayed.ID != n.ID || replayed.Replays != 1 || replayed.Status != "pending" {
 		t.Errorf("replayed %+v: want the same id, one replay, pending", replayed)
 	}

@@ -37,7 +37,7 @@ func (h *Handler) accessToken(w http.ResponseWriter, r *http.Request) {
 	}
 	issued, err := h.Auth.Issue(r.Context(), auth.Grant{
 		APIKey: apiKeyFromBasic(r.Header.Get("Authorization")), Username: fields.Get("username"),
-		Password: fields.Get("password"), ClientIP: clientIP(r),
+		Password: fields.Get("password"), ClientIP: clientIP(r), Scope: auth.ScopeAPI,
 	})
 	if err != nil {
 		h.failOAuth(w, r, err)
@@ -70,6 +70,9 @@ func (h *Handler) paymentToken(w http.ResponseWriter, r *http.Request) {
 	issued, err := h.Auth.Issue(r.Context(), auth.Grant{
 		APIKey: apiKeyFromBasic(r.Header.Get("Authorization")), Username: fields.Get("merchantCode"),
 		Password: fields.Get("password"), ClientIP: clientIP(r), KeyAsPassword: true,
+		// The payment-token is made for the shopper's browser: it pays, and
+		// does nothing else (docs/security.md).
+		Scope: auth.ScopePay,
 	})
 	if err != nil {
 		h.failOAuth(w, r, err)

@@ -91,20 +91,65 @@ func (r *fakeRepo) RevokedKeys(_ context.Context, since time.Time) ([]string, er
 	return append([]string(nil), r.revoked...), r.revokedErr
 }
 
+// row returns subject's state with an ended lock or a passed window
+// forgotten, as the store does.
+func (r *fakeRepo) row(subject string, now time.Time, window time.Duration) *lockState {
+	l := r.locks[subject]
+	if l == nil {
+		l = &lockState{first: now}
+		r.locks[subject] = l
+	}
+	if !l.until.IsZero() && !l.until.After(now) {
+		l.until, l.failures, l.first = time.Time{}, 0, now
+	}
+	if now.Sub(l.first) > window {
+		l.failures, l.first = 0, now
+	}
+	return l
+}
+
+func (r *fakeRepo) ReserveAuthAttempt(_ context.Context, subject string, now time.Time, p LockoutPolicy) (time.Time, bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l := r.locks[subject]; l != nil && l.until.After(now) {
+		return l.until, false, nil
+	}
+	l := r.row(subject, now, p.Window)
+	if l.failures >= p.MaxFailures {
+		return time.Time{}, false, nil
+	}
+	l.failures++
+	return time.Time{}, true, nil
+}
+
 func (r *fakeRepo) RecordAuthFailure(_ context.Context, subject string, now time.Time, p LockoutPolicy) (time.Time, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	l := r.locks[subject]
-	if l == nil || (now.Sub(l.first) > p.Window && !l.until.After(now)) {
+	if l == nil || l.until.After(now) || l.failures < p.MaxFailures {
+		if l == nil {
+			return time.Time{}, false, nil
+		}
+		return l.until, false, nil
+	}
+	l.until, l.failures, l.first = now.Add(p.LockFor), 0, now
+	return l.until, true, nil
+}
+
+func (r *fakeRepo) ThrottleAuthFailure(_ context.Context, subject string, now time.Time, p ThrottlePolicy) (time.Time, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.locks[subject]
+	if l == nil || now.Sub(l.first) > p.Window {
 		l = &lockState{first: now}
 		r.locks[subject] = l
 	}
 	l.failures++
-	if l.failures >= p.MaxFailures && !l.until.After(now) {
-		l.until, l.failures, l.first = now.Add(p.LockFor), 0, now
-		return l.until, true, nil
+	l.until = time.Time{}
+	if d := p.Delay(l.failures); d > 0 {
+		l.until = now.Add(d)
 	}
-	return l.until, false, nil
+	return l.until, nil
 }
 
 func (r *fakeRepo) AuthLockedUntil(_ context.Context, subject string, _ time.Time) (time.Time, error) {
@@ -164,6 +209,16 @@ func (r untouchableRepo) Settings(context.Context, string, merchant.Mode) (merch
 func (r untouchableRepo) RevokedKeys(context.Context, time.Time) ([]string, error) {
 	r.fail("RevokedKeys")
 	return nil, nil
+}
+
+func (r untouchableRepo) ReserveAuthAttempt(context.Context, string, time.Time, LockoutPolicy) (time.Time, bool, error) {
+	r.fail("ReserveAuthAttempt")
+	return time.Time{}, false, nil
+}
+
+func (r untouchableRepo) ThrottleAuthFailure(context.Context, string, time.Time, ThrottlePolicy) (time.Time, error) {
+	r.fail("ThrottleAuthFailure")
+	return time.Time{}, nil
 }
 
 func (r untouchableRepo) RecordAuthFailure(context.Context, string, time.Time, LockoutPolicy) (time.Time, bool, error) {

@@ -34,10 +34,17 @@ func (r *Revocations) Add(keyID string) {
 	r.mu.Unlock()
 }
 
-// Refresh replaces the set with the keys revoked within the longest token
-// lifetime: a token from a key revoked earlier has expired anyway.
-func (r *Revocations) Refresh(ctx context.Context, repo Repo, since time.Time) error {
-	ids, err := repo.RevokedKeys(ctx, since)
+// RevocationWindow is how far back revocations are kept: longer than any
+// token can live (MaxTokenTTL, whatever --token-ttl says today), so a token
+// of a key revoked earlier has expired anyway, and a restart with another
+// TTL forgets nothing that matters. The minute covers clock skew between
+// nodes.
+const RevocationWindow = MaxTokenTTL + time.Minute
+
+// Refresh replaces the set with the keys revoked within RevocationWindow
+// before now.
+func (r *Revocations) Refresh(ctx context.Context, repo Repo, now time.Time) error {
+	ids, err := repo.RevokedKeys(ctx, now.Add(-RevocationWindow))
 	if err != nil {
 		return err
 	}
@@ -52,7 +59,7 @@ func (r *Revocations) Refresh(ctx context.Context, repo Repo, since time.Time) e
 }
 
 // Watch refreshes every interval until ctx ends.
-func (r *Revocations) Watch(ctx context.Context, repo Repo, interval, ttl time.Duration, log *slog.Logger) {
+func (r *Revocations) Watch(ctx context.Context, repo Repo, interval time.Duration, now func() time.Time, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -60,7 +67,7 @@ func (r *Revocations) Watch(ctx context.Context, repo Repo, interval, ttl time.D
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := r.Refresh(ctx, repo, time.Now().Add(-ttl-time.Minute)); err != nil && ctx.Err() == nil {
+			if err := r.Refresh(ctx, repo, now()); err != nil && ctx.Err() == nil {
 				log.Warn("refresh revoked keys", "err", err)
 			}
 		}

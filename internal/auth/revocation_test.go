@@ -22,12 +22,13 @@ func TestRevocations(t *testing.T) {
 
 	repo := newFakeRepo()
 	repo.revoked = []string{"key_2", "key_3"}
-	since := tokenNow.Add(-2 * time.Hour)
-	if err := r.Refresh(ctx, repo, since); err != nil {
+	if err := r.Refresh(ctx, repo, tokenNow); err != nil {
 		t.Fatal(err)
 	}
-	if !repo.since.Equal(since) {
-		t.Errorf("RevokedKeys asked since %v, want %v", repo.since, since)
+	// Revocations are kept longer than any token can live, whatever the
+	// configured TTL: a restart with a shorter one must forget nothing.
+	if since := tokenNow.Add(-RevocationWindow); !repo.since.Equal(since) || RevocationWindow <= MaxTokenTTL {
+		t.Errorf("RevokedKeys asked since %v, want %v (beyond MaxTokenTTL %v)", repo.since, since, MaxTokenTTL)
 	}
 	// The database is the truth: a local Add older than the window goes.
 	for key, want := range map[string]bool{"key_1": false, "key_2": true, "key_3": true} {
@@ -38,7 +39,7 @@ func TestRevocations(t *testing.T) {
 
 	repo.revokedErr = errors.New("database down")
 	repo.revoked = nil
-	if err := r.Refresh(ctx, repo, since); !errors.Is(err, repo.revokedErr) {
+	if err := r.Refresh(ctx, repo, tokenNow); !errors.Is(err, repo.revokedErr) {
 		t.Fatalf("Refresh error = %v, want %v", err, repo.revokedErr)
 	}
 	if !r.Revoked("key_2") {
@@ -54,7 +55,7 @@ func TestRevocationsWatch(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r.Watch(ctx, repo, time.Millisecond, time.Hour, slog.New(slog.DiscardHandler))
+		r.Watch(ctx, repo, time.Millisecond, func() time.Time { return tokenNow }, slog.New(slog.DiscardHandler))
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for !r.Revoked("key_rotated") {
@@ -66,9 +67,10 @@ func TestRevocationsWatch(t *testing.T) {
 	repo.mu.Lock()
 	since := repo.since
 	repo.mu.Unlock()
-	// Keys revoked within the token lifetime (plus slack) must be fetched.
-	if age := time.Since(since); age < time.Hour {
-		t.Errorf("Watch asked for keys revoked in the last %v, want at least the 1 h token lifetime", age)
+	// Watch reads the clock it is given: keys revoked within the longest
+	// token lifetime before it must be fetched.
+	if want := tokenNow.Add(-RevocationWindow); !since.Equal(want) {
+		t.Errorf("Watch asked for keys revoked since %v, want %v", since, want)
 	}
 	cancel()
 	select {

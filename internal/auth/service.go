@@ -21,17 +21,26 @@ type Repo interface {
 	MerchantByCode(ctx context.Context, code string) (merchant.Merchant, error)
 	Settings(ctx context.Context, code string, mode merchant.Mode) (merchant.Settings, error)
 	RevokedKeys(ctx context.Context, since time.Time) ([]string, error)
-	// RecordAuthFailure counts a failure for subject and returns when its
-	// lockout ends (zero if not locked). newlyLocked is true exactly once
-	// per lockout, for the audit log.
+	// ReserveAuthAttempt counts an attempt against subject before its
+	// password is checked. reserved is false while the subject is locked
+	// (lockedUntil says until when) or while attempts already counted, failed
+	// or in flight, use up the policy's allowance.
+	ReserveAuthAttempt(ctx context.Context, subject string, now time.Time, p LockoutPolicy) (lockedUntil time.Time, reserved bool, err error)
+	// RecordAuthFailure settles a reserved attempt that failed and returns
+	// when subject's lockout ends (zero if not locked). newlyLocked is true
+	// exactly once per lockout, for the audit log.
 	RecordAuthFailure(ctx context.Context, subject string, now time.Time, p LockoutPolicy) (lockedUntil time.Time, newlyLocked bool, err error)
+	// ThrottleAuthFailure counts a failure against subject and returns when
+	// it may try again (zero: at once).
+	ThrottleAuthFailure(ctx context.Context, subject string, now time.Time, p ThrottlePolicy) (next time.Time, err error)
+	// AuthLockedUntil returns when subject's lock or throttle ends.
 	AuthLockedUntil(ctx context.Context, subject string, now time.Time) (time.Time, error)
 	ClearAuthFailures(ctx context.Context, subject string) error
 	RecordAudit(ctx context.Context, e audit.Event) error
 }
 
-// LockoutPolicy is decisions §2 (PCI DSS 8.3.4): after MaxFailures within
-// Window the credential is refused for LockFor.
+// LockoutPolicy is decisions §2 (PCI DSS 8.3.4) for a merchant's
+// credential: after MaxFailures within Window it is refused for LockFor.
 type LockoutPolicy struct {
 	MaxFailures int
 	Window      time.Duration
@@ -41,11 +50,43 @@ type LockoutPolicy struct {
 // DefaultLockout is 10 failures, 30 minutes.
 var DefaultLockout = LockoutPolicy{MaxFailures: 10, Window: 30 * time.Minute, LockFor: 30 * time.Minute}
 
+// ThrottlePolicy slows a client address down instead of locking it: many
+// merchants can share one address (an office, a carrier's NAT, a proxy), and
+// a lock there would shut all of them out. After Free failures within
+// Window, each further failure makes the address wait BaseDelay, doubling
+// up to MaxDelay.
+type ThrottlePolicy struct {
+	Free      int
+	Window    time.Duration
+	BaseDelay time.Duration
+	MaxDelay  time.Duration
+}
+
+// DefaultThrottle lets 10 failures through, then waits 1 s, 2 s, 4 s … at
+// most a minute between guesses: about 60 an hour from one address, while
+// a merchant behind it waits a minute at worst.
+var DefaultThrottle = ThrottlePolicy{Free: 10, Window: 30 * time.Minute, BaseDelay: time.Second, MaxDelay: time.Minute}
+
+// Delay is how long an address must wait after its nth failure.
+func (p ThrottlePolicy) Delay(n int) time.Duration {
+	if n <= p.Free {
+		return 0
+	}
+	d := p.BaseDelay
+	for i := p.Free + 1; i < n && d < p.MaxDelay; i++ {
+		d *= 2
+	}
+	return min(d, p.MaxDelay)
+}
+
 var (
 	// ErrInvalidClient: the API key in the Basic header is wrong.
 	ErrInvalidClient = errors.New("the API key is not valid")
 	// ErrInvalidGrant: the username (merchant code) or password is wrong.
 	ErrInvalidGrant = errors.New("the username or password is not valid")
+	// ErrBusy: every password-hashing slot stayed taken for the whole
+	// queue wait. The caller should come back in a second.
+	ErrBusy = errors.New("the gateway is busy checking other sign-ins; try again in a moment")
 )
 
 // RequestError is a malformed token request (RFC 6749 invalid_request or
@@ -58,6 +99,9 @@ func (e *RequestError) Error() string { return e.Message }
 type LockedError struct{ RetryAfter time.Duration }
 
 func (e *LockedError) Error() string {
+	if e.RetryAfter < time.Minute {
+		return fmt.Sprintf("too many failed attempts; try again in %d seconds", int(e.RetryAfter.Seconds()+0.999))
+	}
 	return fmt.Sprintf("too many failed attempts; try again in %d minutes", int(e.RetryAfter.Minutes()+0.999))
 }
 
@@ -66,10 +110,18 @@ type Service struct {
 	Repo        Repo
 	Signer      Signer
 	Revocations *Revocations
-	TTL         time.Duration
-	Lockout     LockoutPolicy
-	Now         func() time.Time
-	Log         *slog.Logger
+	// TTL is the lifetime of new tokens and the longest any token is
+	// honoured from its issue time, whatever lifetime it was issued with.
+	TTL      time.Duration
+	Lockout  LockoutPolicy
+	Throttle ThrottlePolicy
+	// Hashes bounds the argon2id checks running at once: each takes 19 MiB,
+	// so a login storm must queue, not allocate.
+	Hashes *HashGate
+	Now    func() time.Time
+	Log    *slog.Logger
+	// CheckPassword is secret.CheckPassword unless a test counts the calls.
+	CheckPassword func(hash, password string) (bool, error)
 }
 
 // Grant is a token request after the HTTP layer has read it.
@@ -81,6 +133,8 @@ type Grant struct {
 	// KeyAsPassword lets Password be the API key, as the /token form's text
 	// allows.
 	KeyAsPassword bool
+	// Scope of the token to issue: ScopeAPI (the zero value) or ScopePay.
+	Scope Scope
 }
 
 // Issued is a new token with what the responses need.
@@ -105,7 +159,10 @@ func (s *Service) Issue(ctx context.Context, g Grant) (Issued, error) {
 	if !plainText(g.APIKey, 256) || !plainText(g.Username, 64) || !plainText(g.Password, 256) {
 		return Issued{}, &RequestError{Code: "invalid_request", Message: "credentials must be printable UTF-8 text"}
 	}
-	if err := s.checkLock(ctx, "ip:"+g.ClientIP, now); err != nil {
+	if g.Scope != ScopeAPI && g.Scope != ScopePay {
+		return Issued{}, fmt.Errorf("issue: scope %q cannot be granted", g.Scope)
+	}
+	if err := s.checkThrottle(ctx, g.ClientIP, now); err != nil {
 		return Issued{}, err
 	}
 
@@ -114,46 +171,105 @@ func (s *Service) Issue(ctx context.Context, g Grant) (Issued, error) {
 		// Only the client address pays for a bad key: merchant codes are
 		// public (they sit in every checkout form), so counting these
 		// against the named merchant would let anyone lock it out.
-		return Issued{}, s.fail(ctx, now, ErrInvalidClient, g.ClientIP, "")
+		return Issued{}, s.throttle(ctx, now, ErrInvalidClient, g.ClientIP)
 	} else if err != nil {
 		return Issued{}, fmt.Errorf("look up API key: %w", err)
 	}
-	// The key is genuine: failures from here on are its merchant's.
-	if err := s.checkLock(ctx, "merchant:"+key.MerchantCode, now); err != nil {
+	// The key is genuine: failures from here on are its merchant's too. The
+	// attempt is counted before the password is checked, so parallel
+	// guesses cannot all be checked before any of them is counted.
+	subject := "merchant:" + key.MerchantCode
+	until, reserved, err := s.Repo.ReserveAuthAttempt(ctx, subject, now, s.Lockout)
+	if err != nil {
+		return Issued{}, fmt.Errorf("reserve auth attempt: %w", err)
+	}
+	if !reserved {
+		if !until.After(now) {
+			// The allowance is held by attempts still being checked; if
+			// they fail, the lock that follows lasts this long.
+			until = now.Add(s.Lockout.LockFor)
+		}
+		return Issued{}, &LockedError{RetryAfter: until.Sub(now)}
+	}
+	ok, err := s.checkGrant(ctx, g, key)
+	if err != nil {
+		// Nothing was learnt about the password: give the attempt back.
+		if cerr := s.Repo.ClearAuthFailures(context.WithoutCancel(ctx), subject); cerr != nil {
+			s.Log.WarnContext(ctx, "return unused auth attempt", "err", cerr)
+		}
 		return Issued{}, err
 	}
-	var hash string
-	if g.Username == key.MerchantCode {
-		m, err := s.Repo.MerchantByCode(ctx, key.MerchantCode)
-		if err != nil {
-			return Issued{}, fmt.Errorf("load merchant: %w", err)
-		}
-		hash = m.PasswordHash
-	}
-	ok := g.KeyAsPassword && hash != "" && subtle.ConstantTimeCompare([]byte(g.Password), []byte(g.APIKey)) == 1
 	if !ok {
-		if ok, err = secret.CheckPassword(hash, g.Password); err != nil {
-			return Issued{}, fmt.Errorf("check password: %w", err)
-		}
+		return Issued{}, s.fail(ctx, now, g.ClientIP, key.MerchantCode)
 	}
-	if !ok {
-		return Issued{}, s.fail(ctx, now, ErrInvalidGrant, g.ClientIP, key.MerchantCode)
-	}
-	if err := s.Repo.ClearAuthFailures(ctx, "merchant:"+key.MerchantCode); err != nil {
+	if err := s.Repo.ClearAuthFailures(ctx, subject); err != nil {
 		return Issued{}, fmt.Errorf("clear failures: %w", err)
 	}
 	settings, err := s.Repo.Settings(ctx, key.MerchantCode, key.Mode)
 	if err != nil {
 		return Issued{}, fmt.Errorf("load settings: %w", err)
 	}
-	c := Claims{MerchantCode: key.MerchantCode, Mode: key.Mode, KeyID: key.ID, IssuedAt: now, ExpiresAt: now.Add(s.TTL)}
+	c := Claims{MerchantCode: key.MerchantCode, Mode: key.Mode, KeyID: key.ID, Scope: g.Scope, IssuedAt: now, ExpiresAt: now.Add(s.TTL)}
 	return Issued{Token: s.Signer.Issue(c), Claims: c, NotificationSecret: settings.NotificationSecret}, nil
 }
 
-func (s *Service) checkLock(ctx context.Context, subject string, now time.Time) error {
-	until, err := s.Repo.AuthLockedUntil(ctx, subject, now)
+// checkGrant checks g's password for key's merchant, within the hash gate.
+// An unknown username costs the same argon2id time as a wrong password.
+func (s *Service) checkGrant(ctx context.Context, g Grant, key merchant.APIKey) (bool, error) {
+	var hash string
+	if g.Username == key.MerchantCode {
+		m, err := s.Repo.MerchantByCode(ctx, key.MerchantCode)
+		if err != nil {
+			return false, fmt.Errorf("load merchant: %w", err)
+		}
+		hash = m.PasswordHash
+	}
+	if g.KeyAsPassword && hash != "" && subtle.ConstantTimeCompare([]byte(g.Password), []byte(g.APIKey)) == 1 {
+		return true, nil
+	}
+	release, err := s.Hashes.acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("check lockout: %w", err)
+		return false, err
+	}
+	defer release()
+	check := s.CheckPassword
+	if check == nil {
+		check = secret.CheckPassword
+	}
+	ok, err := check(hash, g.Password)
+	if err != nil {
+		return false, fmt.Errorf("check password: %w", err)
+	}
+	return ok, nil
+}
+
+// AuthenticateKey checks an API key presented directly (HTTP Basic), for
+// the endpoints that show or act on other customers' data: a key never
+// reaches a shopper's browser, unlike a bearer token. A rotated key fails at
+// once on every node: only active keys are found.
+func (s *Service) AuthenticateKey(ctx context.Context, apiKey, clientIP string) (Claims, error) {
+	now := s.Now()
+	if apiKey == "" || !plainText(apiKey, 256) {
+		return Claims{}, ErrInvalidClient
+	}
+	if err := s.checkThrottle(ctx, clientIP, now); err != nil {
+		return Claims{}, err
+	}
+	key, err := s.Repo.APIKeyByHash(ctx, secret.HashAPIKey(apiKey))
+	if errors.Is(err, merchant.ErrNotFound) {
+		return Claims{}, s.throttle(ctx, now, ErrInvalidClient, clientIP)
+	} else if err != nil {
+		return Claims{}, fmt.Errorf("look up API key: %w", err)
+	}
+	return Claims{MerchantCode: key.MerchantCode, Mode: key.Mode, KeyID: key.ID, Scope: ScopeKey, IssuedAt: now}, nil
+}
+
+// checkThrottle refuses an address that must still wait after its last
+// failure.
+func (s *Service) checkThrottle(ctx context.Context, clientIP string, now time.Time) error {
+	until, err := s.Repo.AuthLockedUntil(ctx, "ip:"+clientIP, now)
+	if err != nil {
+		return fmt.Errorf("check throttle: %w", err)
 	}
 	if until.After(now) {
 		return &LockedError{RetryAfter: until.Sub(now)}
@@ -161,29 +277,39 @@ func (s *Service) checkLock(ctx context.Context, subject string, now time.Time) 
 	return nil
 }
 
-// fail counts a failure against the client address and, when the API key
-// was genuine, against its merchant; a subject that this failure locks is
-// audit-logged once.
-func (s *Service) fail(ctx context.Context, now time.Time, cause error, clientIP, merchantCode string) error {
-	subjects := []string{"ip:" + clientIP}
-	if merchantCode != "" {
-		subjects = append(subjects, "merchant:"+merchantCode)
+// throttle counts a failure against the client address and returns cause.
+func (s *Service) throttle(ctx context.Context, now time.Time, cause error, clientIP string) error {
+	next, err := s.Repo.ThrottleAuthFailure(ctx, "ip:"+clientIP, now, s.Throttle)
+	if err != nil {
+		return fmt.Errorf("record auth failure: %w", err)
 	}
-	for _, sub := range subjects {
-		until, newly, err := s.Repo.RecordAuthFailure(ctx, sub, now, s.Lockout)
-		if err != nil {
-			return fmt.Errorf("record auth failure: %w", err)
-		}
-		if newly {
-			s.Log.WarnContext(ctx, "credential locked out", "subject", sub, "until", until)
-			err := s.Repo.RecordAudit(ctx, audit.Event{ID: secret.NewID("aud"), At: now, MerchantCode: merchantCode, Actor: "ip:" + clientIP, Action: audit.LockedOut,
-				Detail: fmt.Sprintf("%s locked until %s after %d failures", sub, until.UTC().Format(time.RFC3339), s.Lockout.MaxFailures)})
-			if err != nil {
-				return fmt.Errorf("audit lockout: %w", err)
-			}
-		}
+	if !next.IsZero() {
+		s.Log.InfoContext(ctx, "client address throttled", "address", clientIP, "until", next)
 	}
 	return cause
+}
+
+// fail settles a wrong password: the address is throttled, and the
+// merchant's credential is locked when its failures reach the maximum; a
+// new lockout is audit-logged once.
+func (s *Service) fail(ctx context.Context, now time.Time, clientIP, merchantCode string) error {
+	if err := s.throttle(ctx, now, nil, clientIP); err != nil {
+		return err
+	}
+	sub := "merchant:" + merchantCode
+	until, newly, err := s.Repo.RecordAuthFailure(ctx, sub, now, s.Lockout)
+	if err != nil {
+		return fmt.Errorf("record auth failure: %w", err)
+	}
+	if newly {
+		s.Log.WarnContext(ctx, "credential locked out", "subject", sub, "until", until)
+		err := s.Repo.RecordAudit(ctx, audit.Event{ID: secret.NewID("aud"), At: now, MerchantCode: merchantCode, Actor: "ip:" + clientIP, Action: audit.LockedOut,
+			Detail: fmt.Sprintf("%s locked until %s after %d failures", sub, until.UTC().Format(time.RFC3339), s.Lockout.MaxFailures)})
+		if err != nil {
+			return fmt.Errorf("audit lockout: %w", err)
+		}
+	}
+	return ErrInvalidGrant
 }
 
 // plainText reports whether v is valid UTF-8 of at most max bytes with no
@@ -193,13 +319,16 @@ func plainText(v string, max int) bool {
 }
 
 // Verify checks a bearer token: signature, expiry and revocation, all in
-// memory. No database access, no password hash.
+// memory. No database access, no password hash. A token is honoured for at
+// most the current TTL from its issue time, whatever lifetime it was issued
+// with, so shortening --token-ttl shortens every token already out.
 func (s *Service) Verify(token string) (Claims, error) {
-	c, err := s.Signer.Parse(token, s.Now())
+	now := s.Now()
+	c, err := s.Signer.Parse(token, now)
 	if err != nil {
 		return Claims{}, err
 	}
-	if s.Revocations.Revoked(c.KeyID) {
+	if !now.Before(c.IssuedAt.Add(s.TTL)) || s.Revocations.Revoked(c.KeyID) {
 		return Claims{}, ErrInvalidToken
 	}
 	return c, nil

@@ -66,6 +66,7 @@ func newTestService(t testing.TB) (*Service, *fakeRepo, *clock) {
 		Revocations: NewRevocations(),
 		TTL:         time.Hour,
 		Lockout:     DefaultLockout,
+		Throttle:    DefaultThrottle,
 		Now:         c.Now,
 		Log:         slog.New(slog.DiscardHandler),
 	}, repo, c
@@ -166,20 +167,12 @@ func TestLockoutAfterTenFailures(t *testing.T) {
 		t.Fatalf("failure 10: %v", err)
 	}
 
+	// The merchant's credential is locked and audit-logged once; the
+	// address is only throttled, which is no audit event.
 	events := repo.auditEvents()
-	lockedSubjects := map[string]int{}
-	for _, e := range events {
-		if e.Action != audit.LockedOut || e.ID == "" || !e.At.Equal(tokenNow) {
-			t.Errorf("audit event %+v, want %s now", e, audit.LockedOut)
-		}
-		for _, sub := range []string{"merchant:" + codeA, "ip:" + ipA} {
-			if strings.Contains(e.Detail, sub) {
-				lockedSubjects[sub]++
-			}
-		}
-	}
-	if len(events) != 2 || lockedSubjects["merchant:"+codeA] != 1 || lockedSubjects["ip:"+ipA] != 1 {
-		t.Fatalf("audit events %+v, want one lockout each for the merchant and the address", events)
+	if len(events) != 1 || events[0].Action != audit.LockedOut || events[0].ID == "" || !events[0].At.Equal(tokenNow) ||
+		!strings.Contains(events[0].Detail, "merchant:"+codeA) {
+		t.Fatalf("audit events %+v, want exactly the merchant's lockout, now", events)
 	}
 
 	wantLocked := func(step string, g Grant, retry time.Duration) {
@@ -203,8 +196,8 @@ func TestLockoutAfterTenFailures(t *testing.T) {
 	wantLocked("correct password 10 minutes later", grantA(), 20*time.Minute)
 	c.advance(20*time.Minute - time.Second)
 	wantLocked("a second before the end", grantA(), time.Second)
-	if n := len(repo.auditEvents()); n != 2 {
-		t.Errorf("%d audit events, want still 2", n)
+	if n := len(repo.auditEvents()); n != 1 {
+		t.Errorf("%d audit events, want still 1", n)
 	}
 
 	c.advance(time.Second)
@@ -213,30 +206,153 @@ func TestLockoutAfterTenFailures(t *testing.T) {
 	}
 }
 
-// Wrong API keys count too, and the address is locked whichever usernames
-// it tries; the merchants it named are not.
-func TestLockoutPerClientAddress(t *testing.T) {
-	s, repo, _ := newTestService(t)
+// Failures from one address slow it down with growing delays instead of
+// locking it: a merchant sharing the address (an office, a carrier's NAT,
+// a proxy) waits seconds, never half an hour. The merchants it named are
+// not locked.
+func TestThrottlePerClientAddress(t *testing.T) {
+	s, repo, c := newTestService(t)
 	ctx := context.Background()
-	for i := range 10 {
+	guess := func(i int) error {
 		g := grantA()
 		g.APIKey = "kadi_test_guess" + fmt.Sprint(i)
-		g.Username = fmt.Sprintf("49000000%02d", i)
-		if _, err := s.Issue(ctx, g); err == nil {
-			t.Fatal("a guessed key was accepted")
+		g.Username = fmt.Sprintf("49000000%02d", i%100)
+		_, err := s.Issue(ctx, g)
+		return err
+	}
+	for i := range DefaultThrottle.Free {
+		if err := guess(i); err != ErrInvalidClient {
+			t.Fatalf("guess %d: %v, want ErrInvalidClient", i+1, err)
 		}
 	}
-	var le *LockedError
-	if _, err := s.Issue(ctx, grantA()); !errors.As(err, &le) {
-		t.Fatalf("correct credentials from the locked address: %v, want LockedError", err)
+	wantWait := func(step string, g Grant, want time.Duration) {
+		t.Helper()
+		_, err := s.Issue(ctx, g)
+		var le *LockedError
+		if !errors.As(err, &le) || le.RetryAfter != want {
+			t.Fatalf("%s: %v, want LockedError after %v", step, err, want)
+		}
+	}
+	// The free failures are spent: each further one costs a growing wait.
+	var waits []time.Duration
+	for i := 0; i < 10; i++ {
+		if err := guess(100 + i); err != ErrInvalidClient {
+			t.Fatalf("throttled guess %d: %v, want ErrInvalidClient", i+1, err)
+		}
+		wait := DefaultThrottle.Delay(DefaultThrottle.Free + i + 1)
+		wantWait("merchant A's correct login from the throttled address", grantA(), wait)
+		waits = append(waits, wait)
+		c.advance(wait)
+	}
+	want := []time.Duration{1, 2, 4, 8, 16, 32, 60, 60, 60, 60}
+	for i := range want {
+		if waits[i] != want[i]*time.Second {
+			t.Fatalf("delays %v, want %v seconds", waits, want)
+		}
+	}
+	if _, err := s.Issue(ctx, grantA()); err != nil {
+		t.Fatalf("merchant A from the address once its wait is over: %v", err)
 	}
 	other := grantA()
 	other.ClientIP = "198.51.100.9"
 	if _, err := s.Issue(ctx, other); err != nil {
 		t.Fatalf("correct credentials from another address: %v", err)
 	}
-	if events := repo.auditEvents(); len(events) != 1 || !strings.Contains(events[0].Detail, "ip:"+ipA) {
-		t.Errorf("audit events %+v, want exactly the address's lockout", events)
+	if events := repo.auditEvents(); len(events) != 0 {
+		t.Errorf("audit events %+v: a throttled address is no lockout", events)
+	}
+}
+
+func TestThrottleDelay(t *testing.T) {
+	p := ThrottlePolicy{Free: 3, BaseDelay: time.Second, MaxDelay: 5 * time.Second}
+	want := []time.Duration{0, 0, 0, 0, time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}
+	for n, w := range want {
+		if got := p.Delay(n); got != w {
+			t.Errorf("Delay(%d) = %v, want %v", n, got, w)
+		}
+	}
+	if got := p.Delay(1 << 20); got != p.MaxDelay {
+		t.Errorf("Delay of a huge count = %v, want the cap", got)
+	}
+}
+
+// Parallel wrong passwords are counted before they are hashed: of 40 at
+// once, at most the lockout's 10 reach argon2id, the rest are refused
+// without a hash, and no more hashes run at once than the gate allows.
+func TestParallelGuessesAreCountedBeforeHashing(t *testing.T) {
+	s, _, _ := newTestService(t)
+	s.Hashes = NewHashGate(2, 64, time.Minute)
+	var mu sync.Mutex
+	hashes, running, peak := 0, 0, 0
+	s.CheckPassword = func(hash, password string) (bool, error) {
+		mu.Lock()
+		hashes++
+		running++
+		peak = max(peak, running)
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond) // long enough for the others to pile up
+		defer func() { mu.Lock(); running--; mu.Unlock() }()
+		return secret.CheckPassword(hash, password)
+	}
+	const n = 40
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			g := grantA()
+			g.Password = "wrong password 1"
+			g.ClientIP = fmt.Sprintf("192.0.2.%d", i+1)
+			_, err := s.Issue(context.Background(), g)
+			errs <- err
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	grants, locked := 0, 0
+	for err := range errs {
+		var le *LockedError
+		switch {
+		case err == ErrInvalidGrant:
+			grants++
+		case errors.As(err, &le):
+			locked++
+		default:
+			t.Errorf("unexpected answer: %v", err)
+		}
+	}
+	if hashes > DefaultLockout.MaxFailures || grants > DefaultLockout.MaxFailures || grants+locked != n {
+		t.Errorf("%d hashes, %d wrong-password answers, %d refusals; want at most %d hashes", hashes, grants, locked, DefaultLockout.MaxFailures)
+	}
+	if peak > 2 {
+		t.Errorf("%d hashes ran at once through a gate of 2", peak)
+	}
+	var le *LockedError
+	if _, err := s.Issue(context.Background(), grantA()); !errors.As(err, &le) {
+		t.Errorf("correct password after the storm: %v, want the merchant locked", err)
+	}
+}
+
+// A password check that fails for a reason other than the password (the
+// gate is full) gives its reserved attempt back: a busy gateway must not
+// lock merchants out.
+func TestBusyGateDoesNotCountAsFailure(t *testing.T) {
+	s, _, _ := newTestService(t)
+	s.Hashes = NewHashGate(1, 0, time.Millisecond)
+	release, err := s.Hashes.acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 * DefaultLockout.MaxFailures {
+		if _, err := s.Issue(context.Background(), grantA()); !errors.Is(err, ErrBusy) {
+			t.Fatalf("attempt %d with the gate full: %v, want ErrBusy", i+1, err)
+		}
+	}
+	release()
+	if _, err := s.Issue(context.Background(), grantA()); err != nil {
+		t.Fatalf("correct password once the gate is free: %v", err)
 	}
 }
 
@@ -354,6 +470,23 @@ func TestVerify(t *testing.T) {
 	c.advance(time.Hour)
 	if _, err := s.Verify(live.Token); !errors.Is(err, ErrInvalidToken) {
 		t.Errorf("token at its expiry: %v, want ErrInvalidToken", err)
+	}
+
+	// A token issued under a long TTL is honoured only for the current
+	// one: shortening --token-ttl shortens the tokens already out.
+	s.TTL = 24 * time.Hour
+	long, err := s.Issue(context.Background(), Grant{APIKey: keyALive, Username: codeA, Password: passwordA, ClientIP: ipA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.TTL = time.Hour
+	c.advance(time.Hour - time.Millisecond)
+	if _, err := s.Verify(long.Token); err != nil {
+		t.Errorf("24 h token within the current 1 h TTL: %v", err)
+	}
+	c.advance(time.Millisecond)
+	if _, err := s.Verify(long.Token); !errors.Is(err, ErrInvalidToken) {
+		t.Errorf("24 h token past the current 1 h TTL: %v, want ErrInvalidToken", err)
 	}
 	if _, err := s.Verify(""); !errors.Is(err, ErrInvalidToken) {
 		t.Errorf("empty token: %v, want ErrInvalidToken", err)

@@ -14,20 +14,49 @@ import (
 	"github.com/kadipay/kadi/internal/merchant"
 )
 
-// Claims are what a token asserts.
+// Claims are what a credential asserts: a bearer token, or an API key
+// presented directly.
 type Claims struct {
 	MerchantCode string
 	Mode         merchant.Mode
 	KeyID        string // the API key it was issued with: rotating the key kills the token
+	Scope        Scope
 	IssuedAt     time.Time
 	ExpiresAt    time.Time
 }
+
+// Scope says what a credential may be used for. The spec puts bearer
+// tokens into every shopper's browser (the form's token field), so what a
+// token may do is kept to what the spec asks of it; anything that shows or
+// acts on other customers' data takes the API key itself (docs/security.md).
+type Scope byte
+
+const (
+	// ScopeAPI is an access token of POST /identity/v2/token: the spec's
+	// endpoints (bills, verification) and the hosted form.
+	ScopeAPI Scope = iota
+	// ScopePay is the payment-token of POST /token: the hosted form of its
+	// merchant and mode, nothing else.
+	ScopePay
+	// ScopeKey is the API key presented as HTTP Basic: never in a browser,
+	// so it alone reaches the notification log and replay. No token has it.
+	ScopeKey
+)
+
+// MaxTokenTTL is the longest lifetime --token-ttl may give. Revocations are
+// kept for at least this long, so no setting can bring a revoked token back.
+const MaxTokenTTL = 24 * time.Hour
 
 // ErrInvalidToken covers missing, malformed, forged, expired and revoked
 // tokens alike: RFC 6750 gives them all one answer.
 var ErrInvalidToken = errors.New("the access token is missing, malformed, expired or revoked")
 
-const tokenVersion = 1
+// Token layout versions. Version 1 had no scope byte; such tokens (issued
+// before scopes existed, for at most MaxTokenTTL) read as ScopeAPI.
+const (
+	tokenV1 = 1
+	tokenV2 = 2
+)
 
 // Signer issues and checks tokens with an HMAC key, so any node holding the
 // key verifies a token without a database round trip.
@@ -38,8 +67,8 @@ func NewSigner(key []byte) Signer { return Signer{key: key} }
 
 // Issue encodes and signs c.
 func (s Signer) Issue(c Claims) string {
-	buf := make([]byte, 0, 80)
-	buf = append(buf, tokenVersion, modeByte(c.Mode))
+	buf := make([]byte, 0, 96)
+	buf = append(buf, tokenV2, modeByte(c.Mode), byte(c.Scope))
 	buf = binary.BigEndian.AppendUint64(buf, uint64(c.IssuedAt.UnixMilli()))
 	buf = binary.BigEndian.AppendUint64(buf, uint64(c.ExpiresAt.UnixMilli()))
 	buf = append(buf, byte(len(c.KeyID)))
@@ -65,10 +94,25 @@ func (s Signer) Parse(token string, now time.Time) (Claims, error) {
 	body, sig := raw[:len(raw)-sha256.Size], raw[len(raw)-sha256.Size:]
 	m := hmac.New(sha256.New, s.key)
 	m.Write(body)
-	if !hmac.Equal(sig, m.Sum(nil)) || body[0] != tokenVersion {
+	if !hmac.Equal(sig, m.Sum(nil)) {
 		return Claims{}, ErrInvalidToken
 	}
-	var c Claims
+	c := Claims{Scope: ScopeAPI}
+	switch body[0] {
+	case tokenV1:
+	case tokenV2:
+		// A version 2 token has a scope byte after the mode: move it out of
+		// the way so both versions read alike from here on.
+		switch Scope(body[2]) {
+		case ScopeAPI, ScopePay:
+			c.Scope = Scope(body[2])
+		default:
+			return Claims{}, ErrInvalidToken
+		}
+		body = append([]byte{body[0], body[1]}, body[3:]...)
+	default:
+		return Claims{}, ErrInvalidToken
+	}
 	switch body[1] {
 	case 't':
 		c.Mode = merchant.Test

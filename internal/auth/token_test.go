@@ -28,7 +28,7 @@ func testClaims() Claims {
 }
 
 func sameClaims(a, b Claims) bool {
-	return a.MerchantCode == b.MerchantCode && a.Mode == b.Mode && a.KeyID == b.KeyID &&
+	return a.MerchantCode == b.MerchantCode && a.Mode == b.Mode && a.KeyID == b.KeyID && a.Scope == b.Scope &&
 		a.IssuedAt.Equal(b.IssuedAt) && a.ExpiresAt.Equal(b.ExpiresAt)
 }
 
@@ -51,7 +51,7 @@ func TestSignerRoundTrip(t *testing.T) {
 	s := NewSigner(signingKey)
 	long := testClaims()
 	long.KeyID = strings.Repeat("k", 255)
-	long.MerchantCode = strings.Repeat("9", 77) // the longest token Parse takes
+	long.MerchantCode = strings.Repeat("9", 76) // the longest token Parse takes
 	for _, tt := range []struct {
 		name string
 		c    func(Claims) Claims
@@ -128,12 +128,43 @@ func TestSignerRejectsNonCanonicalEncoding(t *testing.T) {
 	}
 }
 
+// The scope is signed with the rest: a payment-token cannot be edited into
+// an access token without the key.
+func TestSignerScope(t *testing.T) {
+	s := NewSigner(signingKey)
+	for _, scope := range []Scope{ScopeAPI, ScopePay} {
+		c := testClaims()
+		c.Scope = scope
+		got, err := s.Parse(s.Issue(c), tokenNow)
+		if err != nil || got.Scope != scope {
+			t.Errorf("scope %d: Parse = %+v, %v", scope, got, err)
+		}
+	}
+	pay := testClaims()
+	pay.Scope = ScopePay
+	tok := s.Issue(pay)
+	raw, _ := base64.RawURLEncoding.DecodeString(tok)
+	raw[2] = byte(ScopeAPI)
+	if _, err := s.Parse(base64.RawURLEncoding.EncodeToString(raw), tokenNow); !errors.Is(err, ErrInvalidToken) {
+		t.Errorf("payment-token with its scope byte changed: %v, want ErrInvalidToken", err)
+	}
+
+	// A token of the layout before scopes (version 1: no scope byte), from
+	// a node not yet upgraded, reads as an access token.
+	v1 := resign(t, signingKey, s.Issue(testClaims()), func(b []byte) []byte {
+		return append([]byte{tokenV1, b[1]}, b[3:]...)
+	})
+	if got, err := s.Parse(v1, tokenNow); err != nil || !sameClaims(got, testClaims()) {
+		t.Errorf("version 1 token: %+v, %v", got, err)
+	}
+}
+
 func TestSignerRejects(t *testing.T) {
 	s := NewSigner(signingKey)
 	good := s.Issue(testClaims())
 	longest := testClaims()
 	longest.KeyID = strings.Repeat("k", 255)
-	longest.MerchantCode = strings.Repeat("9", 77) // 20+255+77+32 = 384 bytes = 512 characters
+	longest.MerchantCode = strings.Repeat("9", 76) // 21+255+76+32 = 384 bytes = 512 characters
 	tok512 := s.Issue(longest)
 	longest.MerchantCode += "9"
 	tok514 := s.Issue(longest)
@@ -154,11 +185,13 @@ func TestSignerRejects(t *testing.T) {
 		{"signed with an empty key", NewSigner(nil).Issue(testClaims()), tokenNow},
 		{"expired: now is ExpiresAt", good, testClaims().ExpiresAt},
 		{"expired long ago", good, testClaims().ExpiresAt.Add(24 * time.Hour)},
-		{"wrong version 2", resign(t, signingKey, good, func(b []byte) []byte { b[0] = 2; return b }), tokenNow},
+		{"wrong version 3", resign(t, signingKey, good, func(b []byte) []byte { b[0] = 3; return b }), tokenNow},
+		{"unknown scope", resign(t, signingKey, good, func(b []byte) []byte { b[2] = 9; return b }), tokenNow},
+		{"key scope in a token", resign(t, signingKey, good, func(b []byte) []byte { b[2] = byte(ScopeKey); return b }), tokenNow},
 		{"wrong version 0", resign(t, signingKey, good, func(b []byte) []byte { b[0] = 0; return b }), tokenNow},
 		{"unknown mode", resign(t, signingKey, good, func(b []byte) []byte { b[1] = 'x'; return b }), tokenNow},
 		{"trailing byte in the body", resign(t, signingKey, good, func(b []byte) []byte { return append(b, 0) }), tokenNow},
-		{"key id length past the end", resign(t, signingKey, good, func(b []byte) []byte { b[18] = 0xff; return b }), tokenNow},
+		{"key id length past the end", resign(t, signingKey, good, func(b []byte) []byte { b[19] = 0xff; return b }), tokenNow},
 		{"body too short", resign(t, signingKey, good, func(b []byte) []byte { return b[:19] }), tokenNow},
 		{"truncated by one character", good[:len(good)-1], tokenNow},
 		{"truncated to half", good[:len(good)/2], tokenNow},

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 	_ "time/tzdata" // the operator's zone must resolve on minimal hosts too
@@ -55,6 +56,8 @@ type Config struct {
 	// IPN tunes notification delivery; its AllowPrivate is taken from
 	// AllowPrivateIPN.
 	IPN ipn.Config
+	// Now is the clock (nil: time.Now); tests move it.
+	Now func() time.Time
 }
 
 // Defaults returns the configuration decisions.md describes.
@@ -121,8 +124,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("time zone %q: %w", cfg.TimeZone, err)
 	}
-	if cfg.TokenTTL <= 0 || cfg.TokenTTL > 24*time.Hour {
-		return nil, errors.New("token lifetime must be between 1s and 24h")
+	if cfg.TokenTTL < time.Second || cfg.TokenTTL > auth.MaxTokenTTL {
+		return nil, fmt.Errorf("token lifetime must be between 1s and %s", auth.MaxTokenTTL)
 	}
 	if err := cfg.IPN.Validate(); err != nil {
 		return nil, err
@@ -135,15 +138,22 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
 	revoked := auth.NewRevocations()
-	if err := revoked.Refresh(ctx, st, time.Now().Add(-cfg.TokenTTL-time.Minute)); err != nil {
+	if err := revoked.Refresh(ctx, st, now()); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("load revoked keys: %w", err)
 	}
-	now := time.Now
 	g := &Gateway{Store: st, cfg: cfg, log: log}
+	// As many password hashes at once as there are cores to run them; a
+	// login storm waits in a short line, then gets 503 (docs/security.md).
+	cores := runtime.GOMAXPROCS(0)
 	g.Auth = &auth.Service{Repo: st, Signer: auth.NewSigner(secret.Derive(master, "token")), Revocations: revoked,
-		TTL: cfg.TokenTTL, Lockout: auth.DefaultLockout, Now: now, Log: log}
+		TTL: cfg.TokenTTL, Lockout: auth.DefaultLockout, Throttle: auth.DefaultThrottle,
+		Hashes: auth.NewHashGate(cores, 4*cores, 2*time.Second), Now: now, Log: log}
 	g.Bills = &bill.Service{Repo: st, Policy: cfg.Bills, Now: now}
 	acquirers := map[merchant.Mode]payment.Acquirer{merchant.Test: sim.New(secret.Derive(master, "sim-acquirer"))}
 	if cfg.LiveAcquirer != nil {
@@ -217,7 +227,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		stop()
 		<-ipnDone
 	}()
-	go g.Auth.Revocations.Watch(bg, g.Store, g.cfg.RevocationPoll, g.cfg.TokenTTL, g.log)
+	go g.Auth.Revocations.Watch(bg, g.Store, g.cfg.RevocationPoll, g.Auth.Now, g.log)
 	go g.reconcile(bg)
 	go func() {
 		defer close(ipnDone)

@@ -11,48 +11,120 @@ import (
 	"github.com/kadipay/kadi/internal/secret"
 )
 
-// RecordAuthFailure counts one failure in the current window and locks the
-// subject when the count reaches the policy's maximum.
+// authRow is one subject's failure bookkeeping, read and written inside a
+// transaction that holds the row.
+type authRow struct {
+	failures     int
+	first, until int64 // unix ms; until is the lock's end (merchants) or the throttle's (addresses)
+}
+
+// lockAuthRow claims subject's row before reading it, so that attempts
+// counted at once queue instead of reading the same count (under
+// PostgreSQL's read committed both would, and one would be lost).
+func lockAuthRow(ctx context.Context, t tx, subject string, now time.Time) (authRow, error) {
+	_, err := t.exec(ctx, `INSERT INTO auth_failures (subject, failures, first_at, locked_until) VALUES (?, 0, ?, 0)
+		ON CONFLICT (subject) DO UPDATE SET failures = auth_failures.failures`, subject, ms(now))
+	if err != nil {
+		return authRow{}, err
+	}
+	var r authRow
+	err = t.queryRow(ctx, `SELECT failures, first_at, locked_until FROM auth_failures WHERE subject = ?`, subject).Scan(&r.failures, &r.first, &r.until)
+	return r, err
+}
+
+func saveAuthRow(ctx context.Context, t tx, subject string, r authRow) error {
+	_, err := t.exec(ctx, `UPDATE auth_failures SET failures = ?, first_at = ?, locked_until = ? WHERE subject = ?`,
+		r.failures, r.first, r.until, subject)
+	return err
+}
+
+// restart forgets an ended lock and a passed window: the next failure is
+// the first of a new count.
+func (r *authRow) restart(now time.Time, window time.Duration) {
+	if r.until != 0 && r.until <= ms(now) {
+		r.until, r.failures, r.first = 0, 0, ms(now)
+	}
+	if now.Sub(fromMS(r.first)) > window {
+		r.failures, r.first = 0, ms(now)
+	}
+}
+
+// ReserveAuthAttempt counts an attempt against subject before its password
+// is checked, so that parallel guesses cannot all pass the check before any
+// of them is counted. It refuses while the subject is locked (returning the
+// lock's end), and while the attempts counted in the window — failed, or
+// still being checked — already use up the policy's allowance.
+func (s *DB) ReserveAuthAttempt(ctx context.Context, subject string, now time.Time, p auth.LockoutPolicy) (time.Time, bool, error) {
+	var until time.Time
+	var reserved bool
+	err := s.inTx(ctx, func(t tx) error {
+		r, err := lockAuthRow(ctx, t, subject, now)
+		if err != nil {
+			return err
+		}
+		if r.until > ms(now) {
+			until = fromMS(r.until)
+			return nil
+		}
+		r.restart(now, p.Window)
+		if r.failures < p.MaxFailures {
+			r.failures++
+			reserved = true
+		}
+		return saveAuthRow(ctx, t, subject, r)
+	})
+	return until, reserved, err
+}
+
+// RecordAuthFailure settles a reserved attempt that failed: it was counted
+// when reserved, so this only locks the subject once the count reaches the
+// policy's maximum. newlyLocked is true exactly once per lockout.
 func (s *DB) RecordAuthFailure(ctx context.Context, subject string, now time.Time, p auth.LockoutPolicy) (time.Time, bool, error) {
 	var until time.Time
 	var newly bool
 	err := s.inTx(ctx, func(t tx) error {
-		// Claim the subject's row before reading it, so that failures
-		// counted at once queue instead of reading the same count (under
-		// PostgreSQL's read committed both would, and one would be lost).
-		_, err := t.exec(ctx, `INSERT INTO auth_failures (subject, failures, first_at, locked_until) VALUES (?, 0, ?, 0)
-			ON CONFLICT (subject) DO UPDATE SET failures = auth_failures.failures`, subject, ms(now))
+		r, err := lockAuthRow(ctx, t, subject, now)
 		if err != nil {
 			return err
 		}
-		var failures int
-		var first, locked int64
-		err = t.queryRow(ctx, `SELECT failures, first_at, locked_until FROM auth_failures WHERE subject = ?`, subject).Scan(&failures, &first, &locked)
-		if err != nil {
-			return err
+		if r.until > ms(now) {
+			until = fromMS(r.until)
+			return nil
 		}
-		if locked <= ms(now) {
-			locked = 0 // a lock that has ended is no lock, and Clear may forget it
-			if now.Sub(fromMS(first)) > p.Window {
-				failures, first = 0, ms(now) // the window passed: start counting again
-			}
+		if r.failures < p.MaxFailures {
+			return nil
 		}
-		failures++
-		if failures >= p.MaxFailures && locked == 0 {
-			locked = ms(now.Add(p.LockFor))
-			newly = true
-			failures = 0
-			first = ms(now)
-		}
-		until = fromMS(locked)
-		_, err = t.exec(ctx, `UPDATE auth_failures SET failures = ?, first_at = ?, locked_until = ? WHERE subject = ?`,
-			failures, first, locked, subject)
-		return err
+		r.until, r.failures, r.first = ms(now.Add(p.LockFor)), 0, ms(now)
+		until, newly = fromMS(r.until), true
+		return saveAuthRow(ctx, t, subject, r)
 	})
 	return until, newly, err
 }
 
-// AuthLockedUntil returns when subject's lockout ends, or zero.
+// ThrottleAuthFailure counts a failure against subject and returns when it
+// may try again: never a long lock, only the policy's growing delay.
+func (s *DB) ThrottleAuthFailure(ctx context.Context, subject string, now time.Time, p auth.ThrottlePolicy) (time.Time, error) {
+	var next time.Time
+	err := s.inTx(ctx, func(t tx) error {
+		r, err := lockAuthRow(ctx, t, subject, now)
+		if err != nil {
+			return err
+		}
+		if now.Sub(fromMS(r.first)) > p.Window {
+			r.failures, r.first = 0, ms(now)
+		}
+		r.failures++
+		r.until = 0
+		if d := p.Delay(r.failures); d > 0 {
+			next = now.Add(d)
+			r.until = ms(next)
+		}
+		return saveAuthRow(ctx, t, subject, r)
+	})
+	return next, err
+}
+
+// AuthLockedUntil returns when subject's lock or throttle ends, or zero.
 func (s *DB) AuthLockedUntil(ctx context.Context, subject string, now time.Time) (time.Time, error) {
 	var locked int64
 	err := s.queryRow(ctx, `SELECT locked_until FROM auth_failures WHERE subject = ?`, subject).Scan(&locked)

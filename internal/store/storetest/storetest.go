@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,6 +76,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AuthFailures/LockAgainAfterExpiry", testLockoutAgain},
 		{"AuthFailures/SubjectsAreSeparate", testLockoutSubjects},
 		{"AuthFailures/Concurrent", testLockoutConcurrent},
+		{"AuthFailures/ConcurrentReservations", testReservationsConcurrent},
+		{"AuthFailures/ReservationSucceeds", testReservationSucceeds},
+		{"AuthFailures/Throttle", testThrottle},
 		{"Audit/NewestFirstPerMerchant", testAudit},
 		{"Bill/AmountsRoundTrip", testBillRoundTrip},
 		{"Bill/SameOrderReferenceSameMode", testBillIdempotent},
@@ -507,11 +511,20 @@ func testRotateAPIKey(t *testing.T, s store.Store) {
 
 var policy = auth.LockoutPolicy{MaxFailures: 3, Window: 10 * time.Minute, LockFor: 30 * time.Minute}
 
-// failure records one failure and checks what RecordAuthFailure answers.
+// failure makes one failed attempt — reserve it, then record it failed, as
+// auth does around a password check — and checks what the store answers.
+// While the subject is locked the reservation is refused with the lock's end.
 func failure(t *testing.T, s store.Store, subject string, at time.Time, p auth.LockoutPolicy, wantUntil time.Time, wantNewly bool) {
 	t.Helper()
-	until, newly, err := s.RecordAuthFailure(t.Context(), subject, at, p)
-	must(t, "RecordAuthFailure", err)
+	until, reserved, err := s.ReserveAuthAttempt(t.Context(), subject, at, p)
+	must(t, "ReserveAuthAttempt", err)
+	newly := false
+	if reserved {
+		until, newly, err = s.RecordAuthFailure(t.Context(), subject, at, p)
+		must(t, "RecordAuthFailure", err)
+	} else if !until.After(at) {
+		t.Fatalf("attempt at %s refused without a lock", at.Sub(base))
+	}
 	if !norm(until).Equal(norm(wantUntil)) || newly != wantNewly {
 		t.Fatalf("failure at %s: locked until %v (newly %t), want %v (newly %t)",
 			at.Sub(base), norm(until), newly, norm(wantUntil), wantNewly)
@@ -646,7 +659,14 @@ func testLockoutConcurrent(t *testing.T, s store.Store) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			_, nl, err := s.RecordAuthFailure(context.WithoutCancel(t.Context()), sub, base.Add(time.Duration(i)*time.Millisecond), p)
+			ctx, at := context.WithoutCancel(t.Context()), base.Add(time.Duration(i)*time.Millisecond)
+			_, reserved, err := s.ReserveAuthAttempt(ctx, sub, at, p)
+			nl := false
+			if err == nil && reserved {
+				_, nl, err = s.RecordAuthFailure(ctx, sub, at, p)
+			} else if err == nil {
+				err = fmt.Errorf("attempt %d of %d refused", i+1, n)
+			}
 			newly <- nl
 			errs <- err
 		})
@@ -671,6 +691,98 @@ func testLockoutConcurrent(t *testing.T, s store.Store) {
 	}
 	if got := lockedUntil(t, s, sub, base); got.IsZero() {
 		t.Fatal("not locked after MaxFailures concurrent failures")
+	}
+}
+
+// Parallel attempts are counted when reserved: of many at once, only the
+// policy's allowance gets through to a password check.
+func testReservationsConcurrent(t *testing.T, s store.Store) {
+	const sub = "merchant:3333333333"
+	const n = 40
+	p := auth.LockoutPolicy{MaxFailures: 10, Window: time.Hour, LockFor: time.Hour}
+	var wg sync.WaitGroup
+	var reservedN atomic.Int32
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-start
+			_, reserved, err := s.ReserveAuthAttempt(context.WithoutCancel(t.Context()), sub, base, p)
+			if reserved {
+				reservedN.Add(1)
+			}
+			errs <- err
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		must(t, "ReserveAuthAttempt", err)
+	}
+	if got := reservedN.Load(); got != int32(p.MaxFailures) {
+		t.Fatalf("%d of %d concurrent attempts reserved, want exactly %d", got, n, p.MaxFailures)
+	}
+	// Their failures lock the subject once.
+	locks := 0
+	for range p.MaxFailures {
+		_, newly, err := s.RecordAuthFailure(t.Context(), sub, base, p)
+		must(t, "RecordAuthFailure", err)
+		if newly {
+			locks++
+		}
+	}
+	if locks != 1 || lockedUntil(t, s, sub, base).IsZero() {
+		t.Fatalf("%d new locks after the reserved attempts failed, want 1", locks)
+	}
+}
+
+// A reserved attempt that succeeds is cleared and never locks; one that
+// fails below the maximum does not lock either.
+func testReservationSucceeds(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const sub = "merchant:4444444444"
+	for i := range 3 * policy.MaxFailures {
+		at := base.Add(time.Duration(i) * time.Second)
+		_, reserved, err := s.ReserveAuthAttempt(ctx, sub, at, policy)
+		must(t, "ReserveAuthAttempt", err)
+		if !reserved {
+			t.Fatalf("attempt %d refused though every earlier one succeeded", i+1)
+		}
+		must(t, "ClearAuthFailures", s.ClearAuthFailures(ctx, sub))
+	}
+	for i := range policy.MaxFailures - 1 {
+		failure(t, s, sub, base.Add(time.Minute+time.Duration(i)*time.Second), policy, time.Time{}, false)
+	}
+}
+
+// An address is throttled with the policy's growing delays, never locked
+// for long; the window forgets old failures.
+func testThrottle(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const sub = "ip:192.0.2.99"
+	p := auth.ThrottlePolicy{Free: 2, Window: time.Hour, BaseDelay: time.Second, MaxDelay: 4 * time.Second}
+	at := base
+	for i, want := range []time.Duration{0, 0, time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
+		next, err := s.ThrottleAuthFailure(ctx, sub, at, p)
+		must(t, "ThrottleAuthFailure", err)
+		wantNext := time.Time{}
+		if want > 0 {
+			wantNext = at.Add(want)
+		}
+		if !norm(next).Equal(norm(wantNext)) {
+			t.Fatalf("failure %d: next attempt at %v, want %v", i+1, norm(next), norm(wantNext))
+		}
+		if got := lockedUntil(t, s, sub, at); !got.Equal(norm(wantNext)) {
+			t.Fatalf("failure %d: AuthLockedUntil = %v, want %v", i+1, got, norm(wantNext))
+		}
+		at = at.Add(want)
+	}
+	later := at.Add(p.Window + time.Second)
+	next, err := s.ThrottleAuthFailure(ctx, sub, later, p)
+	must(t, "ThrottleAuthFailure", err)
+	if !next.IsZero() {
+		t.Fatalf("first failure of a new window throttled until %v", next)
 	}
 }
 
