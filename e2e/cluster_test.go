@@ -332,7 +332,7 @@ func TestTwoNodesSharePostgres(t *testing.T) {
 			{"query NUL", query("a%00b")},
 			{"cardPay billReference 0xff", post("/cardPay", url.Values{"token": {token}, "merchantCode": {m.MerchantCode}}.Encode()+"&billReference=%ff", "")},
 			{"cardPay NUL", post("/cardPay", url.Values{"token": {token}, "merchantCode": {m.MerchantCode}}.Encode()+"&billReference=A%00B", "")},
-			{"3-D Secure payment 0xff", post("/cardPay/3ds", "payment=%ff&code=123456", "")},
+			{"3-D Secure payment 0xff", post("/cardPay/3ds", "checkout=%ff&code=123456", "")},
 			{"bill JSON with NUL", func() *http.Request {
 				r := post("/payment/v2/bills", `{"customer":{"name":"a\u0000b"},"order":{"reference":"A\u0000B"}}`, "Bearer "+token)
 				return r

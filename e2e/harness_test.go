@@ -613,10 +613,10 @@ func (s *shopper) submit(t testing.TB, f client.PaymentForm) page {
 func (s *shopper) answerChallenge(t testing.TB, challenge page, code string) page {
 	t.Helper()
 	f := challenge.Form(t, "/cardPay/3ds")
-	if f.Inputs.Get("payment") == "" {
-		t.Fatalf("challenge page carries no payment id:\n%s", challenge.Body)
+	if f.Inputs.Get("checkout") == "" {
+		t.Fatalf("challenge page carries no checkout session id:\n%s", challenge.Body)
 	}
-	v := url.Values{"payment": {f.Inputs.Get("payment")}, "code": {code}}
+	v := url.Values{"checkout": {f.Inputs.Get("checkout")}, "code": {code}}
 	return postPage(t, s.g.BaseURL+"/cardPay/3ds", v)
 }
 

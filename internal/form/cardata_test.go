@@ -42,7 +42,7 @@ func TestNoCardDataAtRestOrInLogs(t *testing.T) {
 				if len(page.Forms) != 1 {
 					t.Fatalf("no challenge page for the 3-D Secure card: %d", rec.Code)
 				}
-				rec = g.Serve(servertest.ChallengeRequest(page.Forms[0].Values()["payment"], "123456"))
+				rec = g.Serve(servertest.ChallengeRequest(page.Forms[0].Values()["checkout"], "123456"))
 			}
 			if rec.Code != http.StatusOK {
 				t.Fatalf("card %s: %d", n[:6], rec.Code)
@@ -51,9 +51,8 @@ func TestNoCardDataAtRestOrInLogs(t *testing.T) {
 	}
 	// A typo on our own card-entry page is re-rendered, not charged.
 	b := g.CreateBill(c, tok, "PANENTRY", "10")
-	v := servertest.Card{Number: badLuhn, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
-	v.Set("kadiEntry", "1")
-	if rec := g.CardPay(v); rec.Code != http.StatusUnprocessableEntity {
+	entry := g.OpenCheckout(servertest.FormFields(c, tok, b))
+	if rec := g.CardPay(servertest.CheckoutPost(entry, servertest.Card{Number: badLuhn, CVV: cvv})); rec.Code != http.StatusUnprocessableEntity {
 		t.Fatalf("typo on the entry page: %d", rec.Code)
 	}
 

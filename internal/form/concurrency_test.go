@@ -184,7 +184,7 @@ func TestConcurrentChallengeAnswersAgree(t *testing.T) {
 	if len(page.Forms) != 1 {
 		t.Fatal("no challenge page")
 	}
-	id := page.Forms[0].Values()["payment"]
+	id := page.Forms[0].Values()["checkout"]
 
 	srv := httptest.NewServer(g.Handler)
 	defer srv.Close()
@@ -200,7 +200,7 @@ func TestConcurrentChallengeAnswersAgree(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			resp, err := srv.Client().PostForm(srv.URL+"/cardPay/3ds", url.Values{"payment": {id}, "code": {code}})
+			resp, err := srv.Client().PostForm(srv.URL+"/cardPay/3ds", url.Values{"checkout": {id}, "code": {code}})
 			if err != nil {
 				results[i].err = err
 				return
@@ -219,7 +219,7 @@ func TestConcurrentChallengeAnswersAgree(t *testing.T) {
 			t.Errorf("answer %d: %s %q; answer 0: %s %q", i, cb["orderStatus"], cb["transactionRef"], first["orderStatus"], first["transactionRef"])
 		}
 	}
-	stored, err := g.Store.PaymentByID(context.Background(), id)
+	stored, err := g.Store.LatestPayment(context.Background(), b.Reference)
 	if err != nil {
 		t.Fatal(err)
 	}

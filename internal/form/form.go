@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -21,6 +20,7 @@ import (
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/card"
+	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
 )
@@ -46,12 +46,13 @@ type Bills interface {
 
 // Handler serves the hosted pages.
 type Handler struct {
-	Auth     *auth.Service
-	Bills    Bills
-	Payments *payment.Service
-	Location *time.Location
-	Log      *slog.Logger
-	Now      func() time.Time
+	Auth      *auth.Service
+	Bills     Bills
+	Checkouts checkout.Repo
+	Payments  *payment.Service
+	Location  *time.Location
+	Log       *slog.Logger
+	Now       func() time.Time
 	// HSTS is sent when the public URL is https.
 	HSTS bool
 
@@ -91,7 +92,12 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 		h.renderError(w, r, &pageError{http.StatusBadRequest, "Payment form unreadable", err.Error()})
 		return
 	}
-	t, err := h.trust(r.Context(), sub)
+	var t trusted
+	if sub.Checkout != "" {
+		sub, t, err = h.resume(r.Context(), sub)
+	} else {
+		t, err = h.trust(r.Context(), sub)
+	}
 	if err != nil {
 		h.renderError(w, r, err)
 		return
@@ -104,12 +110,16 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !sub.HasCard() {
+		if err := h.startCheckout(r.Context(), &t, ""); err != nil {
+			h.renderError(w, r, err)
+			return
+		}
 		h.renderCardEntry(w, r, t, sub, nil)
 		return
 	}
 	attempt, problems := h.checkCard(sub)
 	if len(problems) > 0 {
-		if sub.FromEntryPage && onlyCardProblems(problems) {
+		if t.checkoutID != "" && onlyCardProblems(problems) {
 			h.renderCardEntry(w, r, t, sub, problems)
 			return
 		}
@@ -123,61 +133,118 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 
 // trusted is what a submission proved before we send the browser anywhere.
 type trusted struct {
-	claims   auth.Claims
 	merchant merchant.Merchant
 	bill     bill.Bill
 	callback *url.URL
+	// fields are the merchant's form fields, kept by a checkout session.
+	fields map[string]string
+	// checkoutID names the checkout session our next page posts back, once
+	// there is one.
+	checkoutID string
 }
 
 // trust checks everything that must hold before the bill and callbackUrl
-// can be believed. Any failure here is shown on our own page.
+// of a merchant's form can be believed. Any failure here is shown on our
+// own page.
 func (h *Handler) trust(ctx context.Context, sub Submission) (trusted, error) {
-	var t trusted
 	// Lengths, UTF-8 and control characters first: nothing unchecked
 	// reaches the database.
 	if problems := sub.checkLengths(false); len(problems) > 0 {
-		return t, &pageError{http.StatusBadRequest, "Payment form not valid", describe(problems)}
+		return trusted{}, &pageError{http.StatusBadRequest, "Payment form not valid", describe(problems)}
 	}
+	// Both kinds of token pay: the access token the spec puts in the form,
+	// and the pay-only payment-token of POST /token.
 	c, err := h.Auth.Verify(sub.Token)
 	if err != nil {
-		return t, &pageError{http.StatusUnauthorized, "Payment session not valid",
+		return trusted{}, &pageError{http.StatusUnauthorized, "Payment session not valid",
 			"The shop's payment session is missing, has expired or was revoked. Please go back to the shop and start the payment again."}
 	}
 	if sub.MerchantCode != c.MerchantCode {
-		return t, &pageError{http.StatusForbidden, "Payment form not valid", "The merchant code does not match the payment session."}
+		return trusted{}, &pageError{http.StatusForbidden, "Payment form not valid", "The merchant code does not match the payment session."}
 	}
-	b, err := h.Bills.BillByReference(ctx, c.MerchantCode, c.Mode, sub.BillReference)
-	if errors.Is(err, bill.ErrNotFound) {
-		return t, &pageError{http.StatusNotFound, "Bill not found", "The shop sent a bill reference we do not know. Please go back to the shop."}
-	} else if err != nil {
-		return t, err
-	}
-	m, err := h.Bills.MerchantByCode(ctx, c.MerchantCode)
+	t, err := h.load(ctx, c.MerchantCode, c.Mode, sub.BillReference, sub.CallbackURL)
 	if err != nil {
 		return t, err
 	}
 	var mismatch []string
-	if sub.OutletCode != b.Outlet {
+	if sub.OutletCode != t.bill.Outlet {
 		mismatch = append(mismatch, "outletCode")
 	}
-	if sub.OrderReference != b.OrderReference {
+	if sub.OrderReference != t.bill.OrderReference {
 		mismatch = append(mismatch, "orderReference")
 	}
-	if !b.Amount.EqualText(sub.Amount) {
+	if !t.bill.Amount.EqualText(sub.Amount) {
 		mismatch = append(mismatch, "amount")
 	}
 	if len(mismatch) > 0 {
 		return t, &pageError{http.StatusBadRequest, "Payment form does not match the bill",
 			"These fields differ from the bill the shop created: " + strings.Join(mismatch, ", ") + "."}
 	}
-	cb, err := CheckCallbackURL(sub.CallbackURL, c.Mode)
+	t.fields = sub.sessionFields()
+	return t, nil
+}
+
+// errCheckoutGone is a checkout session that is unknown or has expired.
+var errCheckoutGone = &pageError{http.StatusGone, "Payment page expired",
+	"This payment page is no longer valid. Nothing more was charged. Please go back to the shop and start the payment again."}
+
+// resume continues a checkout from our own page: the session, not the
+// browser, says which bill, mode and merchant fields it is about.
+func (h *Handler) resume(ctx context.Context, posted Submission) (Submission, trusted, error) {
+	if !checkout.ValidID(posted.Checkout) {
+		return posted, trusted{}, errCheckoutGone
+	}
+	sess, err := h.Checkouts.CheckoutByHash(ctx, checkout.Hash(posted.Checkout), h.Now())
+	if errors.Is(err, checkout.ErrNotFound) {
+		return posted, trusted{}, errCheckoutGone
+	} else if err != nil {
+		return posted, trusted{}, fmt.Errorf("load checkout session: %w", err)
+	}
+	sub := resumed(sess.Fields, posted)
+	t, err := h.load(ctx, sess.MerchantCode, sess.Mode, sess.BillReference, sub.CallbackURL)
+	t.fields, t.checkoutID = sess.Fields, posted.Checkout
+	return sub, t, err
+}
+
+// load finds the bill and merchant a payment is for and checks the
+// callback it will go back to.
+func (h *Handler) load(ctx context.Context, code string, mode merchant.Mode, billRef, callbackURL string) (trusted, error) {
+	b, err := h.Bills.BillByReference(ctx, code, mode, billRef)
+	if errors.Is(err, bill.ErrNotFound) {
+		return trusted{}, &pageError{http.StatusNotFound, "Bill not found", "The shop sent a bill reference we do not know. Please go back to the shop."}
+	} else if err != nil {
+		return trusted{}, err
+	}
+	m, err := h.Bills.MerchantByCode(ctx, code)
 	if err != nil {
-		return t, &pageError{http.StatusBadRequest, "Payment form not valid", "The shop's " + err.Error() + "."}
+		return trusted{}, err
 	}
-	if h.Payments.Acquirers[c.Mode] == nil {
-		return t, &pageError{http.StatusServiceUnavailable, "Card payments unavailable", payment.ErrLiveDisabled.Error() + "."}
+	cb, err := CheckCallbackURL(callbackURL, mode)
+	if err != nil {
+		return trusted{}, &pageError{http.StatusBadRequest, "Payment form not valid", "The shop's " + err.Error() + "."}
 	}
-	return trusted{claims: c, merchant: m, bill: b, callback: cb}, nil
+	if h.Payments.Acquirers[mode] == nil {
+		return trusted{}, &pageError{http.StatusServiceUnavailable, "Card payments unavailable", payment.ErrLiveDisabled.Error() + "."}
+	}
+	return trusted{merchant: m, bill: b, callback: cb}, nil
+}
+
+// startCheckout gives t a checkout session, bound to paymentID when a 3-D
+// Secure code is owed, unless it has one already.
+func (h *Handler) startCheckout(ctx context.Context, t *trusted, paymentID string) error {
+	if t.checkoutID != "" {
+		if paymentID == "" {
+			return nil
+		}
+		return h.Checkouts.BindCheckoutPayment(ctx, checkout.Hash(t.checkoutID), paymentID)
+	}
+	id, sess := checkout.New(t.bill.MerchantCode, t.bill.Mode, t.bill.Reference, t.fields, h.Now())
+	sess.PaymentID = paymentID
+	if err := h.Checkouts.CreateCheckout(ctx, sess); err != nil {
+		return err
+	}
+	t.checkoutID = id
+	return nil
 }
 
 // customerProblems validates the merchant-supplied customer fields.
@@ -247,24 +314,31 @@ func cardMessage(err error) string {
 	return "is not a valid card number"
 }
 
-// paymentID is the shape of our payment ids; anything else is no payment.
-var paymentID = regexp.MustCompile(`^pay_[0-9a-f]{24}$`)
-
 func (h *Handler) challenge(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		h.renderError(w, r, &pageError{http.StatusBadRequest, "Authentication form unreadable", "The authentication form could not be read."})
 		return
 	}
-	id, code := r.PostForm.Get("payment"), r.PostForm.Get("code")
-	var p payment.Payment
-	err := payment.ErrNotFound
-	if paymentID.MatchString(id) && len(code) <= 12 && utf8.ValidString(code) {
-		p, err = h.Payments.CompleteChallenge(r.Context(), id, code)
+	// The challenge is answered through the checkout session that owes it:
+	// a payment id alone, which the browser never sees, answers nothing.
+	id, code := r.PostForm.Get(checkoutField), r.PostForm.Get("code")
+	var sess checkout.Session
+	err := checkout.ErrNotFound
+	if checkout.ValidID(id) && len(code) <= 12 && utf8.ValidString(code) {
+		sess, err = h.Checkouts.CheckoutByHash(r.Context(), checkout.Hash(id), h.Now())
 	}
-	if errors.Is(err, payment.ErrNotFound) {
-		h.renderError(w, r, &pageError{http.StatusNotFound, "Payment not found", "This authentication does not belong to a payment we know."})
+	if err == nil && sess.PaymentID == "" {
+		err = checkout.ErrNotFound
+	}
+	if errors.Is(err, checkout.ErrNotFound) {
+		h.renderError(w, r, &pageError{http.StatusNotFound, "Authentication not found",
+			"This authentication page is not valid or has expired. Nothing more was charged. Please go back to the shop."})
+		return
+	} else if err != nil {
+		h.renderError(w, r, err)
 		return
 	}
+	p, err := h.Payments.CompleteChallenge(r.Context(), sess.PaymentID, code)
 	if err != nil {
 		h.renderError(w, r, err)
 		return
@@ -284,7 +358,7 @@ func (h *Handler) challenge(w http.ResponseWriter, r *http.Request) {
 		h.renderError(w, r, err)
 		return
 	}
-	h.answer(w, r, trusted{merchant: m, bill: b, callback: cb}, p, nil)
+	h.answer(w, r, trusted{merchant: m, bill: b, callback: cb, fields: sess.Fields, checkoutID: id}, p, nil)
 }
 
 // answer shows the outcome of a charge attempt.
@@ -295,6 +369,10 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 	case err != nil:
 		h.renderError(w, r, err)
 	case p.Status == payment.Challenge:
+		if err := h.startCheckout(r.Context(), &t, p.ID); err != nil {
+			h.renderError(w, r, err)
+			return
+		}
 		h.renderChallenge(w, r, t, p, "")
 	case p.Status == payment.Processing:
 		h.renderError(w, r, &pageError{http.StatusConflict, "Payment in progress", payment.MsgInFlight + ". Please wait a moment and check with the shop; do not pay again."})

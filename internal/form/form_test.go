@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/server/servertest"
@@ -294,9 +295,6 @@ func TestEchoedValuesAreEscaped(t *testing.T) {
 		t.Errorf("card page echoes markup unescaped:\n%s", body)
 	}
 	f := servertest.ParsePage(body).Forms[0]
-	if got := f.Values()["customerFirstName"]; got != evil {
-		t.Errorf("customerFirstName does not survive the round trip: %q", got)
-	}
 	if in, _ := f.Input("cardFirstName"); in.Attrs["value"] != evil {
 		t.Errorf("cardFirstName prefill %q, want the escaped customer name", in.Attrs["value"])
 	}
@@ -328,22 +326,16 @@ func TestCardEntryPage(t *testing.T) {
 	if form.Action() != "/cardPay" {
 		t.Errorf("card page posts to %q", form.Action())
 	}
+	// The page carries one opaque checkout session id and nothing of the
+	// merchant's form: above all not the bearer token, which would let
+	// anyone who reads the page act as the merchant.
 	hidden := form.Values()
-	for name := range posted {
-		if hidden[name] != posted.Get(name) {
-			t.Errorf("hidden %s = %q, want %q", name, hidden[name], posted.Get(name))
-		}
+	id := hidden["checkout"]
+	if len(form.Hidden()) != 1 || !checkout.ValidID(id) {
+		t.Errorf("hidden inputs %v, want exactly one checkout session id", form.Hidden())
 	}
-	for name := range hidden {
-		if strings.HasPrefix(name, "card") {
-			t.Errorf("card field %s travels as a hidden input", name)
-		}
-		if posted.Get(name) == "" && name != "kadiEntry" {
-			t.Errorf("unexpected hidden input %s", name)
-		}
-	}
-	if hidden["kadiEntry"] != "1" {
-		t.Error("card page does not mark its posts with kadiEntry=1")
+	if strings.Contains(rec.Body.String(), tok) {
+		t.Error("the card-entry page writes the bearer token into its HTML")
 	}
 	for _, name := range []string{"cardNumber", "cardSecurity"} {
 		in, ok := form.Input(name)
@@ -355,12 +347,7 @@ func TestCardEntryPage(t *testing.T) {
 	}
 
 	// A typo in the card on our page is shown back, not counted.
-	retry := url.Values{}
-	for _, h := range form.Hidden() {
-		retry.Set(h.Name, h.Value)
-	}
-	typo := servertest.Card{Number: badLuhn, CVV: cvv}.Apply(retry)
-	rec = g.CardPay(typo)
+	rec = g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: badLuhn, CVV: cvv}))
 	body := rec.Body.String()
 	if rec.Code != http.StatusUnprocessableEntity {
 		t.Fatalf("bad card number on our page: %d\n%s", rec.Code, body)
@@ -371,8 +358,11 @@ func TestCardEntryPage(t *testing.T) {
 	if !strings.Contains(body, `class="error"`) || !strings.Contains(body, "not a valid card number") {
 		t.Errorf("no error shown:\n%s", body)
 	}
-	if strings.Contains(body, badLuhn) {
-		t.Error("the re-rendered page echoes the card number")
+	if strings.Contains(body, badLuhn) || strings.Contains(body, tok) {
+		t.Error("the re-rendered page echoes the card number or the token")
+	}
+	if again := servertest.ParsePage(body).Forms[0].Values()["checkout"]; again != id {
+		t.Errorf("the re-rendered page carries checkout %q, want the same session %q", again, id)
 	}
 	securityHeaders(t, rec, "'self'")
 	if n := g.CountPayments(b.Reference, ""); n != 0 {
@@ -383,23 +373,66 @@ func TestCardEntryPage(t *testing.T) {
 	}
 
 	// The corrected card pays.
-	cb := callback(t, g.CardPay(servertest.Card{Number: visa, CVV: cvv}.Apply(retry)))
-	if cb["orderStatus"] != "Transaction Successfull" {
+	cb := callback(t, g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv})))
+	if cb["orderStatus"] != "Transaction Successfull" || cb["billReference"] != b.Reference {
 		t.Errorf("corrected card: %v", cb)
 	}
 }
 
-// Only card typos stay on our page: a tampered customer field on it fails
-// back to the merchant like any other post.
-func TestCardEntryPageWithBadCustomerField(t *testing.T) {
+// The checkout session, not the browser, says what is paid and where the
+// result goes: fields a tampered page adds to its post change nothing.
+func TestCheckoutSessionOwnsTheMerchantFields(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Entry Shop")
 	tok := g.Token(c, merchant.Test)
-	b := g.CreateBill(c, tok, "ENTRY2", "10")
+	b := g.CreateBill(c, tok, "ENTRY2", "1500.00")
+	cheap := g.CreateBill(c, tok, "ENTRY3", "1.00")
+	id := g.OpenCheckout(servertest.FormFields(c, tok, b))
+
+	v := servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv})
+	for name, value := range servertest.FormFields(c, tok, cheap) {
+		v.Set(name, value[0])
+	}
+	v.Set("callbackUrl", "https://evil.example/steal")
+	v.Set("mobileNumber", "not a number")
+	cb := callback(t, g.CardPay(v))
+	if cb["orderStatus"] != "Transaction Successfull" || cb["billReference"] != b.Reference || cb["orderAmount"] != "1500.00" {
+		t.Errorf("tampered post from our page: %v, want bill %s paid in full", cb, b.Reference)
+	}
+	if n := g.CountPayments(cheap.Reference, ""); n != 0 {
+		t.Errorf("the bill named by the tampered fields got %d payments", n)
+	}
+}
+
+// A merchant-posted form keeps the spec's one-shot behaviour: claiming to
+// come from our page (the old entry marker) does not make a bad card a
+// retry.
+func TestMerchantFormWithBadCardIsOneShot(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Entry Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "ENTRY4", "10")
 	v := servertest.Card{Number: badLuhn, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
 	v.Set("kadiEntry", "1")
-	v.Set("mobileNumber", "0712345678")
-	failed(t, callback(t, g.CardPay(v)), b, "mobileNumber")
+	failed(t, callback(t, g.CardPay(v)), b, "cardNumber")
+}
+
+// A checkout session lives checkout.TTL; after that its page is refused
+// with our own error page, and nothing is charged.
+func TestCheckoutSessionExpires(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Slow Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "SLOW1", "10")
+	id := g.OpenCheckout(servertest.FormFields(c, tok, b))
+	g.Clock.Advance(checkout.TTL)
+	errorPage(t, g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv})), http.StatusGone)
+	for _, bad := range []string{"x", strings.Repeat("A", 43), id + "A"} {
+		errorPage(t, g.CardPay(servertest.CheckoutPost(bad, servertest.Card{Number: visa, CVV: cvv})), http.StatusGone)
+	}
+	if n := g.CountPayments(b.Reference, ""); n != 0 {
+		t.Errorf("%d payments through an expired or unknown session", n)
+	}
 }
 
 func TestThreeDSecure(t *testing.T) {
@@ -407,7 +440,7 @@ func TestThreeDSecure(t *testing.T) {
 	c := g.Onboard("Secure Shop")
 	tok := g.Token(c, merchant.Test)
 
-	challenge := func(t *testing.T, ref string) (paymentID string, form url.Values) {
+	challenge := func(t *testing.T, ref string) (checkoutID string, form url.Values) {
 		t.Helper()
 		b := g.CreateBill(c, tok, ref, "1500.00")
 		form = servertest.Card{Number: card3DS, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
@@ -419,17 +452,23 @@ func TestThreeDSecure(t *testing.T) {
 		if _, ok := page.Forms[0].Input("code"); !ok {
 			t.Fatal("challenge page has no code input")
 		}
-		paymentID = page.Forms[0].Values()["payment"]
-		if paymentID == "" {
-			t.Fatal("challenge page does not name its payment")
+		checkoutID = page.Forms[0].Values()["checkout"]
+		if !checkout.ValidID(checkoutID) || len(page.Forms[0].Hidden()) != 1 {
+			t.Fatalf("challenge page hidden inputs %v, want one checkout session id", page.Forms[0].Hidden())
 		}
-		// Posting the form again while the challenge waits shows the same
-		// challenge: no second charge.
+		if strings.Contains(rec.Body.String(), tok) {
+			t.Error("the challenge page writes the bearer token into its HTML")
+		}
+		// Posting the form again while the challenge waits shows a
+		// challenge again, for the same payment: no second charge.
 		again := servertest.ParsePage(g.CardPay(form).Body.String())
-		if len(again.Forms) != 1 || again.Forms[0].Values()["payment"] != paymentID {
-			t.Errorf("resubmitting during the challenge did not show the same challenge")
+		if len(again.Forms) != 1 || again.Forms[0].Action() != "/cardPay/3ds" {
+			t.Errorf("resubmitting during the challenge did not show the challenge")
 		}
-		return paymentID, form
+		if n := g.CountPayments(form.Get("billReference"), ""); n != 1 {
+			t.Errorf("%d payments after resubmitting during the challenge, want 1", n)
+		}
+		return checkoutID, form
 	}
 
 	t.Run("right code", func(t *testing.T) {
@@ -474,8 +513,37 @@ func TestThreeDSecure(t *testing.T) {
 		}
 	})
 
-	t.Run("unknown payment", func(t *testing.T) {
-		errorPage(t, g.Serve(servertest.ChallengeRequest("pay_000000000000000000000000", "123456")), http.StatusNotFound)
+	t.Run("unknown session", func(t *testing.T) {
+		errorPage(t, g.Serve(servertest.ChallengeRequest(strings.Repeat("A", 43), "123456")), http.StatusNotFound)
+	})
+
+	// The challenge is bound to the checkout session: knowing the payment
+	// id, as the page used to reveal, answers nothing.
+	t.Run("payment id alone", func(t *testing.T) {
+		_, form := challenge(t, "TDS3")
+		p, err := g.Store.LatestPayment(t.Context(), form.Get("billReference"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest(http.MethodPost, "/cardPay/3ds", strings.NewReader(url.Values{"payment": {p.ID}, "code": {"123456"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		errorPage(t, g.Serve(req), http.StatusNotFound)
+		if p, _ := g.Store.LatestPayment(t.Context(), form.Get("billReference")); p.Status != payment.Challenge {
+			t.Errorf("payment after an answer by payment id: %s, want still waiting", p.Status)
+		}
+	})
+
+	// Kadi's card-entry page leads into the challenge with its own session.
+	t.Run("from the card-entry page", func(t *testing.T) {
+		b := g.CreateBill(c, tok, "TDS4", "1500.00")
+		id := g.OpenCheckout(servertest.FormFields(c, tok, b))
+		page := servertest.ParsePage(g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: card3DS, CVV: cvv})).Body.String())
+		if len(page.Forms) != 1 || page.Forms[0].Values()["checkout"] != id {
+			t.Fatalf("challenge from the card page does not continue its session")
+		}
+		if cb := callback(t, g.Serve(servertest.ChallengeRequest(id, "123456"))); cb["orderStatus"] != "Transaction Successfull" {
+			t.Errorf("right code: %v", cb)
+		}
 	})
 }
 

@@ -54,14 +54,14 @@ func (h *Handler) renderCardEntry(w http.ResponseWriter, r *http.Request, t trus
 		status = http.StatusUnprocessableEntity
 	}
 	h.render(w, r, status, "'self'", "card.html", map[string]any{
-		"Header": header(t), "Hidden": sub.hidden(), "Marker": entryMarker, "Errors": errs,
+		"Header": header(t), "CheckoutField": checkoutField, "Checkout": t.checkoutID, "Errors": errs,
 		"FirstName": first, "LastName": last, "Month": sub.CardExpiryMonth, "Year": sub.CardExpiryYear,
 	})
 }
 
 func (h *Handler) renderChallenge(w http.ResponseWriter, r *http.Request, t trusted, p payment.Payment, problem string) {
 	h.render(w, r, http.StatusOK, "'self'", "challenge.html", map[string]any{
-		"Header": header(t), "Payment": p.ID, "Brand": brandName(p.Card.Brand), "Last4": p.Card.Last4, "Problem": problem,
+		"Header": header(t), "CheckoutField": checkoutField, "Checkout": t.checkoutID, "Brand": brandName(p.Card.Brand), "Last4": p.Card.Last4, "Problem": problem,
 	})
 }
 

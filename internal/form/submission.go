@@ -41,9 +41,11 @@ type Submission struct {
 	IPAddress          string
 	CallbackURL        string
 
-	// FromEntryPage marks a post from our own card-entry page: a typo in the
-	// card there is shown back to the customer instead of failing the bill.
-	FromEntryPage bool
+	// Checkout is the checkout session id our own pages post instead of
+	// the token and the merchant's fields (not a spec field). A post that
+	// carries one comes from our card-entry page, where a typo in the card
+	// is shown back to the customer instead of failing the bill.
+	Checkout string
 }
 
 // field binds a spec field name to its place in Submission. The order is
@@ -83,7 +85,8 @@ var fields = []field{
 	{"callbackUrl", func(s *Submission) *string { return &s.CallbackURL }, 2048, false},
 }
 
-const entryMarker = "kadiEntry"
+// checkoutField names the checkout session id in our pages' forms.
+const checkoutField = "checkout"
 
 // ErrBadEncoding: the body is not form encoding.
 var ErrBadEncoding = errors.New("the payment form is not valid form encoding")
@@ -99,26 +102,44 @@ func ParseSubmission(body string) (Submission, error) {
 	for _, f := range fields {
 		*f.ptr(&s) = strings.TrimSpace(v.Get(f.name))
 	}
-	s.FromEntryPage = v.Get(entryMarker) == "1"
+	s.Checkout = strings.TrimSpace(v.Get(checkoutField))
 	return s, nil
+}
+
+// sessionFields are the merchant's fields a checkout session keeps: all
+// but the token (which our pages never carry on) and the card.
+func (s Submission) sessionFields() map[string]string {
+	out := map[string]string{}
+	for _, f := range fields {
+		if !f.card && f.name != "token" {
+			if v := *f.ptr(&s); v != "" {
+				out[f.name] = v
+			}
+		}
+	}
+	return out
+}
+
+// resumed is the submission a checkout session's fields and a post from
+// our page make together: the merchant's fields from the session (the
+// browser cannot change them), the card from the post.
+func resumed(stored map[string]string, posted Submission) Submission {
+	var s Submission
+	for _, f := range fields {
+		if f.card {
+			*f.ptr(&s) = *f.ptr(&posted)
+		} else if f.name != "token" {
+			*f.ptr(&s) = stored[f.name]
+		}
+	}
+	s.Checkout = posted.Checkout
+	return s
 }
 
 // HasCard reports whether any card field was posted: without them we
 // collect the card ourselves.
 func (s Submission) HasCard() bool {
 	return s.CardNumber != "" || s.CardSecurity != "" || s.CardExpiryMonth != "" || s.CardExpiryYear != ""
-}
-
-// hidden returns the non-card fields as name/value pairs, to carry them
-// through our card-entry page.
-func (s Submission) hidden() []nameValue {
-	var out []nameValue
-	for _, f := range fields {
-		if !f.card {
-			out = append(out, nameValue{f.name, *f.ptr(&s)})
-		}
-	}
-	return out
 }
 
 type nameValue struct{ Name, Value string }

@@ -198,7 +198,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if cfg.FormAddr != "" {
 		formMux = newMux()
 	}
-	(&form.Handler{Auth: g.Auth, Bills: st, Payments: g.Payments, Location: loc, Log: log, Now: now,
+	(&form.Handler{Auth: g.Auth, Bills: st, Checkouts: st, Payments: g.Payments, Location: loc, Log: log, Now: now,
 		HSTS: strings.HasPrefix(cfg.PublicURL, "https://")}).Register(formMux)
 	g.metricsHandler = g.Metrics.Handler(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -280,12 +280,15 @@ func (g *Gateway) newHTTPServer(h http.Handler) *http.Server {
 		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
 }
 
-// reconcile settles payments a crash left open, at start and then every
-// 30 seconds.
+// reconcile settles payments a crash left open and forgets expired
+// checkout sessions, at start and then every 30 seconds.
 func (g *Gateway) reconcile(ctx context.Context) {
 	for {
 		if err := g.Payments.Reconcile(ctx, time.Minute); err != nil && ctx.Err() == nil {
 			g.log.Warn("reconcile payments", "err", err)
+		}
+		if _, err := g.Store.DeleteExpiredCheckouts(ctx, g.Auth.Now()); err != nil && ctx.Err() == nil {
+			g.log.Warn("delete expired checkout sessions", "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
@@ -31,6 +32,7 @@ type Store interface {
 	payment.Repo
 	auth.Repo
 	ipn.Repo
+	checkout.Repo
 	Ping(ctx context.Context) error
 	Close() error
 }

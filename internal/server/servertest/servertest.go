@@ -52,7 +52,7 @@ type Gateway struct {
 	TB    testing.TB
 	Dir   string     // the data directory: SQLite file, WAL and SHM
 	Logs  *LogBuffer // everything the gateway logged
-	Clock *Clock     // drives tokens, bills and payments (not the form's card-expiry check)
+	Clock *Clock     // the gateway's clock: tokens, bills, payments, checkout sessions
 
 	closeOnce sync.Once
 	closeErr  error
@@ -77,14 +77,12 @@ func Start(tb testing.TB, opts Options) *Gateway {
 		cfg.TokenTTL = opts.TokenTTL
 	}
 	logs := &LogBuffer{}
+	clock := &Clock{}
+	cfg.Now = clock.Now
 	g, err := server.New(context.Background(), cfg, logging.New(logs, slog.LevelDebug))
 	if err != nil {
 		tb.Fatalf("server.New: %v", err)
 	}
-	clock := &Clock{}
-	// Nothing runs in the background (Serve is never called), so swapping
-	// the clocks before the first request races with nothing.
-	g.Auth.Now, g.Bills.Now, g.Payments.Now = clock.Now, clock.Now, clock.Now
 	gw := &Gateway{Gateway: g, TB: tb, Dir: cfg.DataDir, Logs: logs, Clock: clock}
 	tb.Cleanup(func() {
 		if err := gw.Close(); err != nil {
@@ -347,9 +345,29 @@ func (g *Gateway) CardPay(v url.Values) *httptest.ResponseRecorder {
 	return g.Serve(CardPayRequest(v))
 }
 
-// ChallengeRequest is POST /cardPay/3ds answering payment's challenge.
-func ChallengeRequest(paymentID, code string) *http.Request {
-	v := url.Values{"payment": {paymentID}, "code": {code}}
+// OpenCheckout posts a merchant's form without card fields, as a shop that
+// lets Kadi collect the card does, and returns the checkout session id of
+// the card-entry page it gets.
+func (g *Gateway) OpenCheckout(v url.Values) string {
+	g.TB.Helper()
+	rec := g.CardPay(v)
+	page := ParsePage(rec.Body.String())
+	if rec.Code != http.StatusOK || len(page.Forms) != 1 || page.Forms[0].Values()["checkout"] == "" {
+		g.TB.Fatalf("want the card-entry page with a checkout session, got %d:\n%s", rec.Code, rec.Body)
+	}
+	return page.Forms[0].Values()["checkout"]
+}
+
+// CheckoutPost is what the card-entry page of checkout session id posts
+// when the customer types card.
+func CheckoutPost(id string, card Card) url.Values {
+	return card.Apply(url.Values{"checkout": {id}})
+}
+
+// ChallengeRequest is POST /cardPay/3ds answering the challenge the
+// checkout session owes.
+func ChallengeRequest(checkoutID, code string) *http.Request {
+	v := url.Values{"checkout": {checkoutID}, "code": {code}}
 	req := httptest.NewRequest(http.MethodPost, "/cardPay/3ds", strings.NewReader(v.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	return req

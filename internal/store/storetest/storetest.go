@@ -19,6 +19,7 @@ import (
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/card"
+	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/money"
@@ -98,6 +99,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Payment/Latest", testLatestPayment},
 		{"Payment/Successful", testSuccessfulPayment},
 		{"Payment/Unsettled", testUnsettled},
+		{"Checkout/RoundTrip", testCheckoutRoundTrip},
+		{"Checkout/Expiry", testCheckoutExpiry},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.test(t, open(t)) })
@@ -1313,4 +1316,55 @@ func testUnsettled(t *testing.T, s store.Store) {
 		return m
 	}
 	equal(t, "UnsettledPayments", byID(got), byID(want))
+}
+
+func testCheckoutRoundTrip(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	b := addBill(t, s, f.m.Code, merchant.Test, base)
+	fields := map[string]string{"callbackUrl": "https://shop.example/return", "customerFirstName": "Wanjiku", "address": "Moi Avenue, \"Nairobi\""}
+	id, c := checkout.New(f.m.Code, merchant.Test, b.Reference, fields, base)
+	must(t, "CreateCheckout", s.CreateCheckout(ctx, c))
+
+	got, err := s.CheckoutByHash(ctx, checkout.Hash(id), base)
+	must(t, "CheckoutByHash", err)
+	want := c
+	want.CreatedAt, want.ExpiresAt = norm(c.CreatedAt), norm(c.ExpiresAt)
+	got.CreatedAt, got.ExpiresAt = norm(got.CreatedAt), norm(got.ExpiresAt)
+	equal(t, "session", got, want)
+
+	p := startPayment(t, s, b, base)
+	must(t, "BindCheckoutPayment", s.BindCheckoutPayment(ctx, c.IDHash, p.ID))
+	got, err = s.CheckoutByHash(ctx, c.IDHash, base)
+	must(t, "CheckoutByHash", err)
+	equal(t, "bound payment", got.PaymentID, p.ID)
+
+	// The id itself is no key: only its hash finds the session.
+	_, err = s.CheckoutByHash(ctx, id, base)
+	mustErr(t, "CheckoutByHash(the clear id)", err, checkout.ErrNotFound)
+	mustErr(t, "BindCheckoutPayment(unknown)", s.BindCheckoutPayment(ctx, checkout.Hash("nope"), p.ID), checkout.ErrNotFound)
+}
+
+func testCheckoutExpiry(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	b := addBill(t, s, f.m.Code, merchant.Test, base)
+	_, old := checkout.New(f.m.Code, merchant.Test, b.Reference, map[string]string{}, base)
+	_, fresh := checkout.New(f.m.Code, merchant.Test, b.Reference, map[string]string{}, base.Add(checkout.TTL/2))
+	must(t, "CreateCheckout", s.CreateCheckout(ctx, old))
+	must(t, "CreateCheckout", s.CreateCheckout(ctx, fresh))
+
+	end := base.Add(checkout.TTL)
+	if _, err := s.CheckoutByHash(ctx, old.IDHash, end.Add(-time.Millisecond)); err != nil {
+		t.Fatalf("session a moment before its expiry: %v", err)
+	}
+	_, err := s.CheckoutByHash(ctx, old.IDHash, end)
+	mustErr(t, "session at its expiry", err, checkout.ErrNotFound)
+
+	n, err := s.DeleteExpiredCheckouts(ctx, end)
+	must(t, "DeleteExpiredCheckouts", err)
+	equal(t, "sessions deleted", n, int64(1))
+	if _, err := s.CheckoutByHash(ctx, fresh.IDHash, end); err != nil {
+		t.Fatalf("an unexpired session was deleted: %v", err)
+	}
 }

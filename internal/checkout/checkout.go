@@ -1,0 +1,84 @@
+// Package checkout is the server-side state of one shopper's visit to the
+// hosted pages. The merchant's form carries a bearer token into the
+// shopper's browser; Kadi's own pages never write it back. After the first
+// POST /cardPay a checkout session, known to the browser only by an opaque
+// random id, carries what the next pages need: which bill, which mode, the
+// merchant's form fields and the 3-D Secure challenge waiting, if any.
+package checkout
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/secret"
+)
+
+// TTL is how long a session lives from its start: long enough to type a
+// card and answer a 3-D Secure challenge, short enough that a page left
+// open on a shared computer stops working.
+const TTL = 30 * time.Minute
+
+// ErrNotFound covers missing and expired sessions alike.
+var ErrNotFound = errors.New("no such checkout session, or it has expired")
+
+// Session is one shopper's checkout. Only IDHash is stored; the id itself
+// lives in the shopper's page.
+type Session struct {
+	IDHash        string
+	MerchantCode  string
+	Mode          merchant.Mode
+	BillReference string
+	// Fields are the merchant's form fields other than the token and the
+	// card: what the hosted form needs to finish the payment.
+	Fields map[string]string
+	// PaymentID is the payment waiting for this session's 3-D Secure code.
+	PaymentID string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// New starts a session and returns its id: 256 random bits, which go to
+// the browser and nowhere else.
+func New(merchantCode string, mode merchant.Mode, billRef string, fields map[string]string, now time.Time) (string, Session) {
+	id := base64.RawURLEncoding.EncodeToString(secret.RandomBytes(32))
+	return id, Session{
+		IDHash: Hash(id), MerchantCode: merchantCode, Mode: mode, BillReference: billRef,
+		Fields: fields, CreatedAt: now, ExpiresAt: now.Add(TTL),
+	}
+}
+
+// Hash is how a session id is stored and looked up: a copy of the
+// database does not hand out live sessions.
+func Hash(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
+}
+
+// ValidID reports whether id has the shape New gives, so nothing else
+// reaches the database.
+func ValidID(id string) bool {
+	if len(id) != 43 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// Repo is the storage sessions need.
+type Repo interface {
+	CreateCheckout(ctx context.Context, s Session) error
+	// CheckoutByHash finds a session not yet expired at now.
+	CheckoutByHash(ctx context.Context, idHash string, now time.Time) (Session, error)
+	BindCheckoutPayment(ctx context.Context, idHash, paymentID string) error
+	DeleteExpiredCheckouts(ctx context.Context, now time.Time) (int64, error)
+}

@@ -1,0 +1,67 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/kadipay/kadi/internal/checkout"
+	"github.com/kadipay/kadi/internal/merchant"
+)
+
+// CreateCheckout stores a new checkout session.
+func (s *DB) CreateCheckout(ctx context.Context, c checkout.Session) error {
+	fields, err := json.Marshal(c.Fields)
+	if err != nil {
+		return fmt.Errorf("encode checkout fields: %w", err)
+	}
+	_, err = s.exec(ctx, `INSERT INTO checkout_sessions (id_hash, merchant_code, mode, bill_ref, fields, payment_id, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.IDHash, c.MerchantCode, string(c.Mode), c.BillReference, string(fields), c.PaymentID, ms(c.CreatedAt), ms(c.ExpiresAt))
+	if err != nil {
+		return fmt.Errorf("insert checkout session: %w", err)
+	}
+	return nil
+}
+
+// CheckoutByHash loads a session that has not expired at now.
+func (s *DB) CheckoutByHash(ctx context.Context, idHash string, now time.Time) (checkout.Session, error) {
+	var c checkout.Session
+	var mode, fields string
+	var created, expires int64
+	err := s.queryRow(ctx, `SELECT id_hash, merchant_code, mode, bill_ref, fields, payment_id, created_at, expires_at
+		FROM checkout_sessions WHERE id_hash = ? AND expires_at > ?`, idHash, ms(now)).
+		Scan(&c.IDHash, &c.MerchantCode, &mode, &c.BillReference, &fields, &c.PaymentID, &created, &expires)
+	if err != nil {
+		return c, notFound(err, checkout.ErrNotFound)
+	}
+	c.Mode, c.CreatedAt, c.ExpiresAt = merchant.Mode(mode), fromMS(created), fromMS(expires)
+	if err := json.Unmarshal([]byte(fields), &c.Fields); err != nil {
+		return c, fmt.Errorf("checkout session fields: %w", err)
+	}
+	return c, nil
+}
+
+// BindCheckoutPayment records that the session's shopper now owes a 3-D
+// Secure code for paymentID.
+func (s *DB) BindCheckoutPayment(ctx context.Context, idHash, paymentID string) error {
+	res, err := s.exec(ctx, `UPDATE checkout_sessions SET payment_id = ? WHERE id_hash = ?`, paymentID, idHash)
+	if err != nil {
+		return fmt.Errorf("bind checkout session: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return checkout.ErrNotFound
+	}
+	return nil
+}
+
+// DeleteExpiredCheckouts forgets sessions that expired before now and
+// returns how many.
+func (s *DB) DeleteExpiredCheckouts(ctx context.Context, now time.Time) (int64, error) {
+	res, err := s.exec(ctx, `DELETE FROM checkout_sessions WHERE expires_at <= ?`, ms(now))
+	if err != nil {
+		return 0, fmt.Errorf("delete expired checkout sessions: %w", err)
+	}
+	return res.RowsAffected()
+}
