@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/kadipay/kadi/internal/config"
@@ -55,6 +57,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageErr(err)
 	}
+	limitMemory(log)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -70,6 +73,21 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer g.Close()
 	log.Info("kadi serving", "addr", ln.Addr().String(), "public_url", cfg.PublicURL, "database", redactURL(server.DatabaseURL(cfg.DataDir, cfg.DatabaseURL)))
 	return g.Serve(ctx, ln)
+}
+
+// defaultMemoryLimit is the Go runtime's soft memory limit when GOMEMLIMIT
+// does not set one. Each password check allocates 19 MiB that is garbage a
+// moment later; without a limit the collector lets a login storm's garbage
+// pile up to twice the live heap before it runs. Near the limit it collects
+// sooner, which keeps a node's footprint predictable (docs/security.md).
+const defaultMemoryLimit = 96 << 20
+
+func limitMemory(log *slog.Logger) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	debug.SetMemoryLimit(defaultMemoryLimit)
+	log.Debug("soft memory limit", "bytes", defaultMemoryLimit)
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {

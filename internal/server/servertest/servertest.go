@@ -44,6 +44,9 @@ type Options struct {
 	LiveAcquirer payment.Acquirer // nil: live charges refused, as by default
 	TokenTTL     time.Duration    // default one hour
 	PublicURL    string           // default http://kadi.test
+	// Restart, when set, starts on that gateway's data dir and master key
+	// with that gateway's clock: what a node restarted with new flags sees.
+	Restart *Gateway
 }
 
 // Gateway is a running gateway and what a test needs to look inside it.
@@ -54,6 +57,7 @@ type Gateway struct {
 	Logs  *LogBuffer // everything the gateway logged
 	Clock *Clock     // the gateway's clock: tokens, bills, payments, checkout sessions
 
+	masterKey []byte
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -65,6 +69,10 @@ func Start(tb testing.TB, opts Options) *Gateway {
 	cfg := server.Defaults()
 	cfg.DataDir = tb.TempDir()
 	cfg.MasterKey = secret.RandomBytes(32)
+	clock := &Clock{}
+	if r := opts.Restart; r != nil {
+		cfg.DataDir, cfg.MasterKey, clock = r.Dir, r.masterKey, r.Clock
+	}
 	cfg.PublicURL = "http://kadi.test"
 	if opts.PublicURL != "" {
 		cfg.PublicURL = opts.PublicURL
@@ -77,13 +85,12 @@ func Start(tb testing.TB, opts Options) *Gateway {
 		cfg.TokenTTL = opts.TokenTTL
 	}
 	logs := &LogBuffer{}
-	clock := &Clock{}
 	cfg.Now = clock.Now
 	g, err := server.New(context.Background(), cfg, logging.New(logs, slog.LevelDebug))
 	if err != nil {
 		tb.Fatalf("server.New: %v", err)
 	}
-	gw := &Gateway{Gateway: g, TB: tb, Dir: cfg.DataDir, Logs: logs, Clock: clock}
+	gw := &Gateway{Gateway: g, TB: tb, Dir: cfg.DataDir, Logs: logs, Clock: clock, masterKey: cfg.MasterKey}
 	tb.Cleanup(func() {
 		if err := gw.Close(); err != nil {
 			tb.Errorf("close gateway: %v", err)
