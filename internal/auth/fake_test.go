@@ -122,6 +122,15 @@ func (r *fakeRepo) ReserveAuthAttempt(_ context.Context, subject string, now tim
 	return time.Time{}, true, nil
 }
 
+func (r *fakeRepo) ReleaseAuthAttempt(_ context.Context, subject string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l := r.locks[subject]; l != nil && l.failures > 0 && l.until.IsZero() {
+		l.failures--
+	}
+	return nil
+}
+
 func (r *fakeRepo) RecordAuthFailure(_ context.Context, subject string, now time.Time, p LockoutPolicy) (time.Time, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -219,6 +228,11 @@ func (r untouchableRepo) ReserveAuthAttempt(context.Context, string, time.Time, 
 func (r untouchableRepo) ThrottleAuthFailure(context.Context, string, time.Time, ThrottlePolicy) (time.Time, error) {
 	r.fail("ThrottleAuthFailure")
 	return time.Time{}, nil
+}
+
+func (r untouchableRepo) ReleaseAuthAttempt(context.Context, string) error {
+	r.fail("ReleaseAuthAttempt")
+	return nil
 }
 
 func (r untouchableRepo) RecordAuthFailure(context.Context, string, time.Time, LockoutPolicy) (time.Time, bool, error) {

@@ -26,6 +26,9 @@ type Repo interface {
 	// (lockedUntil says until when) or while attempts already counted, failed
 	// or in flight, use up the policy's allowance.
 	ReserveAuthAttempt(ctx context.Context, subject string, now time.Time, p LockoutPolicy) (lockedUntil time.Time, reserved bool, err error)
+	// ReleaseAuthAttempt gives back one reserved attempt that was never
+	// checked.
+	ReleaseAuthAttempt(ctx context.Context, subject string) error
 	// RecordAuthFailure settles a reserved attempt that failed and returns
 	// when subject's lockout ends (zero if not locked). newlyLocked is true
 	// exactly once per lockout, for the audit log.
@@ -194,7 +197,7 @@ func (s *Service) Issue(ctx context.Context, g Grant) (Issued, error) {
 	ok, err := s.checkGrant(ctx, g, key)
 	if err != nil {
 		// Nothing was learnt about the password: give the attempt back.
-		if cerr := s.Repo.ClearAuthFailures(context.WithoutCancel(ctx), subject); cerr != nil {
+		if cerr := s.Repo.ReleaseAuthAttempt(context.WithoutCancel(ctx), subject); cerr != nil {
 			s.Log.WarnContext(ctx, "return unused auth attempt", "err", cerr)
 		}
 		return Issued{}, err

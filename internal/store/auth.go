@@ -101,6 +101,14 @@ func (s *DB) RecordAuthFailure(ctx context.Context, subject string, now time.Tim
 	return until, newly, err
 }
 
+// ReleaseAuthAttempt gives back one reserved attempt whose password was
+// never checked. Only that one: clearing the count here would let anyone
+// who can make checks fail (a full hash gate) wipe a merchant's failures.
+func (s *DB) ReleaseAuthAttempt(ctx context.Context, subject string) error {
+	_, err := s.exec(ctx, `UPDATE auth_failures SET failures = failures - 1 WHERE subject = ? AND failures > 0 AND locked_until = 0`, subject)
+	return err
+}
+
 // ThrottleAuthFailure counts a failure against subject and returns when it
 // may try again: never a long lock, only the policy's growing delay.
 func (s *DB) ThrottleAuthFailure(ctx context.Context, subject string, now time.Time, p auth.ThrottlePolicy) (time.Time, error) {

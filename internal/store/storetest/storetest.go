@@ -757,6 +757,16 @@ func testReservationSucceeds(t *testing.T, s store.Store) {
 	for i := range policy.MaxFailures - 1 {
 		failure(t, s, sub, base.Add(time.Minute+time.Duration(i)*time.Second), policy, time.Time{}, false)
 	}
+	// An attempt given back unchecked frees its place and no other: the
+	// failures above still count, so the next failure locks.
+	at := base.Add(2 * time.Minute)
+	_, reserved, err := s.ReserveAuthAttempt(ctx, sub, at, policy)
+	must(t, "ReserveAuthAttempt", err)
+	if !reserved {
+		t.Fatal("last allowed attempt refused")
+	}
+	must(t, "ReleaseAuthAttempt", s.ReleaseAuthAttempt(ctx, sub))
+	failure(t, s, sub, at, policy, at.Add(policy.LockFor), true)
 }
 
 // An address is throttled with the policy's growing delays, never locked
