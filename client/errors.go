@@ -95,8 +95,8 @@ func (e *APIError) Is(target error) bool {
 	case ErrNotFound:
 		return e.StatusCode == http.StatusNotFound
 	case ErrUnauthorized:
-		// invalid_grant arrives as 400 (RFC 6749 §5.2) yet means a wrong
-		// username or password, which callers treat like any refused login.
+		// Kadi answers invalid_grant with 401; gateways that follow RFC
+		// 6749 §5.2 to the letter send 400. Either is a refused login.
 		return e.StatusCode == http.StatusUnauthorized || e.StatusCode == http.StatusForbidden ||
 			e.Code == "invalid_client" || e.Code == "invalid_grant"
 	case ErrRateLimited:

@@ -75,10 +75,17 @@ func (h *Handler) routes() []route {
 	}
 }
 
-// Register adds the API's routes to mux.
+// Register adds the API's routes to mux. Every path also answers with a
+// trailing slash (one PHP sample posts to /token/), and /v1/token is
+// /token under the base URL older integrations hard-code.
 func (h *Handler) Register(mux *http.ServeMux) {
-	mux.HandleFunc("POST /identity/v2/token", h.accessToken)
-	mux.HandleFunc("POST /token", h.paymentToken)
+	handle := func(pattern string, hf http.HandlerFunc) {
+		mux.HandleFunc(pattern, hf)
+		mux.HandleFunc(pattern+"/{$}", hf)
+	}
+	handle("POST /identity/v2/token", h.accessToken)
+	handle("POST /token", h.paymentToken)
+	handle("POST /v1/token", h.paymentToken)
 	for _, rt := range h.routes() {
 		fail := h.fail
 		if rt.pattern == "POST /payment/v2/bills" {
@@ -87,7 +94,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 			// only those.
 			fail = func(w http.ResponseWriter, r *http.Request, err error) { h.failBill(w, r, bill.Request{}, err) }
 		}
-		mux.HandleFunc(rt.pattern, h.authenticate(rt.takes, rt.handler, fail))
+		handle(rt.pattern, h.authenticate(rt.takes, rt.handler, fail))
 	}
 }
 

@@ -17,10 +17,12 @@ type Error struct {
 	Errors  []bill.FieldError `json:"errors,omitempty"`
 }
 
-// oauthError is RFC 6749 §5.2's shape plus the message client libraries read.
+// oauthError is RFC 6749 §5.2's shape plus the code and message that
+// existing client libraries read (one crashes when code is missing).
 type oauthError struct {
 	Error       string `json:"error"`
 	Description string `json:"error_description"`
+	Code        string `json:"code"`
 	Message     string `json:"message"`
 }
 
@@ -47,7 +49,9 @@ func classify(err error) (status int, code, message string) {
 	case errors.Is(err, auth.ErrInvalidClient):
 		return http.StatusUnauthorized, "invalid_client", err.Error()
 	case errors.Is(err, auth.ErrInvalidGrant):
-		return http.StatusBadRequest, "invalid_grant", err.Error()
+		// 401, not RFC 6749's 400: public clients of the gateway whose API
+		// Kadi implements handle only 200 and 401, and a 400 crashes one.
+		return http.StatusUnauthorized, "invalid_grant", err.Error()
 	case errors.Is(err, auth.ErrInvalidToken), errors.Is(err, merchant.ErrNotFound):
 		// A valid token whose merchant is gone is as good as revoked.
 		return http.StatusUnauthorized, "invalid_token", auth.ErrInvalidToken.Error()
@@ -95,7 +99,7 @@ func (h *Handler) failOAuth(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	h.Log.InfoContext(r.Context(), "token refused", "code", code, "err", err)
 	authHeaders(w, err, code)
-	writeJSON(w, status, oauthError{Error: code, Description: message, Message: message})
+	writeJSON(w, status, oauthError{Error: code, Description: message, Code: code, Message: message})
 }
 
 // authHeaders adds what RFC 6750, RFC 7617 and RFC 9110 ask of an
@@ -112,7 +116,8 @@ func authHeaders(w http.ResponseWriter, err error, code string) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kadi", error="invalid_token"`)
 	case "insufficient_scope":
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kadi", error="insufficient_scope"`)
-	case "invalid_client":
+	case "invalid_client", "invalid_grant":
+		// A 401 names its scheme (RFC 9110): the token call's is Basic.
 		w.Header().Set("WWW-Authenticate", `Basic realm="kadi"`)
 	}
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -103,7 +104,7 @@ func TestTokenLockout(t *testing.T) {
 	c := g.Onboard("Locked Shop")
 	for i := 1; i <= 10; i++ {
 		rec := g.Serve(servertest.TokenRequest(c.Test.APIKey, c.Username, "wrong-password-1"))
-		if rec.Code != http.StatusBadRequest {
+		if rec.Code != http.StatusUnauthorized {
 			t.Fatalf("failure %d: %d %s", i, rec.Code, rec.Body)
 		}
 	}
@@ -129,5 +130,48 @@ func TestTokenLockout(t *testing.T) {
 	g.Clock.Advance(31 * time.Minute)
 	if rec := g.Serve(servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password)); rec.Code != http.StatusOK {
 		t.Errorf("after 31 minutes: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// Real integrations' request shapes: /v1/token (the previous base URL
+// older integrations hard-code) is /token, and every API path answers with
+// a trailing slash too (one PHP sample posts to /token/).
+func TestPathVariants(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Path Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "PATHS0", "10")
+	retarget := func(req *http.Request, path string) *http.Request {
+		req.URL.Path, req.RequestURI = path, ""
+		return req
+	}
+	for i, path := range []string{"/token", "/token/", "/v1/token", "/v1/token/"} {
+		rec := g.Serve(retarget(servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Password, "password"), path))
+		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"payment-token"`) {
+			t.Errorf("%d %s: %d %s", i, path, rec.Code, rec.Body)
+		}
+	}
+	for _, path := range []string{"/identity/v2/token", "/identity/v2/token/"} {
+		if rec := g.Serve(retarget(servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password), path)); rec.Code != http.StatusOK {
+			t.Errorf("%s: %d %s", path, rec.Code, rec.Body)
+		}
+	}
+	for i, path := range []string{"/payment/v2/bills", "/payment/v2/bills/"} {
+		req := retarget(servertest.BillRequest(tok, servertest.BillBody(c, fmt.Sprintf("PATHS%d", i+1), "10")), path)
+		if rec := g.Serve(req); rec.Code != http.StatusOK {
+			t.Errorf("%s: %d %s", path, rec.Code, rec.Body)
+		}
+	}
+	for _, path := range []string{"/payment/v2/query", "/payment/v2/query/"} {
+		req := retarget(servertest.QueryRequest(tok, b.Reference), path)
+		if rec := g.Serve(req); rec.Code != http.StatusOK {
+			t.Errorf("%s: %d %s", path, rec.Code, rec.Body)
+		}
+	}
+	// A trailing slash, and nothing below it.
+	for _, path := range []string{"/token/x", "/v1/token/x", "/payment/v2/bills/x"} {
+		if rec := g.Serve(retarget(servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Password, "password"), path)); rec.Code != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404", path, rec.Code)
+		}
 	}
 }
