@@ -11,8 +11,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/kadipay/kadi/internal/config"
 )
 
 const usage = `kadi: a hosted card payment gateway
@@ -27,11 +30,14 @@ Usage:
   kadi ipn show   ID --data-dir DIR [--json]
   kadi ipn replay ID --data-dir DIR
 
+  kadi version
+
 Every flag has an environment twin: --data-dir is KADI_DATA_DIR, and so on.
 Run "kadi COMMAND -h" for a command's flags.
 `
 
-// errUsage means the command line was wrong; the message has been printed.
+// errUsage means the command line was wrong; the message and the
+// command's usage have been printed.
 var errUsage = errors.New("usage")
 
 // Main runs the command line args and returns the process exit code.
@@ -79,6 +85,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, version())
+		return nil
 	}
 	fmt.Fprintf(stderr, "kadi: unknown command %q\n\n%s", strings.Join(args, " "), usage)
 	return errUsage
@@ -87,7 +96,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("kadi "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s\n\nflags (each also read from its KADI_* environment twin):\n", usageLine(fs.Name()))
+		fs.PrintDefaults()
+	}
 	return fs
+}
+
+// parseFlags reads args into fs (see config.Parse). Every mistake is
+// printed once, with the command's usage, and comes back as errUsage.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := config.Parse(fs, args)
+	var unprinted *config.Error
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return err
+	case errors.As(err, &unprinted):
+		return usageErr(fs, err)
+	}
+	return errUsage // the flag package has printed it, with the flags
+}
+
+// usageErr prints what is wrong with a command line and how the command
+// is used, and returns errUsage (exit status 2).
+func usageErr(fs *flag.FlagSet, err error) error {
+	fmt.Fprintf(fs.Output(), "%s: %v\nusage: %s\nRun \"%s -h\" for every flag.\n", fs.Name(), err, usageLine(fs.Name()), fs.Name())
+	return errUsage
+}
+
+// usageLine is the line of the usage text that shows command.
+func usageLine(command string) string {
+	for _, l := range strings.Split(usage, "\n") {
+		l = strings.TrimSpace(l)
+		if rest, ok := strings.CutPrefix(l, command); ok && (rest == "" || rest[0] == ' ') {
+			return strings.Join(strings.Fields(l), " ")
+		}
+	}
+	return command + " [flags]"
 }
 
 // storeFlags are the flags every command that opens the database shares.
@@ -96,4 +141,37 @@ type storeFlags struct{ dataDir, databaseURL string }
 func (s *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.dataDir, "data-dir", "kadi-data", "directory of the embedded SQLite database and the secret key")
 	fs.StringVar(&s.databaseURL, "database-url", "", "postgres://… to use PostgreSQL instead of SQLite")
+}
+
+// version says which build this is: the module version and the VCS
+// revision the go command stamped into the binary, when it did.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "kadi (no build information)"
+	}
+	v, rev, dirty := info.Main.Version, "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	out := "kadi " + v
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	// A pseudo-version already names the revision.
+	if rev != "" && !strings.Contains(v, rev) {
+		if dirty {
+			rev += "+dirty"
+		}
+		out += " revision " + rev
+	}
+	return out + " " + info.GoVersion
 }

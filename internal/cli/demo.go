@@ -12,7 +12,6 @@ import (
 
 	"github.com/kadipay/kadi/client"
 	"github.com/kadipay/kadi/internal/acquirer/sim"
-	"github.com/kadipay/kadi/internal/config"
 	"github.com/kadipay/kadi/internal/demo"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/secret"
@@ -29,8 +28,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	serveFlags(fs, &cfg, &st, &level)
 	fs.StringVar(&shopAddr, "shop-addr", "127.0.0.1:8081", "listen address of the demo shop")
 	st.dataDir = ""
-	if err := config.Parse(fs, args); err != nil {
-		return usageErr(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if st.dataDir == "kadi-data" || st.dataDir == "" {
 		dir, err := os.MkdirTemp("", "kadi-demo-")
@@ -42,7 +41,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.DataDir, cfg.DatabaseURL, cfg.AllowPrivateIPN = st.dataDir, st.databaseURL, true
 	log, err := newLogger(stderr, level)
 	if err != nil {
-		return usageErr(err)
+		return usageErr(fs, err)
 	}
 	gwLn, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/kadipay/kadi/internal/config"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/server"
@@ -88,27 +87,27 @@ func ipnList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&status, "status", "", "pending, delivered or failed (default all)")
 	fs.IntVar(&limit, "limit", 100, "most recent events to show")
 	fs.BoolVar(&asJSON, "json", false, "print a JSON array")
-	if err := config.Parse(fs, args); err != nil {
-		return usageErr(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	f := ipn.Filter{MerchantCode: code, Status: ipn.Status(status), Limit: limit}
 	if code == "" {
-		return usageErr(errors.New("--merchant is required"))
+		return usageErr(fs, errors.New("--merchant is required"))
 	}
 	if mode != "" {
 		m, err := merchant.ParseMode(mode)
 		if err != nil {
-			return usageErr(err)
+			return usageErr(fs, err)
 		}
 		f.Mode = m
 	}
 	switch f.Status {
 	case "", ipn.Pending, ipn.Delivered, ipn.Failed:
 	default:
-		return usageErr(fmt.Errorf("--status %q: must be pending, delivered or failed", status))
+		return usageErr(fs, fmt.Errorf("--status %q: must be pending, delivered or failed", status))
 	}
 	if limit < 1 {
-		return usageErr(errors.New("--limit must be at least 1"))
+		return usageErr(fs, errors.New("--limit must be at least 1"))
 	}
 	db, err := server.OpenStore(ctx, st.dataDir, st.databaseURL)
 	if err != nil {
@@ -244,15 +243,17 @@ func ipnReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // at the first argument that is not a flag, so the flags after the ID are
 // parsed in a second pass (environment twins fill the rest).
 func parseWithID(fs *flag.FlagSet, args []string) (string, error) {
-	if err := fs.Parse(args); err != nil {
-		return "", usageErr(err)
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return "", err
+	} else if err != nil {
+		return "", errUsage // the flag package has printed it
 	}
 	rest := fs.Args()
 	if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
-		return "", usageErr(errors.New("the IPN event id (msg_…) is required"))
+		return "", usageErr(fs, errors.New("the IPN event id (msg_…) is required"))
 	}
-	if err := config.Parse(fs, rest[1:]); err != nil {
-		return "", usageErr(err)
+	if err := parseFlags(fs, rest[1:]); err != nil {
+		return "", err
 	}
 	return rest[0], nil
 }

@@ -9,7 +9,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/kadipay/kadi/internal/config"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/server"
@@ -23,11 +22,11 @@ func merchantCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 	st.register(fs)
 	fs.StringVar(&name, "name", "", "the merchant's trading name (required)")
 	fs.BoolVar(&asJSON, "json", false, "print the credentials as one JSON object")
-	if err := config.Parse(fs, args); err != nil {
-		return usageErr(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if name == "" {
-		return usageErr(errors.New("--name is required"))
+		return usageErr(fs, errors.New("--name is required"))
 	}
 	db, err := server.OpenStore(ctx, st.dataDir, st.databaseURL)
 	if err != nil {
@@ -71,18 +70,18 @@ func merchantSetIPN(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.StringVar(&cfg.URL, "url", "", "the merchant's IPN receiver URL (required)")
 	fs.StringVar(&cfg.Username, "username", "", "Basic auth username sent with every IPN (required)")
 	fs.StringVar(&cfg.Password, "password", "", "Basic auth password sent with every IPN (required)")
-	if err := config.Parse(fs, args); err != nil {
-		return usageErr(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	m, err := merchant.ParseMode(mode)
 	if err != nil {
-		return usageErr(err)
+		return usageErr(fs, err)
 	}
 	if code == "" || cfg.Username == "" || cfg.Password == "" {
-		return usageErr(errors.New("--merchant, --url, --username and --password are required"))
+		return usageErr(fs, errors.New("--merchant, --url, --username and --password are required"))
 	}
 	if err := ipn.CheckTarget(ctx, cfg.URL, m, net.DefaultResolver); err != nil {
-		return usageErr(err)
+		return usageErr(fs, err)
 	}
 	db, err := server.OpenStore(ctx, st.dataDir, st.databaseURL)
 	if err != nil {
@@ -105,15 +104,15 @@ func merchantRotateKey(ctx context.Context, args []string, stdout, stderr io.Wri
 	fs.StringVar(&code, "merchant", "", "merchant code (required)")
 	fs.StringVar(&mode, "mode", "", "test or live (required)")
 	fs.BoolVar(&asJSON, "json", false, `print {"apiKey": …}`)
-	if err := config.Parse(fs, args); err != nil {
-		return usageErr(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	m, err := merchant.ParseMode(mode)
 	if err != nil {
-		return usageErr(err)
+		return usageErr(fs, err)
 	}
 	if code == "" {
-		return usageErr(errors.New("--merchant is required"))
+		return usageErr(fs, errors.New("--merchant is required"))
 	}
 	db, err := server.OpenStore(ctx, st.dataDir, st.databaseURL)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/kadipay/kadi/internal/config"
 	"github.com/kadipay/kadi/internal/logging"
 	"github.com/kadipay/kadi/internal/server"
 )
@@ -49,13 +48,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var level string
 	fs := newFlags("serve", stderr)
 	serveFlags(fs, &cfg, &st, &level)
-	if err := config.Parse(fs, args); err != nil {
-		return usageErr(err)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	cfg.DataDir, cfg.DatabaseURL = st.dataDir, st.databaseURL
 	log, err := newLogger(stderr, level)
 	if err != nil {
-		return usageErr(err)
+		return usageErr(fs, err)
 	}
 	limitMemory(log)
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -108,9 +107,4 @@ func redactURL(u string) string {
 	return u
 }
 
-func usageErr(err error) error {
-	if err == flag.ErrHelp {
-		return err
-	}
-	return fmt.Errorf("%w: %v", errUsage, err)
-}
+

@@ -1,0 +1,61 @@
+package e2e
+
+import (
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A stranger's mistakes on the command line: each one exits 2 and says on
+// stderr what is wrong and how the command is used, never nothing.
+func TestCLIUsageErrors(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	tests := []struct {
+		args []string
+		want []string // on stderr
+	}{
+		{[]string{"merchant", "create", "--data-dir", dir}, []string{"--name is required", "usage: kadi merchant create"}},
+		{[]string{"ipn", "replay"}, []string{"IPN event id", "usage: kadi ipn replay ID"}},
+		{[]string{"ipn", "show", "--data-dir", dir}, []string{"IPN event id", "usage: kadi ipn show ID"}},
+		{[]string{"merchant", "set-ipn", "--mode", "prod"}, []string{`"prod"`, "test or live", "usage: kadi merchant set-ipn"}},
+		{[]string{"merchant", "set-ipn", "--data-dir", dir, "--merchant", "1234567890", "--mode", "live", "--url", "http://shop.example/ipn", "--username", "u", "--password", "p"},
+			[]string{"https", "usage: kadi merchant set-ipn"}},
+		{[]string{"merchant", "rotate-key", "--mode", "test"}, []string{"--merchant is required", "usage: kadi merchant rotate-key"}},
+		{[]string{"ipn", "list"}, []string{"--merchant is required", "usage: kadi ipn list"}},
+		{[]string{"merchant", "create", "--bogus"}, []string{"-bogus", "usage: kadi merchant create", "-name"}},
+		{[]string{"serve", "stray"}, []string{"unexpected arguments: stray", "usage: kadi serve"}},
+		{[]string{"frobnicate"}, []string{`unknown command "frobnicate"`, "kadi serve"}},
+		{[]string{}, []string{"Usage:", "kadi merchant create"}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			stdout, stderr, err := runKadi(t, tt.args...)
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+				t.Fatalf("exit: %v, want status 2\nstderr: %s", err, stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(string(stderr), w) {
+					t.Errorf("stderr does not say %q:\n%s", w, stderr)
+				}
+			}
+			if len(stdout) != 0 {
+				t.Errorf("a usage error printed on stdout: %s", stdout)
+			}
+		})
+	}
+}
+
+// kadi version and --version name the build.
+func TestCLIVersion(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"version", "--version"} {
+		stdout, stderr, err := runKadi(t, arg)
+		if err != nil || !strings.HasPrefix(string(stdout), "kadi ") || !strings.Contains(string(stdout), "go1.") {
+			t.Errorf("kadi %s: %v, %q (stderr %q)", arg, err, stdout, stderr)
+		}
+	}
+}
