@@ -106,5 +106,3 @@ func redactURL(u string) string {
 	}
 	return u
 }
-
-
