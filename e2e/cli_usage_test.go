@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -56,6 +57,49 @@ func TestCLIVersion(t *testing.T) {
 		stdout, stderr, err := runKadi(t, arg)
 		if err != nil || !strings.HasPrefix(string(stdout), "kadi ") || !strings.Contains(string(stdout), "go1.") {
 			t.Errorf("kadi %s: %v, %q (stderr %q)", arg, err, stdout, stderr)
+		}
+	}
+}
+
+// A first run's rough edges: a mistyped --data-dir fails and leaves nothing
+// behind; merchant create says where it stored the merchant; a test-mode
+// IPN URL the gateway will refuse is flagged at once.
+func TestCLIFirstRun(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	typo := filepath.Join(base, "typo")
+	for _, args := range [][]string{
+		{"ipn", "list", "--data-dir", typo, "--merchant", "1234567890"},
+		{"ipn", "show", "msg_000000000000000000000000", "--data-dir", typo},
+		{"ipn", "replay", "msg_000000000000000000000000", "--data-dir", typo},
+		{"merchant", "rotate-key", "--data-dir", typo, "--merchant", "1234567890", "--mode", "test"},
+		{"merchant", "set-ipn", "--data-dir", typo, "--merchant", "1234567890", "--mode", "test", "--url", "https://shop.example/ipn", "--username", "u", "--password", "p"},
+	} {
+		_, stderr, err := runKadi(t, args...)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(stderr), "no Kadi database in "+typo) {
+			t.Errorf("%s: %v\n%s", strings.Join(args[:2], " "), err, stderr)
+		}
+		if _, err := os.Stat(typo); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s created %s", strings.Join(args[:2], " "), typo)
+		}
+	}
+
+	dir := filepath.Join(base, "data")
+	stdout, stderr, err := runKadi(t, "merchant", "create", "--data-dir", dir, "--name", "Duka Letu")
+	if err != nil || !strings.Contains(string(stdout), "created in "+filepath.Join(dir, "kadi.db")) {
+		t.Fatalf("merchant create: %v\n%s%s", err, stdout, stderr)
+	}
+	m := createMerchant(t, dir, "Second Shop")
+	for _, tt := range []struct {
+		url  string
+		warn bool
+	}{{"http://127.0.0.1:9000/ipn", true}, {"http://10.1.2.3/ipn", true}, {"https://93.184.216.34/ipn", false}} {
+		_, stderr, err := runKadi(t, "merchant", "set-ipn", "--data-dir", dir, "--merchant", m.MerchantCode, "--mode", "test",
+			"--url", tt.url, "--username", "u", "--password", "p")
+		warned := strings.Contains(string(stderr), "--allow-private-ipn")
+		if err != nil || warned != tt.warn {
+			t.Errorf("set-ipn %s: %v, warned %t, want %t\n%s", tt.url, err, warned, tt.warn, stderr)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 
 	"github.com/kadipay/kadi/internal/config"
+	"github.com/kadipay/kadi/internal/server"
+	"github.com/kadipay/kadi/internal/store"
 )
 
 const usage = `kadi: a hosted card payment gateway
@@ -137,6 +140,19 @@ func usageLine(command string) string {
 
 // storeFlags are the flags every command that opens the database shares.
 type storeFlags struct{ dataDir, databaseURL string }
+
+// open opens the store the flags name. Only the commands that set a
+// gateway up (serve, demo, merchant create) may create a data dir: for any
+// other, a mistyped --data-dir must fail, not leave an empty database
+// behind and report that it holds nothing.
+func (s *storeFlags) open(ctx context.Context, create bool) (*store.DB, error) {
+	if !create && s.databaseURL == "" {
+		if _, err := os.Stat(server.DatabaseURL(s.dataDir, "")); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no Kadi database in %s: pass the --data-dir kadi serve uses (or --database-url)", s.dataDir)
+		}
+	}
+	return server.OpenStore(ctx, s.dataDir, s.databaseURL)
+}
 
 func (s *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.dataDir, "data-dir", "kadi-data", "directory of the embedded SQLite database and the secret key")

@@ -14,7 +14,6 @@ import (
 
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
-	"github.com/kadipay/kadi/internal/server"
 )
 
 func ipnCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -109,7 +108,7 @@ func ipnList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if limit < 1 {
 		return usageErr(fs, errors.New("--limit must be at least 1"))
 	}
-	db, err := server.OpenStore(ctx, st.dataDir, st.databaseURL)
+	db, err := st.open(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -154,7 +153,7 @@ func ipnShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	db, err := server.OpenStore(ctx, st.dataDir, st.databaseURL)
+	db, err := st.open(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -225,7 +224,7 @@ func ipnReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	db, err := server.OpenStore(ctx, st.dataDir, st.databaseURL)
+	db, err := st.open(ctx, false)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ func merchantCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 	if name == "" {
 		return usageErr(fs, errors.New("--name is required"))
 	}
-	db, err := server.OpenStore(ctx, st.dataDir, st.databaseURL)
+	db, err := st.open(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -40,7 +40,7 @@ func merchantCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 	if asJSON {
 		return json.NewEncoder(stdout).Encode(creds)
 	}
-	fmt.Fprintf(stdout, `Merchant %q created. These secrets are shown once: store them now.
+	fmt.Fprintf(stdout, `Merchant %q created in %s. These secrets are shown once: store them now.
 
   merchant code (username)  %s
   password                  %s
@@ -54,7 +54,7 @@ func merchantCreate(ctx context.Context, args []string, stdout, stderr io.Writer
   test notification secret  %s
   live API key              %s
   live notification secret  %s
-`, name, creds.MerchantCode, creds.Password, creds.BillerCode, creds.OutletCode, creds.ServiceID, creds.SystemCode,
+`, name, redactURL(server.DatabaseURL(st.dataDir, st.databaseURL)), creds.MerchantCode, creds.Password, creds.BillerCode, creds.OutletCode, creds.ServiceID, creds.SystemCode,
 		creds.SettlementAccount, creds.Test.APIKey, creds.Test.NotificationSecret, creds.Live.APIKey, creds.Live.NotificationSecret)
 	return nil
 }
@@ -83,7 +83,7 @@ func merchantSetIPN(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err := ipn.CheckTarget(ctx, cfg.URL, m, net.DefaultResolver); err != nil {
 		return usageErr(fs, err)
 	}
-	db, err := server.OpenStore(ctx, st.dataDir, st.databaseURL)
+	db, err := st.open(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -92,6 +92,11 @@ func merchantSetIPN(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("merchant %s: %w", code, err)
 	}
 	fmt.Fprintf(stdout, "IPN for merchant %s (%s) now goes to %s\n", code, m, cfg.URL)
+	if m == merchant.Test {
+		if why := ipn.Unreachable(ctx, cfg.URL, net.DefaultResolver); why != "" {
+			fmt.Fprintf(stderr, "warning: %s: kadi serve refuses to deliver there unless it runs with --allow-private-ipn (test mode only)\n", why)
+		}
+	}
 	return nil
 }
 
@@ -114,7 +119,7 @@ func merchantRotateKey(ctx context.Context, args []string, stdout, stderr io.Wri
 	if code == "" {
 		return usageErr(fs, errors.New("--merchant is required"))
 	}
-	db, err := server.OpenStore(ctx, st.dataDir, st.databaseURL)
+	db, err := st.open(ctx, false)
 	if err != nil {
 		return err
 	}

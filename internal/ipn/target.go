@@ -86,21 +86,44 @@ func CheckTarget(ctx context.Context, raw string, mode merchant.Mode, r Resolver
 	if mode != merchant.Live {
 		return nil
 	}
-	u, _ := url.Parse(raw)
+	if why := Unreachable(ctx, raw, r); why != "" {
+		return fmt.Errorf("%w: %s", ErrRefusedTarget, why)
+	}
+	return nil
+}
+
+// Unreachable says why the address guard would refuse every delivery to
+// raw's host as it resolves now ("" when it would not): in live mode always,
+// in test mode unless the operator allows private addresses. A name that
+// does not resolve yet says nothing.
+func Unreachable(ctx context.Context, raw string, r Resolver) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
 	host := u.Hostname()
-	if _, err := netip.ParseAddr(host); err == nil {
-		return nil // CheckURL judged the literal
+	if a, ok := looseIPv4(host); ok {
+		if why := Refused(a); why != "" {
+			return fmt.Sprintf("%s is %s", host, why)
+		}
+		return ""
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if why := Refused(a); why != "" {
+			return fmt.Sprintf("%s is %s", host, why)
+		}
+		return ""
 	}
 	addrs, err := r.LookupNetIP(ctx, "ip", host)
 	if err != nil {
-		return nil
+		return ""
 	}
 	for _, a := range addrs {
 		if why := Refused(a); why != "" {
-			return fmt.Errorf("%w: %s resolves to %s, which is %s", ErrRefusedTarget, host, a, why)
+			return fmt.Sprintf("%s resolves to %s, which is %s", host, a, why)
 		}
 	}
-	return nil
+	return ""
 }
 
 type refusedPrefix struct {

@@ -260,3 +260,29 @@ func TestNoRedirects(t *testing.T) {
 		t.Fatalf("status %d, redirect followed %d times", resp.StatusCode, followed.Load())
 	}
 }
+
+// Unreachable tells `kadi merchant set-ipn` (and the dashboard) at once that
+// a test-mode URL leads where the guard will refuse every delivery.
+func TestUnreachable(t *testing.T) {
+	tests := []struct {
+		url, want string // want: a part of the reason, "" for reachable
+	}{
+		{"http://127.0.0.1:9000/ipn", "loopback"},
+		{"http://localhost:9000/ipn", "loopback"},
+		{"http://[::1]/ipn", "loopback"},
+		{"http://10.0.0.7/ipn", "private"},
+		{"http://0x7f000001/ipn", "loopback"},
+		{"https://rebind.shop.example/ipn", "resolves to 127.0.0.1"},
+		{"https://metadata.shop.example/ipn", "169.254.169.254"},
+		{"https://mixed.shop.example/ipn", "10.1.2.3"},
+		{"https://ipn.shop.example/ipn", ""},
+		{"https://unknown.shop.example/ipn", ""},
+		{"https://93.184.216.34/ipn", ""},
+	}
+	for _, tt := range tests {
+		got := Unreachable(context.Background(), tt.url, dns)
+		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+			t.Errorf("Unreachable(%s) = %q, want %q", tt.url, got, tt.want)
+		}
+	}
+}
