@@ -31,6 +31,7 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logLevel *
 	fs.StringVar(&cfg.FormAddr, "form-addr", "", "serve the hosted form ({payment_form_url}) on this address only (default: beside the API)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics on this address only, off the public listener (default: beside the API)")
 	fs.StringVar(&cfg.TimeZone, "timezone", cfg.TimeZone, "IANA time zone of dates in callbacks and IPN")
+	fs.StringVar(&cfg.DefaultRegion, "default-region", cfg.DefaultRegion, "region (ISO 3166 alpha-2) whose national form customers' mobile numbers may use, e.g. 0712345678 in KE")
 	fs.IntVar(&cfg.IPN.Workers, "ipn-workers", cfg.IPN.Workers, "IPN requests in flight at once on this node")
 	fs.IntVar(&cfg.IPN.PerEndpoint, "ipn-per-merchant", cfg.IPN.PerEndpoint, "of those, at most this many to one merchant and mode, so a slow receiver holds only its own")
 	fs.DurationVar(&cfg.IPN.Timeout, "ipn-timeout", cfg.IPN.Timeout, "an IPN receiver must answer 2xx within this")

@@ -23,6 +23,7 @@ import (
 	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
+	"github.com/kadipay/kadi/internal/phone"
 )
 
 //go:embed templates/*.html
@@ -55,6 +56,8 @@ type Handler struct {
 	Now       func() time.Time
 	// HSTS is sent when the public URL is https.
 	HSTS bool
+	// DefaultRegion reads mobile numbers in national form (0712345678).
+	DefaultRegion string
 
 	pages *template.Template
 }
@@ -105,7 +108,7 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 
 	// The merchant's customer fields are judged before anyone types a card:
 	// a customer cannot fix them, so there is no point asking for the card.
-	if problems := customerProblems(sub); len(problems) > 0 {
+	if problems := h.checkCustomer(&sub); len(problems) > 0 {
 		h.redirect(w, r, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location))
 		return
 	}
@@ -247,11 +250,16 @@ func (h *Handler) startCheckout(ctx context.Context, t *trusted, paymentID strin
 	return nil
 }
 
-// customerProblems validates the merchant-supplied customer fields.
-func customerProblems(sub Submission) []Problem {
+// checkCustomer validates the merchant-supplied customer fields and writes
+// the mobile number in the one form the IPN carries.
+func (h *Handler) checkCustomer(sub *Submission) []Problem {
 	var problems []Problem
-	if err := CheckMobile(sub.MobileNumber); err != nil {
-		problems = append(problems, Problem{"mobileNumber", err.Error()})
+	if sub.MobileNumber != "" {
+		if m, err := phone.Mobile(sub.MobileNumber, h.DefaultRegion); err != nil {
+			problems = append(problems, Problem{"mobileNumber", err.Error()})
+		} else {
+			sub.MobileNumber = m
+		}
 	}
 	if err := CheckEmail(sub.EmailAddress); err != nil {
 		problems = append(problems, Problem{"emailAddress", err.Error()})

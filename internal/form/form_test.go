@@ -122,8 +122,8 @@ func TestFailuresAfterTrustRedirect(t *testing.T) {
 		{"four-digit CVV on Visa", servertest.Card{Number: visa, CVV: "1234"}, nil, "cardSecurity", 0},
 		{"letters in CVV", servertest.Card{Number: visa, CVV: "12a"}, nil, "cardSecurity", 0},
 		{"no CVV", servertest.Card{Number: visa}, nil, "cardSecurity", 0},
-		{"mobile without country code", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("mobileNumber", "0712345678") }, "mobileNumber", 0},
-		{"mobile without the space", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("mobileNumber", "+254712345678") }, "mobileNumber", 0},
+		{"landline for mobile", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("mobileNumber", "+254 20 2222222") }, "mobileNumber", 0},
+		{"mobile of no country", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("mobileNumber", "+999 712345678") }, "mobileNumber", 0},
 		{"mobile with 16 digits", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("mobileNumber", "+254 7123456789012") }, "mobileNumber", 0},
 		{"mobile with letters", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("mobileNumber", "+254 7123ABC") }, "mobileNumber", 0},
 		{"email without domain", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("emailAddress", "jane@") }, "emailAddress", 0},
@@ -153,6 +153,32 @@ func TestFailuresAfterTrustRedirect(t *testing.T) {
 				t.Errorf("bill is %s after one failure, want open", st.State)
 			}
 		})
+	}
+}
+
+// Mobile numbers as integrations send them (decisions §5): E.123, E.164 and
+// the national form of the operator's default region all pay, and the
+// payment (and so its IPN) carries the number in E.123 international form.
+func TestMobileNumberForms(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Mobile Shop")
+	tok := g.Token(c, merchant.Test)
+	for i, typed := range []string{"+254 712345678", "+254712345678", "0712345678", "0712 345 678", ""} {
+		b := g.CreateBill(c, tok, "MOBILE"+strconv.Itoa(i), "10")
+		v := servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
+		v.Set("mobileNumber", typed)
+		if cb := callback(t, g.CardPay(v)); cb["orderStatus"] != "Transaction Successfull" {
+			t.Errorf("mobile %q: %v", typed, cb)
+			continue
+		}
+		p, err := g.Store.SuccessfulPayment(t.Context(), b.Reference)
+		want := "+254 712345678"
+		if typed == "" {
+			want = ""
+		}
+		if err != nil || p.MobileNumber != want {
+			t.Errorf("mobile %q stored as %q (%v), want %q", typed, p.MobileNumber, err, want)
+		}
 	}
 }
 

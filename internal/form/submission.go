@@ -167,29 +167,6 @@ func (s Submission) checkLengths(cardToo bool) []Problem {
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
 
-// e123 is ITU-T E.123 international notation as the spec puts it: '+', a
-// country code of 1 to 3 digits, a space, then the national number (digits,
-// optionally grouped by single spaces). E.164 caps the total at 15 digits.
-var e123 = regexp.MustCompile(`^\+[1-9][0-9]{0,2} [0-9]+( [0-9]+)*$`)
-
-// CheckMobile validates an E.123 international number. Empty is allowed:
-// the IPN documents the number as optional.
-func CheckMobile(v string) error {
-	if v == "" {
-		return nil
-	}
-	digits := 0
-	for _, r := range v {
-		if r >= '0' && r <= '9' {
-			digits++
-		}
-	}
-	if !e123.MatchString(v) || digits < 7 || digits > 15 {
-		return errors.New("must be in international format: '+', country code, a space, then the number, e.g. +254 712345678")
-	}
-	return nil
-}
-
 // CheckEmail validates a bare address. Empty is allowed.
 func CheckEmail(v string) error {
 	if v == "" {

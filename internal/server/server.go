@@ -28,6 +28,7 @@ import (
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/metrics"
 	"github.com/kadipay/kadi/internal/payment"
+	"github.com/kadipay/kadi/internal/phone"
 	"github.com/kadipay/kadi/internal/secret"
 	"github.com/kadipay/kadi/internal/store"
 )
@@ -56,6 +57,8 @@ type Config struct {
 	// IPN tunes notification delivery; its AllowPrivate is taken from
 	// AllowPrivateIPN.
 	IPN ipn.Config
+	// DefaultRegion reads customers' mobile numbers in national form.
+	DefaultRegion string
 	// Now is the clock (nil: time.Now); tests move it.
 	Now func() time.Time
 }
@@ -64,7 +67,7 @@ type Config struct {
 func Defaults() Config {
 	return Config{
 		Addr: "127.0.0.1:8080", DataDir: "kadi-data", TokenTTL: time.Hour, Bills: bill.DefaultPolicy(),
-		TimeZone: "Africa/Nairobi", RevocationPoll: time.Second, IPN: ipn.DefaultConfig(),
+		TimeZone: "Africa/Nairobi", DefaultRegion: "KE", RevocationPoll: time.Second, IPN: ipn.DefaultConfig(),
 	}
 }
 
@@ -129,6 +132,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	}
 	if err := cfg.IPN.Validate(); err != nil {
 		return nil, err
+	}
+	if !phone.ValidRegion(cfg.DefaultRegion) {
+		return nil, fmt.Errorf("default region %q is not a two-letter region of the numbering plan (KE, UG, TZ, …)", cfg.DefaultRegion)
 	}
 	master, err := masterKey(cfg)
 	if err != nil {
@@ -199,7 +205,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		formMux = newMux()
 	}
 	(&form.Handler{Auth: g.Auth, Bills: st, Checkouts: st, Payments: g.Payments, Location: loc, Log: log, Now: now,
-		HSTS: strings.HasPrefix(cfg.PublicURL, "https://")}).Register(formMux)
+		HSTS: strings.HasPrefix(cfg.PublicURL, "https://"), DefaultRegion: cfg.DefaultRegion}).Register(formMux)
 	g.metricsHandler = g.Metrics.Handler(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
