@@ -103,3 +103,14 @@ func TestCLIFirstRun(t *testing.T) {
 		}
 	}
 }
+
+// kadi serve says in one plain line, besides its JSON log, when it is
+// ready, where, and on which store.
+func TestServeSaysWhenReady(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, nil)
+	want := "Kadi is ready: API, hosted form, /metrics on " + g.BaseURL + "; SQLite in " + g.DataDir
+	if !strings.Contains(string(g.Logs()), want) {
+		t.Errorf("no %q in the output:\n%s", want, tail(g.Logs(), 10))
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/kadipay/kadi/client"
@@ -31,11 +32,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if st.dataDir == "kadi-data" || st.dataDir == "" {
+	dataDirGiven := st.dataDir != "kadi-data" && st.dataDir != ""
+	if !dataDirGiven {
 		dir, err := os.MkdirTemp("", "kadi-demo-")
 		if err != nil {
 			return err
 		}
+		// A demo leaves nothing behind unless asked to keep its data.
+		defer os.RemoveAll(dir)
 		st.dataDir = dir
 	}
 	cfg.DataDir, cfg.DatabaseURL, cfg.AllowPrivateIPN = st.dataDir, st.databaseURL, true
@@ -43,14 +47,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return usageErr(fs, err)
 	}
-	gwLn, err := net.Listen("tcp", cfg.Addr)
+	gwLn, err := listen(cfg.Addr, "the gateway", "--addr")
 	if err != nil {
-		return fmt.Errorf("gateway listen: %w", err)
+		return err
 	}
-	shopLn, err := net.Listen("tcp", shopAddr)
+	shopLn, err := listen(shopAddr, "the demo shop", "--shop-addr")
 	if err != nil {
 		gwLn.Close()
-		return fmt.Errorf("shop listen: %w", err)
+		return err
 	}
 	gatewayURL, shopURL := "http://"+gwLn.Addr().String(), "http://"+shopLn.Addr().String()
 	if cfg.PublicURL == "" {
@@ -84,12 +88,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	go func() { _ = shopSrv.Serve(shopLn) }()
 	defer shopSrv.Close()
 
+	keep := " (removed when the demo stops; pass --data-dir to keep it)"
+	if dataDirGiven {
+		keep = ""
+	}
 	fmt.Fprintf(stdout, `Kadi demo is running (test mode; no real money moves).
 
   Demo shop      %s   ← open this in a browser and buy something
   Gateway API    %s
-  Hosted form    %s/cardPay
-  Data dir       %s
+  Hosted form    POST %s/cardPay (the shop's checkout sends you there)
+  Data dir       %s%s
 
 Sandbox merchant (test mode):
   merchant code / username  %s
@@ -101,10 +109,22 @@ Sandbox merchant (test mode):
 
 Test card: %s, any future expiry, any 3-digit CVV.
 Press Ctrl-C to stop.
-`, shopURL, gatewayURL, gatewayURL, st.dataDir, creds.MerchantCode, creds.Password, creds.Test.APIKey, creds.BillerCode, creds.OutletCode, shopURL, demo.IPNPath, sim.TestCards[0].Grouped())
+`, shopURL, gatewayURL, gatewayURL, st.dataDir, keep, creds.MerchantCode, creds.Password, creds.Test.APIKey, creds.BillerCode, creds.OutletCode, shopURL, demo.IPNPath, sim.TestCards[0].Grouped())
 	err = g.Serve(ctx, gwLn)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
 	return err
+}
+
+// listen opens addr for what, and says which flag moves it when the port
+// is taken: the commonest first-run failure.
+func listen(addr, what, flagName string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("%s cannot listen on %s: the port is in use; pass %s with a free address (port 0 picks one)", what, addr, flagName)
+	} else if err != nil {
+		return nil, fmt.Errorf("%s cannot listen on %s: %w", what, addr, err)
+	}
+	return ln, nil
 }

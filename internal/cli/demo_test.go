@@ -5,8 +5,10 @@ import (
 	"context"
 	"html"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -136,5 +138,60 @@ func TestDemo(t *testing.T) {
 			t.Fatalf("no verified IPN reached the demo shop:\n%s", page)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A busy port is the commonest first-run failure: the demo names the flag
+// that moves it.
+func TestDemoBusyPort(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, tt := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--addr", taken.Addr().String(), "--shop-addr", "127.0.0.1:0"}, "--addr"},
+		{[]string{"--addr", "127.0.0.1:0", "--shop-addr", taken.Addr().String()}, "--shop-addr"},
+	} {
+		var stdout, stderr syncBuffer
+		err := run(context.Background(), append([]string{"demo", "--data-dir", t.TempDir()}, tt.args...), &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), tt.flag) {
+			t.Errorf("demo %v on a taken port: %v, want it to name %s", tt.args, err, tt.flag)
+		}
+	}
+}
+
+// Without --data-dir the demo runs on a temporary dir and removes it when
+// it stops.
+func TestDemoRemovesItsDataDir(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"demo", "--addr", "127.0.0.1:0", "--shop-addr", "127.0.0.1:0"}, &stdout, &stderr)
+	}()
+	dataLine := regexp.MustCompile(`Data dir\s+(\S+) \(removed when the demo stops`)
+	deadline := time.Now().Add(20 * time.Second)
+	for !dataLine.MatchString(stdout.String()) {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("demo printed no temporary data dir:\n%s\n%s", stdout.String(), stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	dir := dataLine.FindStringSubmatch(stdout.String())[1]
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("data dir while running: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("data dir %s left behind after the demo stopped: %v", dir, err)
 	}
 }

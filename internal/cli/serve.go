@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -58,13 +57,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageErr(fs, err)
 	}
 	limitMemory(log)
-	ln, err := net.Listen("tcp", cfg.Addr)
+	ln, err := listen(cfg.Addr, "kadi serve", "--addr")
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + ln.Addr().String()
 	}
+	cfg.Ready = func(line string) { fmt.Fprintln(stdout, line) }
 	g, err := server.New(ctx, cfg, log)
 	if err != nil {
 		ln.Close()

@@ -61,6 +61,9 @@ type Config struct {
 	DefaultRegion string
 	// Now is the clock (nil: time.Now); tests move it.
 	Now func() time.Time
+	// Ready, when set, hears one plain line once every listener is up:
+	// what each address serves and where the data lives.
+	Ready func(line string)
 }
 
 // Defaults returns the configuration decisions.md describes.
@@ -194,6 +197,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	newMux := func() *http.ServeMux {
 		m := http.NewServeMux()
 		m.HandleFunc("GET /healthz", health)
+		m.Handle("GET /{$}", home{publicURL: cfg.PublicURL})
 		m.HandleFunc("/", notFound)
 		return m
 	}
@@ -261,6 +265,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		g.log.Info("serving "+extra.what, "addr", l.Addr().String())
 		servers, listeners = append(servers, g.newHTTPServer(extra.h)), append(listeners, l)
 	}
+	if g.cfg.Ready != nil {
+		g.cfg.Ready(g.readyLine(listeners))
+	}
 	errc := make(chan error, len(servers))
 	for i, srv := range servers {
 		go func() { errc <- srv.Serve(listeners[i]) }()
@@ -279,6 +286,32 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	return err
+}
+
+// readyLine says, for people reading a terminal, what each listener serves
+// and which store the gateway runs on.
+func (g *Gateway) readyLine(listeners []net.Listener) string {
+	api := []string{"API"}
+	if g.cfg.FormAddr == "" {
+		api = append(api, "hosted form")
+	}
+	if g.cfg.MetricsAddr == "" {
+		api = append(api, "/metrics")
+	}
+	parts := []string{strings.Join(api, ", ") + " on http://" + listeners[0].Addr().String()}
+	i := 1
+	if g.cfg.FormAddr != "" {
+		parts = append(parts, "hosted form on http://"+listeners[i].Addr().String())
+		i++
+	}
+	if g.cfg.MetricsAddr != "" {
+		parts = append(parts, "/metrics on http://"+listeners[i].Addr().String())
+	}
+	store := "SQLite in " + g.cfg.DataDir
+	if g.cfg.DatabaseURL != "" {
+		store = "PostgreSQL"
+	}
+	return "Kadi is ready: " + strings.Join(parts, "; ") + "; " + store + "; public URL " + g.cfg.PublicURL
 }
 
 func (g *Gateway) newHTTPServer(h http.Handler) *http.Server {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -285,5 +286,34 @@ func TestSecretsSealedAtRest(t *testing.T) {
 		if bytes.Contains(disk, []byte(clear)) {
 			t.Errorf("%s… is in the database in clear", clear[:8])
 		}
+	}
+}
+
+// GET / tells whoever opens the gateway's address what it is, in HTML for
+// a browser and JSON for curl, instead of a JSON 404.
+func TestHome(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml")
+	rec := g.Serve(req)
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") ||
+		!strings.Contains(body, "Kadi payment gateway") || !strings.Contains(body, "/payment/v2/bills") || !strings.Contains(body, "/docs") {
+		t.Errorf("GET / from a browser: %d %s\n%s", rec.Code, rec.Header().Get("Content-Type"), body)
+	}
+	if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("home page CSP %q", csp)
+	}
+	rec = g.Serve(httptest.NewRequest(http.MethodGet, "/", nil))
+	var doc struct {
+		Name      string
+		Docs      string
+		Endpoints []struct{ Method, Path string }
+	}
+	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &doc) != nil || doc.Name == "" || len(doc.Endpoints) == 0 {
+		t.Errorf("GET / from curl: %d %s", rec.Code, rec.Body)
+	}
+	if rec := g.Serve(httptest.NewRequest(http.MethodGet, "/nowhere", nil)); rec.Code != http.StatusNotFound {
+		t.Errorf("an unknown path: %d, want 404", rec.Code)
 	}
 }
