@@ -69,6 +69,7 @@ func TestBillResponses(t *testing.T) {
 		{"empty body", "bill_400_empty", ``},
 		{"JSON array", "bill_400_array", `[{"customer":{}}]`},
 		{"trailing data", "bill_400_trailing", `{} {}`},
+		{"repeated member", "bill_400_duplicate", `{"order":{"amount":"1","amount":"1500"}}`},
 		{"same order reference, other amount", "bill_409", body(func(o, b map[string]any) { o["amount"] = "1600.00" })},
 		{"body over 64 KiB", "bill_413", body(func(o, b map[string]any) { o["description"] = strings.Repeat("z", 70<<10) })},
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/kadipay/kadi/internal/auth"
+	"github.com/kadipay/kadi/internal/jsoncheck"
 )
 
 // TokenResponse is spec 2.1's first shape.
@@ -113,6 +114,9 @@ func readFields(r *http.Request) (url.Values, error) {
 		var m map[string]any
 		if err := json.Unmarshal(body, &m); err != nil {
 			return nil, &auth.RequestError{Code: "invalid_request", Message: "the body is neither form-encoded nor a JSON object"}
+		}
+		if err := jsoncheck.UniqueNames(body); err != nil {
+			return nil, &auth.RequestError{Code: "invalid_request", Message: "the JSON body has a " + err.Error()}
 		}
 		v := url.Values{}
 		for k, x := range m {

@@ -45,6 +45,8 @@ func TestTokenResponses(t *testing.T) {
 		{"missing password", "token_invalid_request", servertest.TokenRequest(c.Test.APIKey, c.Username, "")},
 		{"missing username", "token_invalid_request", servertest.TokenRequest(c.Test.APIKey, "", c.Password)},
 		{"unreadable JSON body", "token_invalid_request_body", jsonBody(`{"username":`)},
+		{"repeated JSON member", "token_invalid_request_duplicate",
+			jsonBody(`{"username":"1234567890","username":"` + c.Username + `","password":"` + c.Password + `"}`)},
 		{"missing grant_type", "payment_token_invalid_request", servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Password, "")},
 		{"other grant_type", "payment_token_unsupported_grant_type", servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Password, "client_credentials")},
 		{"body over 64 KiB", "token_body_too_large", jsonBody(`{"username":"` + strings.Repeat("1", 70<<10) + `"}`)},

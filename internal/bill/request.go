@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/kadipay/kadi/internal/jsoncheck"
 )
 
 // Request is the create-bill body of spec 2.2. Every field is flexible on
@@ -74,6 +76,9 @@ func DecodeRequest(r io.Reader) (Request, error) {
 	}
 	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
 		return req, ErrMalformed
+	}
+	if err := jsoncheck.UniqueNames(body); err != nil {
+		return req, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	return req, nil
 }

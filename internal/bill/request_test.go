@@ -36,6 +36,10 @@ func TestDecodeRequestMalformed(t *testing.T) {
 		{"order is an array", `{"order":[]}`},
 		{"order is a number", `{"order":1500}`},
 		{"form-encoded", `customer[name]=Zoe&order[amount]=1500`},
+		// One body, two readings: refused (docs/security.md).
+		{"repeated amount", `{"order":{"amount":"1","amount":"1500"}}`},
+		{"repeated order", `{"order":{"amount":"1"},"order":{"amount":"1500"}}`},
+		{"repeated name, escaped", `{"customer":{"name":"a","n\u0061me":"b"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

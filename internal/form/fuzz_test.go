@@ -3,6 +3,7 @@ package form_test
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -76,7 +77,7 @@ func rawCardPay(body string) *http.Request {
 func FuzzCheckCallbackURL(f *testing.F) {
 	for _, s := range []string{"https://shop.example/cb", "http://127.0.0.1:8080/x", "https://shop.example/cb?x=1",
 		"https://shop.example/#f", "javascript:alert(1)", "//shop.example/cb", "https://user:pw@shop.example/",
-		"https://shop.example/cb?", "HTTPS://SHOP.EXAMPLE/a%20b", "https://[::1]:443/x", "http://shop.example\t/x", "https://shop.example;sandbox/cb"} {
+		"https://shop.example/cb?", "HTTPS://SHOP.EXAMPLE/a%20b", "https://[::1]:443/x", "http://shop.example\t/x", "https://shop.example;sandbox/cb", "https://shop.example:0/cb", "https://shop.example:65535/cb", "https://shop.example:/cb"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
@@ -96,6 +97,8 @@ func FuzzCheckCallbackURL(f *testing.F) {
 				t.Fatalf("%q accepted with a host that could write CSP: %q", raw, u.Host)
 			case strings.ContainsAny(raw, "?#"):
 				t.Fatalf("%q accepted with a query or fragment marker", raw)
+			case u.Port() != "" && !validPortNumber(u.Port()):
+				t.Fatalf("%q accepted with port %q", raw, u.Port())
 			}
 			again, err := url.Parse(u.String())
 			if err != nil || again.Host != u.Host || again.Scheme != u.Scheme || again.Path != u.Path {
@@ -125,4 +128,9 @@ func FuzzParseSubmission(f *testing.F) {
 			}
 		}
 	})
+}
+
+func validPortNumber(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
 }

@@ -7,6 +7,7 @@ import (
 	"net/mail"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -207,6 +208,9 @@ func CheckCallbackURL(raw string, mode merchant.Mode) (*url.URL, error) {
 		// The origin goes into the page's Content-Security-Policy: a host
 		// with ';' or quotes in it would write directives of its own.
 		return nil, &ErrCallbackURL{"must name a host by DNS name (ASCII, punycode for IDN) or IP address"}
+	case !validPort(u):
+		// A port the browser cannot reach would still be charged first.
+		return nil, &ErrCallbackURL{"must use a port between 1 and 65535"}
 	case u.User != nil:
 		return nil, &ErrCallbackURL{"must not carry credentials"}
 	case u.RawQuery != "" || u.ForceQuery || strings.Contains(raw, "?"):
@@ -218,6 +222,17 @@ func CheckCallbackURL(raw string, mode merchant.Mode) (*url.URL, error) {
 }
 
 var dnsName = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$`)
+
+// validPort accepts no port, or a decimal one in 1–65535; a ':' with
+// nothing after it is no port either.
+func validPort(u *url.URL) bool {
+	p := u.Port()
+	if p == "" {
+		return !strings.HasSuffix(u.Host, ":")
+	}
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
+}
 
 func validHost(h string) bool {
 	return len(h) <= 253 && (dnsName.MatchString(h) || net.ParseIP(h) != nil)
