@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kadipay/kadi/internal/api"
 	"github.com/kadipay/kadi/internal/merchant"
@@ -63,7 +64,9 @@ func TestBillResponses(t *testing.T) {
 		{"negative amount", "bill_400_amount_negative", body(func(o, b map[string]any) { o["amount"] = "-5" })},
 		{"known currency not supported", "bill_400_currency", body(func(o, b map[string]any) { o["currency"] = "JPY" })},
 		{"expiry in the past", "bill_400_expiry_past", body(func(o, b map[string]any) { o["expiry"] = "2020-01-01T00:00:00+03:00" })},
-		{"expiry without offset", "bill_400_expiry_format", body(func(o, b map[string]any) { o["expiry"] = "2099-01-01 10:00" })},
+		{"expiry in an unknown format", "bill_400_expiry_format", body(func(o, b map[string]any) { o["expiry"] = "2099-01-01 10:00" })},
+		{"expiry without offset, past", "bill_400_expiry_local_past", body(func(o, b map[string]any) { o["expiry"] = "2020-01-17T00:00:00" })},
+		{"expiry past the longest allowed", "bill_400_expiry_too_far", body(func(o, b map[string]any) { o["expiry"] = "9999-12-31T23:59:59Z" })},
 		{"customer not an object", "bill_400_customer_not_object", body(func(o, b map[string]any) { b["customer"] = "Jane" })},
 		{"truncated JSON", "bill_400_malformed", `{"customer":`},
 		{"empty body", "bill_400_empty", ``},
@@ -184,5 +187,27 @@ func TestModesAreSeparate(t *testing.T) {
 	// may reuse it with other details.
 	if again := g.CreateBill(c, testToken, "SAME1", "900"); again.Reference == live.Reference {
 		t.Errorf("test bill SAME1 is the live bill %s", live.Reference)
+	}
+}
+
+// An order.expiry without an offset, as a PHP sample sends it, is local
+// time in the operator's zone (--timezone, Africa/Nairobi by default).
+func TestBillExpiryWithoutOffset(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Local Time Shop")
+	nairobi, err := time.LoadLocation("Africa/Nairobi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := g.Clock.Now().In(nairobi).Add(48 * time.Hour).Truncate(time.Second)
+	b := servertest.BillBody(c, "LOCAL1", "10")
+	servertest.Order(b)["expiry"] = at.Format("2006-01-02T15:04:05")
+	created := g.MustBill(g.Token(c, merchant.Test), b)
+	stored, err := g.Store.BillByReference(t.Context(), c.MerchantCode, merchant.Test, created.Reference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stored.ExpiresAt.Equal(at) {
+		t.Errorf("expiry %s stored as %s, want %s", at.Format("2006-01-02T15:04:05"), stored.ExpiresAt, at)
 	}
 }

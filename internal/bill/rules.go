@@ -37,6 +37,7 @@ const (
 	CodeUnknownBiller       = "unknown_biller_code"
 	CodeUnknownOutlet       = "unknown_outlet"
 	CodeInPast              = "in_past"
+	CodeTooFar              = "too_far"
 )
 
 // ValidationError lists every rule a request broke, all at once.
@@ -54,16 +55,33 @@ func (e *ValidationError) Error() string {
 type Policy struct {
 	Currencies []string // supported ISO 4217 codes
 	MaxAmount  int64    // in major units, per bill, any currency
-	TTL        time.Duration
+	// TTL is how long a bill without order.expiry stays payable.
+	TTL time.Duration
+	// MaxTTL caps order.expiry, so no bill stays payable forever.
+	MaxTTL time.Duration
+	// Location reads an order.expiry without an offset (nil: UTC).
+	Location *time.Location
 }
 
-// DefaultPolicy is decisions §4's defaults.
+// DefaultPolicy is the defaults docs/api.md describes.
 func DefaultPolicy() Policy {
 	return Policy{
 		Currencies: []string{"KES", "USD", "EUR", "GBP", "UGX", "TZS", "RWF"},
 		MaxAmount:  10_000_000,
 		TTL:        24 * time.Hour,
+		MaxTTL:     30 * 24 * time.Hour,
 	}
+}
+
+// Check reports a policy no bill could be valid under.
+func (p Policy) Check() error {
+	switch {
+	case p.TTL <= 0 || p.MaxTTL <= 0:
+		return errors.New("bill lifetimes must be positive")
+	case p.TTL > p.MaxTTL:
+		return fmt.Errorf("the default bill lifetime (%s) is longer than the longest allowed (%s)", p.TTL, p.MaxTTL)
+	}
+	return nil
 }
 
 func (p Policy) supports(code string) bool {
@@ -182,12 +200,16 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 	if req.Order.Expiry.BadType {
 		add("order.expiry", CodeInvalidType, "must be an ISO 8601 time")
 	} else if v := trimSpaces(req.Order.Expiry.Value); v != "" {
-		t, err := time.Parse(time.RFC3339, v)
+		t, local, err := p.parseExpiry(v)
 		switch {
 		case err != nil:
-			add("order.expiry", CodeInvalidFormat, "must be an ISO 8601 time with offset, such as 2026-11-21T18:00:00+03:00")
+			add("order.expiry", CodeInvalidFormat, "must be an ISO 8601 time, such as 2026-11-21T18:00:00+03:00 (without an offset it is read in %s)", p.zone())
+		case !t.After(now) && local:
+			add("order.expiry", CodeInPast, "must be in the future (it has no offset, so it was read as %s)", t.Format(time.RFC3339))
 		case !t.After(now):
 			add("order.expiry", CodeInPast, "must be in the future")
+		case t.Sub(now) > p.MaxTTL:
+			add("order.expiry", CodeTooFar, "must be at most %s from now", humanDuration(p.MaxTTL))
 		default:
 			out.ExpiresAt = t
 		}
@@ -198,6 +220,38 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 	}
 	out.RequestHash = requestHash(out, req.Order.Expiry.Value)
 	return out, nil
+}
+
+// parseExpiry reads order.expiry: ISO 8601 with an offset, or without one
+// (as some integrations send it), then in the operator's zone.
+func (p Policy) parseExpiry(v string) (t time.Time, local bool, err error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, false, nil
+	}
+	loc := p.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	t, err = time.ParseInLocation("2006-01-02T15:04:05.999999999", v, loc)
+	return t, true, err
+}
+
+func (p Policy) zone() string {
+	if p.Location == nil {
+		return "UTC"
+	}
+	return p.Location.String()
+}
+
+// humanDuration writes whole days as days: "30 days", not "720h0m0s".
+func humanDuration(d time.Duration) string {
+	if d >= 24*time.Hour && d%(24*time.Hour) == 0 {
+		if n := d / (24 * time.Hour); n > 1 {
+			return fmt.Sprintf("%d days", n)
+		}
+		return "1 day"
+	}
+	return d.String()
 }
 
 func addAmountError(add func(field, code, format string, args ...any), err error, currency string, p Policy) {

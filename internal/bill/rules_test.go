@@ -288,6 +288,31 @@ func TestValidateOutlet(t *testing.T) {
 	})
 }
 
+func TestPolicyCheck(t *testing.T) {
+	if err := DefaultPolicy().Check(); err != nil {
+		t.Fatalf("the default policy: %v", err)
+	}
+	for name, edit := range map[string]func(*Policy){
+		"TTL beyond the cap": func(p *Policy) { p.TTL = 31 * 24 * time.Hour },
+		"no TTL":             func(p *Policy) { p.TTL = 0 },
+		"negative cap":       func(p *Policy) { p.MaxTTL = -time.Hour },
+	} {
+		p := DefaultPolicy()
+		edit(&p)
+		if err := p.Check(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestHumanDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{30 * 24 * time.Hour: "30 days", 24 * time.Hour: "1 day", 36 * time.Hour: "36h0m0s", time.Hour: "1h0m0s"} {
+		if got := humanDuration(d); got != want {
+			t.Errorf("humanDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
 func TestValidateExpiry(t *testing.T) {
 	nairobi := time.FixedZone("EAT", 3*60*60)
 	ttl := DefaultPolicy().TTL
@@ -303,17 +328,24 @@ func TestValidateExpiry(t *testing.T) {
 		{"future with offset", "2026-03-16T18:00:00+03:00", "", time.Date(2026, 3, 16, 18, 0, 0, 0, nairobi)},
 		{"future in UTC", "2026-03-15T10:30:00Z", "", testNow.Add(time.Hour)},
 		{"fractional seconds", "2026-03-15T09:30:00.5Z", "", testNow.Add(500 * time.Millisecond)},
-		{"beyond the default TTL", "2026-04-15T09:30:00Z", "", time.Date(2026, 4, 15, 9, 30, 0, 0, time.UTC)},
+		{"beyond the default TTL", "2026-04-10T09:30:00Z", "", time.Date(2026, 4, 10, 9, 30, 0, 0, time.UTC)},
+		{"exactly the longest allowed", testNow.Add(30 * 24 * time.Hour).Format(time.RFC3339), "", testNow.Add(30 * 24 * time.Hour)},
+		{"no offset: the operator's zone", "2026-03-16T18:00:00", "", time.Date(2026, 3, 16, 18, 0, 0, 0, nairobi)},
+		{"no offset, fractional seconds", "2026-03-16T18:00:00.250", "", time.Date(2026, 3, 16, 18, 0, 0, 250e6, nairobi)},
 		{"trimmed", " 2026-03-15T10:30:00Z ", "", testNow.Add(time.Hour)},
 
 		{"exactly now", testNow.Format(time.RFC3339), CodeInPast, time.Time{}},
 		{"one second ago", testNow.Add(-time.Second).Format(time.RFC3339), CodeInPast, time.Time{}},
 		{"years ago", "2020-01-01T00:00:00Z", CodeInPast, time.Time{}},
 		{"offset applied: 11:30 EAT is 08:30 UTC", "2026-03-15T11:30:00+03:00", CodeInPast, time.Time{}},
+		{"no offset, in the past in the operator's zone", "2026-03-15T12:00:00", CodeInPast, time.Time{}},
+		{"a second past the longest allowed", testNow.Add(30*24*time.Hour + time.Second).Format(time.RFC3339), CodeTooFar, time.Time{}},
+		{"year 9999", "9999-12-31T23:59:59Z", CodeTooFar, time.Time{}},
 
 		{"words", "tomorrow", CodeInvalidFormat, time.Time{}},
 		{"date only", "2026-03-16", CodeInvalidFormat, time.Time{}},
-		{"no offset", "2026-03-16T18:00:00", CodeInvalidFormat, time.Time{}},
+		{"no seconds", "2026-03-16T18:00", CodeInvalidFormat, time.Time{}},
+		{"space for T", "2026-03-16 18:00:00", CodeInvalidFormat, time.Time{}},
 		{"java default format", "Mon Mar 16 18:00:00 EAT 2026", CodeInvalidFormat, time.Time{}},
 		{"unix seconds as a number", raw("1773680000"), CodeInvalidFormat, time.Time{}},
 		{"boolean", raw("true"), CodeInvalidType, time.Time{}},
@@ -321,7 +353,9 @@ func TestValidateExpiry(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := validate(t, validBody().with("order.expiry", tt.value), DefaultPolicy())
+			p := DefaultPolicy()
+			p.Location = nairobi
+			b, err := validate(t, validBody().with("order.expiry", tt.value), p)
 			if tt.code != "" {
 				wantOnly(t, err, "order.expiry", tt.code)
 				return

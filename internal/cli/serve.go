@@ -21,7 +21,8 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logLevel *
 	fs.StringVar(&cfg.PublicURL, "public-url", "", "the URL merchants and customers reach this gateway at (default http://ADDR)")
 	fs.BoolVar(&cfg.AllowPrivateIPN, "allow-private-ipn", false, "let test-mode IPN reach loopback and private addresses (local development)")
 	fs.DurationVar(&cfg.TokenTTL, "token-ttl", cfg.TokenTTL, "access token lifetime")
-	fs.DurationVar(&cfg.Bills.TTL, "bill-ttl", cfg.Bills.TTL, "how long an unpaid bill stays payable")
+	fs.DurationVar(&cfg.Bills.TTL, "bill-ttl", cfg.Bills.TTL, "how long an unpaid bill stays payable when it names no order.expiry")
+	fs.DurationVar(&cfg.Bills.MaxTTL, "bill-max-ttl", cfg.Bills.MaxTTL, "the latest order.expiry a bill may name, from its creation")
 	fs.Int64Var(&cfg.Bills.MaxAmount, "max-amount", cfg.Bills.MaxAmount, "largest bill amount, in major units")
 	fs.Func("currencies", "comma-separated ISO 4217 codes bills may use (default "+strings.Join(cfg.Bills.Currencies, ",")+")", func(v string) error {
 		cfg.Bills.Currencies = strings.Split(strings.ToUpper(strings.ReplaceAll(v, " ", "")), ",")
@@ -29,7 +30,7 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logLevel *
 	})
 	fs.StringVar(&cfg.FormAddr, "form-addr", "", "serve the hosted form ({payment_form_url}) on this address only (default: beside the API)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics on this address only, off the public listener (default: beside the API)")
-	fs.StringVar(&cfg.TimeZone, "timezone", cfg.TimeZone, "IANA time zone of dates in callbacks and IPN")
+	fs.StringVar(&cfg.TimeZone, "timezone", cfg.TimeZone, "IANA time zone of dates in callbacks and IPN, and of an order.expiry without an offset")
 	fs.StringVar(&cfg.DefaultRegion, "default-region", cfg.DefaultRegion, "region (ISO 3166 alpha-2) whose national form customers' mobile numbers may use, e.g. 0712345678 in KE")
 	fs.IntVar(&cfg.IPN.Workers, "ipn-workers", cfg.IPN.Workers, "IPN requests in flight at once on this node")
 	fs.IntVar(&cfg.IPN.PerEndpoint, "ipn-per-merchant", cfg.IPN.PerEndpoint, "of those, at most this many to one merchant and mode, so a slow receiver holds only its own")

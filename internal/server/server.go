@@ -136,6 +136,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if err := cfg.IPN.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.Bills.Location = loc
+	if err := cfg.Bills.Check(); err != nil {
+		return nil, err
+	}
 	if !phone.ValidRegion(cfg.DefaultRegion) {
 		return nil, fmt.Errorf("default region %q is not a two-letter region of the numbering plan (KE, UG, TZ, …)", cfg.DefaultRegion)
 	}

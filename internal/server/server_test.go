@@ -125,6 +125,12 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	cases := map[string]func(t *testing.T) server.Config{
 		"unknown time zone":   func(t *testing.T) server.Config { c := base(t); c.TimeZone = "Mars/Olympus"; return c },
 		"zero token lifetime": func(t *testing.T) server.Config { c := base(t); c.TokenTTL = 0; return c },
+		"bill TTL beyond --bill-max-ttl": func(t *testing.T) server.Config {
+			c := base(t)
+			c.Bills.TTL, c.Bills.MaxTTL = 48*time.Hour, 24*time.Hour
+			return c
+		},
+		"unknown default region": func(t *testing.T) server.Config { c := base(t); c.DefaultRegion = "XX"; return c },
 		"token lifetime over a day": func(t *testing.T) server.Config {
 			c := base(t)
 			c.TokenTTL = 25 * time.Hour
