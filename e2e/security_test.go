@@ -107,3 +107,39 @@ func peakRSS(t testing.TB, pid int) int64 {
 	t.Fatalf("no VmHWM in /proc/%d/status", pid)
 	return 0
 }
+
+// kadi serve on a data dir that already exists with 0755: every file it
+// writes there is 0600 all the same, and it warns about the dir.
+func TestDataFilesArePrivateInASharedDir(t *testing.T) {
+	var m merchantCreds
+	g := startGateway(t, func(dir string) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		m = createMerchant(t, dir, "Private Shop")
+	})
+	s := newShopper(t, g, m)
+	s.createBill(t, "PRIVATE1", "10.00") // a write through the server
+	entries, err := os.ReadDir(g.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s is %04o, want 0600", e.Name(), fi.Mode().Perm())
+		}
+	}
+	if len(entries) < 3 {
+		t.Errorf("only %d files in the data dir to check", len(entries))
+	}
+	if !strings.Contains(string(g.Logs()), "chmod 700 "+g.DataDir) {
+		t.Errorf("no warning about the 0755 data dir:\n%s", tail(g.Logs(), 10))
+	}
+}

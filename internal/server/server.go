@@ -151,6 +151,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.DatabaseURL == "" {
+		warnIfShared(cfg.DataDir, log)
+	}
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
@@ -341,6 +344,18 @@ func (g *Gateway) reconcile(ctx context.Context) {
 	}
 }
 
+// warnIfShared tells the operator when other users of the machine may list
+// or enter the data dir. Kadi's files in it are 0600 whatever the dir's
+// mode, but the dir is the operator's to close.
+func warnIfShared(dir string, log *slog.Logger) {
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm()&0o077 == 0 {
+		return
+	}
+	log.Warn("the data dir is open to other users of this machine; its files are private, but close it too",
+		"dir", dir, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()), "fix", "chmod 700 "+dir)
+}
+
 // masterKey finds the key every other secret is derived from: the config,
 // KADI_SECRET_KEY (hex), KADI_SECRET_KEY_FILE, or, for the embedded
 // single-node default only, a file made in the data dir on first start.
@@ -363,6 +378,9 @@ func masterKey(cfg Config) ([]byte, error) {
 	}
 	path := filepath.Join(cfg.DataDir, "secret.key")
 	if b, err := os.ReadFile(path); err == nil {
+		if err := os.Chmod(path, 0o600); err != nil {
+			return nil, fmt.Errorf("make %s private: %w", path, err)
+		}
 		return decodeKey(string(b), path)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {

@@ -323,3 +323,31 @@ func TestHome(t *testing.T) {
 		t.Errorf("an unknown path: %d, want 404", rec.Code)
 	}
 }
+
+// kadi serve warns when other users may enter the data dir, and says how
+// to close it; a private dir gets no warning.
+func TestWarnsAboutASharedDataDir(t *testing.T) {
+	for _, tt := range []struct {
+		mode os.FileMode
+		warn bool
+	}{{0o755, true}, {0o750, true}, {0o700, false}} {
+		dir := filepath.Join(t.TempDir(), "data")
+		if err := os.Mkdir(dir, tt.mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, tt.mode); err != nil {
+			t.Fatal(err)
+		}
+		cfg := server.Defaults()
+		cfg.DataDir, cfg.MasterKey = dir, make([]byte, 32)
+		var logs bytes.Buffer
+		g, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Close()
+		if warned := strings.Contains(logs.String(), "chmod 700 "+dir); warned != tt.warn {
+			t.Errorf("data dir %04o: warned %t, want %t\n%s", tt.mode, warned, tt.warn, logs.String())
+		}
+	}
+}

@@ -3,7 +3,10 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strconv"
 	"strings"
 
@@ -36,6 +39,9 @@ func connect(url string) (dialect, *sql.DB, error) {
 		return dialect{name: "postgres", numbered: true}, db, nil
 	}
 	path := strings.TrimPrefix(url, "sqlite:")
+	if err := privateFiles(path); err != nil {
+		return dialect{}, nil, err
+	}
 	// WAL lets readers run beside the writer; synchronous=FULL makes a
 	// commit durable before the browser sees its result; immediate
 	// transactions take the write lock up front, so two writers queue on
@@ -49,6 +55,26 @@ func connect(url string) (dialect, *sql.DB, error) {
 	}
 	db.SetMaxOpenConns(8)
 	return dialect{name: "sqlite"}, db, nil
+}
+
+// privateFiles makes the database file, and the WAL and shared-memory
+// files beside it, readable by their owner only, whatever the umask: they
+// hold password hashes, holders' names, card digits, phones and e-mails.
+// SQLite gives -wal and -shm the mode of the database file, so creating
+// that one 0600 before SQLite opens it is what keeps the others private;
+// the chmods tighten files an earlier version (or another umask) left open.
+func privateFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open database file: %w", err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("make %s private: %w", p, err)
+		}
+	}
+	return nil
 }
 
 func (d dialect) rebind(q string) string {
