@@ -141,18 +141,19 @@ type gateway struct {
 	// to a killed process.
 	transports []*http.Transport
 
+	extra  []string // flags for kadi serve beyond the address and data dir
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
 	state  *os.ProcessState
 	starts int
 }
 
-// startGateway starts a gateway on a fresh data dir. onboard, if not nil,
-// runs before the first start (the CLI also works on a running server; see
-// TestCLIWhileServing).
-func startGateway(t testing.TB, onboard func(dataDir string)) *gateway {
+// startGateway starts a gateway on a fresh data dir, with extra flags for
+// kadi serve. onboard, if not nil, runs before the first start (the CLI
+// also works on a running server; see TestCLIWhileServing).
+func startGateway(t testing.TB, onboard func(dataDir string), extra ...string) *gateway {
 	t.Helper()
-	g := &gateway{t: t, DataDir: filepath.Join(t.TempDir(), "data"), logDir: t.TempDir()}
+	g := &gateway{t: t, DataDir: filepath.Join(t.TempDir(), "data"), logDir: t.TempDir(), extra: extra}
 	g.Addr = "127.0.0.1:" + freePort(t)
 	g.BaseURL = "http://" + g.Addr
 	if onboard != nil {
@@ -215,7 +216,7 @@ func (g *gateway) launch() error {
 		return err
 	}
 	defer logFile.Close() // the child holds its own descriptor
-	cmd := exec.Command(kadiBin, "serve", "--addr", g.Addr, "--data-dir", g.DataDir, "--public-url", g.BaseURL)
+	cmd := exec.Command(kadiBin, append([]string{"serve", "--addr", g.Addr, "--data-dir", g.DataDir, "--public-url", g.BaseURL}, g.extra...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start kadi serve: %w", err)

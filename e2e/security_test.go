@@ -143,3 +143,30 @@ func TestDataFilesArePrivateInASharedDir(t *testing.T) {
 		t.Errorf("no warning about the 0755 data dir:\n%s", tail(g.Logs(), 10))
 	}
 }
+
+// /metrics beside the API answers only the peers --metrics-allow names:
+// with 10.0.0.0/8, a scrape from loopback meets the 404 of an unknown path
+// while the gateway itself is healthy; with the default, loopback reads it.
+func TestMetricsAllowOnTheRealBinary(t *testing.T) {
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var sb strings.Builder
+		_, _ = bufio.NewReader(resp.Body).WriteTo(&sb)
+		return resp.StatusCode, sb.String()
+	}
+	closed := startGateway(t, nil, "--metrics-allow", "10.0.0.0/8")
+	if code, _ := get(closed.BaseURL + "/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz: %d", code)
+	}
+	if code, body := get(closed.BaseURL + "/metrics"); code != http.StatusNotFound || !strings.Contains(body, `"not_found"`) {
+		t.Errorf("/metrics from loopback with --metrics-allow 10.0.0.0/8: %d %s", code, body)
+	}
+	open := startGateway(t, nil)
+	if code, body := get(open.BaseURL + "/metrics"); code != http.StatusOK || !strings.Contains(body, "kadi_ipn_queue_depth") {
+		t.Errorf("/metrics from loopback by default: %d %s", code, body)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -30,6 +31,11 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logLevel *
 	})
 	fs.StringVar(&cfg.FormAddr, "form-addr", "", "serve the hosted form ({payment_form_url}) on this address only (default: beside the API)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics on this address only, off the public listener (default: beside the API)")
+	fs.Func("metrics-allow", "comma-separated CIDRs or addresses that may read /metrics beside the API (default 127.0.0.0/8,::1; empty: nobody)", func(v string) error {
+		allow, err := parsePrefixes(v)
+		cfg.MetricsAllow = allow
+		return err
+	})
 	fs.StringVar(&cfg.TimeZone, "timezone", cfg.TimeZone, "IANA time zone of dates in callbacks and IPN, and of an order.expiry without an offset")
 	fs.StringVar(&cfg.DefaultRegion, "default-region", cfg.DefaultRegion, "region (ISO 3166 alpha-2) whose national form customers' mobile numbers may use, e.g. 0712345678 in KE")
 	fs.IntVar(&cfg.IPN.Workers, "ipn-workers", cfg.IPN.Workers, "IPN requests in flight at once on this node")
@@ -74,6 +80,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer g.Close()
 	log.Info("kadi serving", "addr", ln.Addr().String(), "public_url", cfg.PublicURL, "database", redactURL(server.DatabaseURL(cfg.DataDir, cfg.DatabaseURL)))
 	return g.Serve(ctx, ln)
+}
+
+// parsePrefixes reads "10.0.0.0/8, 192.0.2.7, ::1": a bare address is a
+// prefix of one.
+func parsePrefixes(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+		} else if a, err := netip.ParseAddr(f); err == nil {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		} else {
+			return nil, fmt.Errorf("%q is neither a CIDR prefix nor an IP address", f)
+		}
+	}
+	return out, nil
 }
 
 // defaultMemoryLimit is the Go runtime's soft memory limit when GOMEMLIMIT

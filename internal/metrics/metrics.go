@@ -6,7 +6,6 @@ package metrics
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"math"
@@ -57,13 +56,11 @@ func (r *Registry) WriteText(w io.Writer) error {
 	return bw.Flush()
 }
 
-// Handler serves the exposition. refresh, when not nil, runs first so that
-// gauges read from elsewhere (a database) are current at scrape time.
-func (r *Registry) Handler(refresh func(ctx context.Context)) http.Handler {
+// Handler serves the exposition. It only reads: gauges that come from
+// elsewhere (a database) are refreshed in the background, so a scrape, or a
+// flood of them, costs the database nothing.
+func (r *Registry) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if refresh != nil {
-			refresh(req.Context())
-		}
 		w.Header().Set("Content-Type", ContentType)
 		w.Header().Set("Cache-Control", "no-store")
 		_ = r.WriteText(w)

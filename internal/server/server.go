@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -54,6 +55,10 @@ type Config struct {
 	// MetricsAddr, when set, serves /metrics on its own listener (keep it
 	// private) instead of beside the public API.
 	MetricsAddr string
+	// MetricsAllow are the peers /metrics answers beside the API; anyone
+	// else gets the 404 of an unknown path. Business volume is nobody
+	// else's business.
+	MetricsAllow []netip.Prefix
 	// IPN tunes notification delivery; its AllowPrivate is taken from
 	// AllowPrivateIPN.
 	IPN ipn.Config
@@ -71,6 +76,7 @@ func Defaults() Config {
 	return Config{
 		Addr: "127.0.0.1:8080", DataDir: "kadi-data", TokenTTL: time.Hour, Bills: bill.DefaultPolicy(),
 		TimeZone: "Africa/Nairobi", DefaultRegion: "KE", RevocationPoll: time.Second, IPN: ipn.DefaultConfig(),
+		MetricsAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
 	}
 }
 
@@ -120,6 +126,7 @@ type Gateway struct {
 	FormHandler http.Handler
 
 	metricsHandler http.Handler
+	ipnMetrics     *ipn.Metrics
 	cfg            Config
 	log            *slog.Logger
 }
@@ -217,15 +224,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	}
 	(&form.Handler{Auth: g.Auth, Bills: st, Checkouts: st, Payments: g.Payments, Location: loc, Log: log, Now: now,
 		HSTS: strings.HasPrefix(cfg.PublicURL, "https://"), DefaultRegion: cfg.DefaultRegion}).Register(formMux)
-	g.metricsHandler = g.Metrics.Handler(func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if err := ipnMetrics.Refresh(ctx, st, time.Now()); err != nil {
-			log.Warn("read IPN queue metrics", "err", err)
-		}
-	})
+	g.ipnMetrics = ipnMetrics
+	g.metricsHandler = g.Metrics.Handler()
 	if cfg.MetricsAddr == "" {
-		mux.Handle("GET /metrics", g.metricsHandler)
+		mux.Handle("GET /metrics", onlyFrom(cfg.MetricsAllow, g.metricsHandler, http.HandlerFunc(notFound)))
 	}
 	g.Handler = withRequest(mux, log)
 	g.FormHandler = withRequest(formMux, log)
@@ -246,6 +248,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}()
 	go g.Auth.Revocations.Watch(bg, g.Store, g.cfg.RevocationPoll, g.Auth.Now, g.log)
 	go g.reconcile(bg)
+	go g.refreshGauges(bg)
 	go func() {
 		defer close(ipnDone)
 		g.IPN.Run(bg)
@@ -295,6 +298,47 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
+// gaugeRefresh is how often gauges read from the database are brought up
+// to date; scrapes read the last values.
+const gaugeRefresh = 10 * time.Second
+
+// refreshGauges reads the database-backed gauges at start and then every
+// gaugeRefresh, until ctx ends.
+func (g *Gateway) refreshGauges(ctx context.Context) {
+	t := time.NewTicker(gaugeRefresh)
+	defer t.Stop()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := g.ipnMetrics.Refresh(rctx, g.Store, time.Now()); err != nil && ctx.Err() == nil {
+			g.log.Warn("read IPN queue metrics", "err", err)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// onlyFrom serves h to peers inside allow and other to everyone else. The
+// peer is the socket's address: forwarded headers are not believed here.
+func onlyFrom(allow []netip.Prefix, h, other http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ap, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err == nil {
+			addr := ap.Addr().Unmap()
+			for _, p := range allow {
+				if p.Contains(addr) {
+					h.ServeHTTP(w, r)
+					return
+				}
+			}
+		}
+		other.ServeHTTP(w, r)
+	})
+}
+
 // readyLine says, for people reading a terminal, what each listener serves
 // and which store the gateway runs on.
 func (g *Gateway) readyLine(listeners []net.Listener) string {
@@ -303,7 +347,7 @@ func (g *Gateway) readyLine(listeners []net.Listener) string {
 		api = append(api, "hosted form")
 	}
 	if g.cfg.MetricsAddr == "" {
-		api = append(api, "/metrics")
+		api = append(api, "/metrics (to --metrics-allow)")
 	}
 	parts := []string{strings.Join(api, ", ") + " on http://" + listeners[0].Addr().String()}
 	i := 1

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,7 +169,9 @@ func TestMetricsListener(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	get := func(h http.Handler) int {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.RemoteAddr = "127.0.0.1:5555"
+		h.ServeHTTP(rec, req)
 		return rec.Code
 	}
 
@@ -349,5 +353,58 @@ func TestWarnsAboutASharedDataDir(t *testing.T) {
 		if warned := strings.Contains(logs.String(), "chmod 700 "+dir); warned != tt.warn {
 			t.Errorf("data dir %04o: warned %t, want %t\n%s", tt.mode, warned, tt.warn, logs.String())
 		}
+	}
+}
+
+// /metrics beside the API answers only the peers --metrics-allow names
+// (loopback by default); anyone else gets the 404 of an unknown path, so
+// its existence says nothing. Forwarded headers are not believed.
+func TestMetricsOnlyForAllowedPeers(t *testing.T) {
+	scrape := func(g *servertest.Gateway, peer string, header http.Header) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.RemoteAddr = peer
+		maps.Copy(req.Header, header)
+		return g.Serve(req)
+	}
+	g := servertest.Start(t, servertest.Options{})
+	for peer, want := range map[string]int{
+		"127.0.0.1:5555": http.StatusOK, "127.9.9.9:1": http.StatusOK, "[::1]:5555": http.StatusOK,
+		"203.0.113.7:5555": http.StatusNotFound, "10.1.2.3:80": http.StatusNotFound, "[2001:db8::1]:443": http.StatusNotFound,
+	} {
+		rec := scrape(g, peer, nil)
+		if rec.Code != want {
+			t.Errorf("default allow list, peer %s: %d, want %d", peer, rec.Code, want)
+		}
+		if want == http.StatusNotFound && rec.Body.String() != g.Serve(httptest.NewRequest(http.MethodGet, "/nowhere", nil)).Body.String() {
+			t.Errorf("refused scrape from %s does not look like an unknown path: %s", peer, rec.Body)
+		}
+	}
+	spoofed := http.Header{"X-Forwarded-For": {"127.0.0.1"}, "Forwarded": {"for=127.0.0.1"}}
+	if rec := scrape(g, "203.0.113.7:5555", spoofed); rec.Code != http.StatusNotFound {
+		t.Errorf("a forwarded header from an outside peer opened /metrics: %d", rec.Code)
+	}
+
+	custom := servertest.Start(t, servertest.Options{MetricsAllow: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
+	for peer, want := range map[string]int{"10.1.2.3:80": http.StatusOK, "127.0.0.1:5555": http.StatusNotFound} {
+		if rec := scrape(custom, peer, nil); rec.Code != want {
+			t.Errorf("allow 10.0.0.0/8, peer %s: %d, want %d", peer, rec.Code, want)
+		}
+	}
+}
+
+// A scrape only reads: the gauges that come from the database are
+// refreshed in the background, so scraping (or a flood of scrapes) costs
+// the database nothing.
+func TestScrapeDoesNotQueryTheDatabase(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Gauge Shop")
+	g.Pay(c, g.Token(c, merchant.Test), "GAUGE1", "10", servertest.Card{Number: "4242424242424242", CVV: "737"})
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.RemoteAddr = "127.0.0.1:5555"
+	body := g.Serve(req).Body.String()
+	// One notification waits in the queue, but no background refresh has
+	// run (the test never starts Serve): the gauge still reads 0.
+	if !strings.Contains(body, "kadi_ipn_queue_depth 0\n") {
+		t.Errorf("a scrape read the queue depth from the database:\n%s", body)
 	}
 }

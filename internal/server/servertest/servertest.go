@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -44,6 +45,8 @@ type Options struct {
 	LiveAcquirer payment.Acquirer // nil: live charges refused, as by default
 	TokenTTL     time.Duration    // default one hour
 	PublicURL    string           // default http://kadi.test
+	// MetricsAllow replaces the peers /metrics answers (default loopback).
+	MetricsAllow []netip.Prefix
 	// Restart, when set, starts on that gateway's data dir and master key
 	// with that gateway's clock: what a node restarted with new flags sees.
 	Restart *Gateway
@@ -78,6 +81,9 @@ func Start(tb testing.TB, opts Options) *Gateway {
 		cfg.PublicURL = opts.PublicURL
 	}
 	cfg.LiveAcquirer = opts.LiveAcquirer
+	if opts.MetricsAllow != nil {
+		cfg.MetricsAllow = opts.MetricsAllow
+	}
 	if opts.TimeZone != "" {
 		cfg.TimeZone = opts.TimeZone
 	}
