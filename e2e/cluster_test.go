@@ -36,10 +36,10 @@ const clusterCallbackURL = "https://shop.example/kadi/callback"
 const clusterPoll = 100 * time.Millisecond
 
 // TestTwoNodesSharePostgres runs two `kadi serve` nodes on one PostgreSQL
-// database, as decisions §1 describes scale-out: tokens verify on any node
+// database, as docs/operations.md describes scale-out: tokens verify on any node
 // without a database round trip, a bill is charged at most once whichever
 // nodes its submits reach, each IPN is delivered by exactly one node, and a
-// rotated API key (decisions §2) stops working on every node.
+// rotated API key (docs/security.md) stops working on every node.
 func TestTwoNodesSharePostgres(t *testing.T) {
 	adminURL := os.Getenv("KADI_TEST_DATABASE_URL")
 	if testing.Short() || adminURL == "" {
@@ -109,7 +109,7 @@ func TestTwoNodesSharePostgres(t *testing.T) {
 				t.Errorf("%s: unpaid bill made on A verifies as %s (%v)", c.name, body, err)
 			}
 		}
-		// Bill creation is idempotent across nodes too (decisions §4): the
+		// Bill creation is idempotent across nodes too (docs/api.md): the
 		// same request on B is the same bill, not a second one.
 		again, err := clientB.CreateBill(ctx, clusterBillRequest(m, "XNODE1", "1500.00"))
 		if err != nil || again.Reference != bill.Reference {

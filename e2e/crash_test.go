@@ -11,7 +11,7 @@ import (
 
 // TestCrashRecovery kills the gateway with SIGKILL right after it
 // acknowledged a series of results, restarts it on the same data dir and
-// checks that nothing acknowledged was lost (decisions §6: payment state is
+// checks that nothing acknowledged was lost (docs/hosted-form.md: payment state is
 // durable before the browser sees a result).
 func TestCrashRecovery(t *testing.T) {
 	t.Parallel()

@@ -12,7 +12,7 @@ import (
 )
 
 // callbackDate is spec 2.5's "yyyy-MM-ddZ" in the default operator zone,
-// Africa/Nairobi (UTC+3, no daylight saving): decisions §5.
+// Africa/Nairobi (UTC+3, no daylight saving): docs/hosted-form.md.
 var callbackDate = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}\+0300$`)
 
 // TestFiveStepFlow walks spec §1's five steps against the real binary for
@@ -127,7 +127,7 @@ func TestFiveStepFlow(t *testing.T) {
 			if v.Amount != b.Amount {
 				t.Errorf("Verify.Amount %q, want %q", v.Amount, b.Amount)
 			}
-			// The order reference finds the same bill (decisions §7).
+			// The order reference finds the same bill (docs/ipn.md).
 			if byOrder := s.verify(t, orderRef); byOrder.TransactionID != v.TransactionID || !byOrder.Paid {
 				t.Errorf("Verify by order reference: %+v, want %+v", byOrder, v)
 			}
@@ -140,7 +140,7 @@ func TestFiveStepFlow(t *testing.T) {
 		})
 	}
 
-	// decisions §4: amounts are echoed with exactly the currency's digits.
+	// docs/api.md: amounts are echoed with exactly the currency's digits.
 	t.Run("unpaid bill verifies with a zero amount in currency digits", func(t *testing.T) {
 		b := s.createBill(t, "FIVEUNPAID", "1500.00")
 		v := s.verify(t, b.Reference)

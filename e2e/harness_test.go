@@ -119,7 +119,7 @@ func createMerchant(t testing.TB, dataDir, name string) merchantCreds {
 			t.Fatalf("kadi merchant create --json: %s is empty in %s", field, out)
 		}
 	}
-	// decisions §2 and the issue: the username is the merchant code, each
+	// docs/security.md and the issue: the username is the merchant code, each
 	// mode has its own key, secrets are in Standard Webhooks form.
 	if m.Username != m.MerchantCode || m.Test.APIKey == m.Live.APIKey ||
 		!strings.HasPrefix(m.Test.NotificationSecret, "whsec_") || !strings.HasPrefix(m.Live.NotificationSecret, "whsec_") {
@@ -503,7 +503,7 @@ func newCallbackReceiver(t testing.TB) callbackReceiver {
 func (r callbackReceiver) CallbackURL() string { return r.URL + "/callback" }
 
 // follow does what the redirect page's script does: post its form to the
-// merchant's callback. It checks the page first, as decisions §5 asks: a 200
+// merchant's callback. It checks the page first, as docs/hosted-form.md asks: a 200
 // page whose only form posts the spec's seven fields to callbackURL.
 func (r callbackReceiver) follow(t testing.TB, p page) client.Callback {
 	t.Helper()
@@ -621,7 +621,7 @@ func (s *shopper) answerChallenge(t testing.TB, challenge page, code string) pag
 	return postPage(t, s.g.BaseURL+"/cardPay/3ds", v)
 }
 
-// testCard is a card of decisions §6 with the form fields to pay with it.
+// testCard is a card of docs/hosted-form.md with the form fields to pay with it.
 func testCard(number string) *client.CardFields {
 	cvv := "123"
 	if strings.HasPrefix(number, "34") || strings.HasPrefix(number, "37") {

@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// panTestCards is every card of decisions §6, one more Luhn-valid Visa that
+// panTestCards is every card of docs/hosted-form.md, one more Luhn-valid Visa that
 // the simulator approves as "any other card", and one that fails Luhn.
 var panTestCards = []string{
 	"4242424242424242", "4111111111111111", "5555555555554444", "2223003122003222",
@@ -22,7 +22,7 @@ var panTestCards = []string{
 
 // TestNoPANAtRest pays with every test card, through the merchant's own
 // form and through the gateway's card-entry page, then scans every file of
-// the data dir and the server's log for the card numbers (decisions §6: PAN
+// the data dir and the server's log for the card numbers (docs/hosted-form.md: PAN
 // and CVV never reach disk or logs in clear).
 func TestNoPANAtRest(t *testing.T) {
 	t.Parallel()

@@ -112,7 +112,7 @@ func TestBillIdenticalRetryReturnsTheOriginal(t *testing.T) {
 	}
 }
 
-// decisions §3: the body is read whatever its Content-Type says.
+// docs/api.md: the body is read whatever its Content-Type says.
 func TestBillBodyIsJSONWhateverTheContentType(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Content Shop")
@@ -133,7 +133,7 @@ func TestBillBodyIsJSONWhateverTheContentType(t *testing.T) {
 	}
 }
 
-// decisions §4: unknown fields are ignored and a JSON number is accepted
+// docs/api.md: unknown fields are ignored and a JSON number is accepted
 // where the spec says decimal text.
 func TestBillLenientFields(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
@@ -160,7 +160,7 @@ func TestBillLenientFields(t *testing.T) {
 	}
 }
 
-// decisions §2: test and live are separate worlds.
+// docs/security.md: test and live are separate worlds.
 func TestModesAreSeparate(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Two Worlds")

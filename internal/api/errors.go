@@ -10,7 +10,7 @@ import (
 	"github.com/kadipay/kadi/internal/merchant"
 )
 
-// Error is decisions §8's error body; every error body has a message.
+// Error is docs/api.md's error body; every error body has a message.
 type Error struct {
 	Code    string            `json:"code"`
 	Message string            `json:"message"`

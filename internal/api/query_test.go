@@ -112,7 +112,7 @@ func TestBearerRefusals(t *testing.T) {
 				header = "Bearer " + tc.setup(t, g, c)
 			}
 			// The bill endpoint keeps the bill's failure shape (status
-			// false, remarks); the query answers decisions §8's shape.
+			// false, remarks); the query answers docs/api.md's shape.
 			for _, r := range []struct {
 				req    *http.Request
 				golden string

@@ -99,7 +99,7 @@ func TestTokensAreBearerTokens(t *testing.T) {
 	}
 }
 
-// decisions §2: after 10 failures the credential is refused for 30 minutes
+// docs/security.md: after 10 failures the credential is refused for 30 minutes
 // with 429 and Retry-After, even with the right password.
 func TestTokenLockout(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})

@@ -42,7 +42,7 @@ type Repo interface {
 	RecordAudit(ctx context.Context, e audit.Event) error
 }
 
-// LockoutPolicy is decisions §2 (PCI DSS 8.3.4) for a merchant's
+// LockoutPolicy is docs/security.md (PCI DSS 8.3.4) for a merchant's
 // credential: after MaxFailures within Window it is refused for LockFor.
 type LockoutPolicy struct {
 	MaxFailures int

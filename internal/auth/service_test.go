@@ -415,7 +415,7 @@ func TestVerify(t *testing.T) {
 	}
 }
 
-// Verify runs on every bearer request on every node: decisions §1 wants it
+// Verify runs on every bearer request on every node: docs/operations.md wants it
 // free of database round trips.
 func TestVerifyDoesNotTouchTheRepo(t *testing.T) {
 	s, _, _ := newTestService(t)

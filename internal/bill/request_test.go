@@ -191,7 +191,7 @@ var knownCodes = []string{
 	CodeNotPositive, CodeTooLarge, CodeUnsupportedCurrency, CodeInvalidChannel, CodeUnknownBiller, CodeUnknownOutlet, CodeInPast,
 }
 
-// checkValidation runs Validate and checks the outcome against decisions §4
+// checkValidation runs Validate and checks the outcome against docs/api.md
 // written out independently of rules.go.
 func checkValidation(t *testing.T, req Request) {
 	t.Helper()

@@ -113,7 +113,7 @@ func isDescriptionRune(r rune) bool {
 	return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) || strings.ContainsRune(" .,-()/:#", r)
 }
 
-// Validate checks req against decisions §4 for merchant m and returns the
+// Validate checks req against docs/api.md for merchant m and returns the
 // normalised bill (without reference, state or timestamps), or a
 // *ValidationError naming every broken rule.
 func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, error) {

@@ -609,7 +609,7 @@ func TestValidateRefusesControlCharactersAtTheEdges(t *testing.T) {
 }
 
 // Whether an amount is decimal text and above zero does not depend on the
-// currency, so a bad currency must not hide a bad amount (decisions §4:
+// currency, so a bad currency must not hide a bad amount (docs/api.md:
 // every violated rule at once).
 func TestValidateReportsAmountFormatDespiteBadCurrency(t *testing.T) {
 	_, err := validate(t, validBody().with("order.currency", "JPY").with("order.amount", "abc"), DefaultPolicy())

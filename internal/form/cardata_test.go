@@ -13,7 +13,7 @@ import (
 	"github.com/kadipay/kadi/internal/server/servertest"
 )
 
-// decisions §6: PAN and CVV never reach disk or logs in clear.
+// docs/hosted-form.md: PAN and CVV never reach disk or logs in clear.
 func TestNoCardDataAtRestOrInLogs(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Careful Shop")

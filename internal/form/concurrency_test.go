@@ -74,7 +74,7 @@ func (s slowAcquirer) Charge(ctx context.Context, req payment.ChargeRequest) (pa
 	return s.Acquirer.Charge(ctx, req)
 }
 
-// decisions §5, the key rule: concurrent submits of one bill charge it once
+// docs/hosted-form.md, the key rule: concurrent submits of one bill charge it once
 // and all see that one result.
 func TestConcurrentSubmitsChargeOnce(t *testing.T) {
 	for _, delay := range []time.Duration{0, 200 * time.Millisecond} {

@@ -448,7 +448,7 @@ func (h *Handler) cardYears() []int {
 	return out
 }
 
-// securityHeaders are decisions §5's headers for pages that carry card data.
+// securityHeaders are docs/hosted-form.md's headers for pages that carry card data.
 // formAction names where forms on the page may post: form-action does not
 // fall back to default-src.
 func (h *Handler) securityHeaders(w http.ResponseWriter, formAction string) {

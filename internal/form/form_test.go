@@ -81,7 +81,7 @@ func TestUntrustedFormsGetOurErrorPage(t *testing.T) {
 	}
 }
 
-// decisions §5: the amount is compared as a decimal.
+// docs/hosted-form.md: the amount is compared as a decimal.
 func TestAmountComparedAsDecimal(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Decimal Shop")
@@ -97,7 +97,7 @@ func TestAmountComparedAsDecimal(t *testing.T) {
 	}
 }
 
-// decisions §5: once the bill and callback are trusted, every outcome goes
+// docs/hosted-form.md: once the bill and callback are trusted, every outcome goes
 // back to the merchant as Transaction Failed with a message and no
 // transactionRef.
 func TestFailuresAfterTrustRedirect(t *testing.T) {
@@ -161,7 +161,7 @@ func TestFailuresAfterTrustRedirect(t *testing.T) {
 	}
 }
 
-// Mobile numbers as integrations send them (decisions §5): E.123, E.164 and
+// Mobile numbers as integrations send them (docs/hosted-form.md): E.123, E.164 and
 // the national form of the operator's default region all pay, and the
 // payment (and so its IPN) carries the number in E.123 international form.
 func TestMobileNumberForms(t *testing.T) {
@@ -578,7 +578,7 @@ func TestThreeDSecure(t *testing.T) {
 	})
 }
 
-// decisions §5: at most 5 failed attempts per bill, then it is blocked.
+// docs/hosted-form.md: at most 5 failed attempts per bill, then it is blocked.
 func TestAttemptLimitBlocksTheBill(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Unlucky Shop")
@@ -601,7 +601,7 @@ func TestAttemptLimitBlocksTheBill(t *testing.T) {
 	}
 }
 
-// decisions §5: replays get the first result, never a second charge.
+// docs/hosted-form.md: replays get the first result, never a second charge.
 func TestReplayAfterSuccess(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Replay Shop")

@@ -14,7 +14,7 @@ import (
 	"github.com/kadipay/kadi/internal/server/servertest"
 )
 
-// Test cards of decisions §6. They may appear only in tests, testdata, docs
+// Test cards of docs/hosted-form.md. They may appear only in tests, testdata, docs
 // and the simulator's table.
 const (
 	visa              = "4242424242424242"
@@ -123,7 +123,7 @@ func errorPage(t *testing.T, rec *httptest.ResponseRecorder, want int) {
 	securityHeaders(t, rec, "'none'")
 }
 
-// securityHeaders checks decisions §5's headers; formAction lists the
+// securityHeaders checks docs/hosted-form.md's headers; formAction lists the
 // form-action sources the page must name, exactly.
 func securityHeaders(t *testing.T, rec *httptest.ResponseRecorder, formAction ...string) {
 	t.Helper()

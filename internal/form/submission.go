@@ -148,7 +148,7 @@ type nameValue struct{ Name, Value string }
 // Problem is one field rule a submission breaks.
 type Problem struct{ Field, Message string }
 
-// checkLengths applies decisions §5's length limits and refuses control
+// checkLengths applies docs/hosted-form.md's length limits and refuses control
 // characters anywhere.
 func (s Submission) checkLengths(cardToo bool) []Problem {
 	var out []Problem
@@ -185,7 +185,7 @@ type ErrCallbackURL struct{ Reason string }
 
 func (e *ErrCallbackURL) Error() string { return "callbackUrl " + e.Reason }
 
-// CheckCallbackURL applies decisions §5: absolute http(s), no query, no
+// CheckCallbackURL applies docs/hosted-form.md: absolute http(s), no query, no
 // fragment, no credentials; https only in live mode.
 func CheckCallbackURL(raw string, mode merchant.Mode) (*url.URL, error) {
 	if raw == "" {

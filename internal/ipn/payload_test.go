@@ -17,7 +17,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // The body a receiver gets for a real payment, byte for byte: spec 2.7's
-// fields in their JSON types with the values decisions §7 fixes. Values
+// fields in their JSON types with the values docs/ipn.md fixes. Values
 // drawn at random (references, codes) are replaced by placeholders after
 // checking they are the right ones.
 func TestPayloadGolden(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 // a flag.Value: "5s,5m,30m".
 type Schedule []time.Duration
 
-// DefaultSchedule is decisions §7: immediately, then 5 s, 5 min, 30 min,
+// DefaultSchedule is docs/ipn.md: immediately, then 5 s, 5 min, 30 min,
 // 2 h, 5 h, 10 h, 14 h, 20 h and 24 h, about three days in all.
 func DefaultSchedule() Schedule {
 	return Schedule{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour,

@@ -7,7 +7,7 @@ import (
 )
 
 func TestDefaultSchedule(t *testing.T) {
-	// decisions §7: immediately, then these waits, then failed.
+	// docs/ipn.md: immediately, then these waits, then failed.
 	want := "5s,5m0s,30m0s,2h0m0s,5h0m0s,10h0m0s,14h0m0s,20h0m0s,24h0m0s"
 	if got := DefaultSchedule().String(); got != want {
 		t.Errorf("default schedule %s, want %s", got, want)

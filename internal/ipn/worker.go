@@ -24,7 +24,7 @@ import (
 type Config struct {
 	Workers     int           // requests in flight on this node
 	PerEndpoint int           // of those, at most this many to one merchant and mode
-	Timeout     time.Duration // a 2xx must arrive within this; decisions §7 says 15 s
+	Timeout     time.Duration // a 2xx must arrive within this; docs/ipn.md says 15 s
 	Schedule    Schedule
 	Jitter      float64 // ±fraction applied to every wait of the schedule
 	// MaxRetryAfter caps how long a receiver's Retry-After can postpone.
@@ -41,7 +41,7 @@ type Config struct {
 	AllowPrivate bool
 }
 
-// DefaultConfig is decisions §7's delivery policy. Deliveries wait on the
+// DefaultConfig is docs/ipn.md's delivery policy. Deliveries wait on the
 // network, not the CPU, so the pool is wide: a hung receiver holds at most
 // PerEndpoint slots for at most Timeout, and it takes sixteen hung
 // merchants at once to fill a node.

@@ -28,7 +28,7 @@ const (
 )
 
 // Payment is one attempt to charge a bill. It never holds the PAN or CVV:
-// only what decisions §6 allows.
+// only what docs/hosted-form.md allows.
 type Payment struct {
 	ID            string
 	BillReference string

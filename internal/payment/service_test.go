@@ -183,7 +183,7 @@ func TestApprovedChargeIsRecorded(t *testing.T) {
 	}
 }
 
-// decisions §6: an acquirer that does not answer leaves the payment
+// docs/hosted-form.md: an acquirer that does not answer leaves the payment
 // unknown, never failed, and it is resolved by asking, never by charging
 // again.
 func TestAcquirerSilenceLeavesPaymentUnknown(t *testing.T) {

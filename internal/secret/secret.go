@@ -18,7 +18,7 @@ import (
 	"golang.org/x/crypto/argon2"
 )
 
-// Argon2id parameters: decisions §2 asks for at least 19 MiB and 2 passes
+// Argon2id parameters: docs/security.md asks for at least 19 MiB and 2 passes
 // (OWASP's minimum); we take exactly that so a login costs ~30 ms on CI.
 const (
 	argonMemoryKiB = 19 * 1024
@@ -28,7 +28,7 @@ const (
 	argonSaltLen   = 16
 )
 
-// MinPasswordLength is the shortest password decisions §2 accepts.
+// MinPasswordLength is the shortest password docs/security.md accepts.
 const MinPasswordLength = 12
 
 var (
@@ -109,7 +109,7 @@ func NewPassword() string {
 	}
 }
 
-// CheckPasswordStrength applies decisions §2: 12+ characters, letters and digits.
+// CheckPasswordStrength applies docs/security.md: 12+ characters, letters and digits.
 func CheckPasswordStrength(p string) error {
 	var letter, digit bool
 	for _, r := range p {

@@ -11,7 +11,7 @@ import (
 	"github.com/kadipay/kadi/internal/secret"
 )
 
-// MaxBody is decisions §3's limit on any request body.
+// MaxBody is docs/api.md's limit on any request body.
 const MaxBody = 64 << 10
 
 // RequestIDHeader is on every response and in every log line.

@@ -65,7 +65,7 @@ func TestBodyLimit(t *testing.T) {
 		n, readErr = io.Copy(io.Discard, r.Body)
 	}), slog.New(slog.NewTextHandler(io.Discard, nil)))
 
-	const limit = 65536 // decisions §3: bodies over 64 KiB are refused
+	const limit = 65536 // docs/api.md: bodies over 64 KiB are refused
 	for _, size := range []int{limit, limit + 1} {
 		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(make([]byte, size)))
 		h.ServeHTTP(httptest.NewRecorder(), req)
@@ -79,7 +79,7 @@ func TestBodyLimit(t *testing.T) {
 	}
 }
 
-// A panic becomes a 500 with decisions §8's JSON body, the request id, and
+// A panic becomes a 500 with docs/api.md's JSON body, the request id, and
 // one error log line; the server keeps serving.
 func TestPanicRecovered(t *testing.T) {
 	var logs bytes.Buffer

@@ -71,7 +71,7 @@ type Config struct {
 	Ready func(line string)
 }
 
-// Defaults returns the configuration decisions.md describes.
+// Defaults returns the configuration docs/operations.md describes.
 func Defaults() Config {
 	return Config{
 		Addr: "127.0.0.1:8080", DataDir: "kadi-data", TokenTTL: time.Hour, Bills: bill.DefaultPolicy(),

@@ -23,7 +23,7 @@ import (
 	"github.com/kadipay/kadi/internal/server/servertest"
 )
 
-// decisions §8: every response carries a request id, whoever answers it.
+// docs/api.md: every response carries a request id, whoever answers it.
 func TestEveryResponseHasARequestID(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Id Shop")

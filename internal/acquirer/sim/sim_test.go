@@ -40,7 +40,7 @@ func request(t *testing.T, id, number string) payment.ChargeRequest {
 	return payment.ChargeRequest{PaymentID: id, Amount: amount, PAN: pan, Expiry: exp, CVV: cvv, Holder: "Jane Wanjiru"}
 }
 
-// The test-card table of decisions §6.
+// The test-card table of docs/hosted-form.md.
 func TestTestCards(t *testing.T) {
 	cases := []struct {
 		number  string

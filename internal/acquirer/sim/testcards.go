@@ -1,6 +1,6 @@
 package sim
 
-// The test-card table of decisions §6. These numbers are public test cards;
+// The test-card table of docs/hosted-form.md. These numbers are public test cards;
 // they live only here, in tests and in docs. Every other Luhn-valid card of
 // a known brand is approved in test mode.
 

@@ -165,7 +165,7 @@ func Key(c merchant.Credentials, mode merchant.Mode) string {
 }
 
 // TokenRequest is POST /identity/v2/token with the raw API key in the
-// Basic header, as decisions §3 describes.
+// Basic header, as docs/api.md describes.
 func TokenRequest(apiKey, username, password string) *http.Request {
 	form := url.Values{}
 	if username != "" {
