@@ -14,6 +14,7 @@ import (
 
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/server"
 )
 
 func ipnCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -86,8 +87,13 @@ func ipnList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&status, "status", "", "pending, delivered or failed (default all)")
 	fs.IntVar(&limit, "limit", 100, "most recent events to show")
 	fs.BoolVar(&asJSON, "json", false, "print a JSON array")
+	tz := zoneFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	loc, err := time.LoadLocation(*tz)
+	if err != nil {
+		return usageErr(fs, fmt.Errorf("--timezone: %w", err))
 	}
 	f := ipn.Filter{MerchantCode: code, Status: ipn.Status(status), Limit: limit}
 	if code == "" {
@@ -134,11 +140,13 @@ func ipnList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		when := ""
 		switch ev.Status {
 		case ipn.Pending:
-			when = "next " + stamp(ev.NextAttemptAt)
+			when = "next " + stamp(ev.NextAttemptAt, loc)
 		case ipn.Delivered:
-			when = stamp(ev.DeliveredAt)
+			when = stamp(ev.DeliveredAt, loc)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", ev.ID, ev.Mode, ev.Status, ev.Attempts, stamp(ev.CreatedAt), when, oneLine(ev.LastError, 60))
+		// The error is the last column, whole: cut, it hid the receiver's
+		// answer that says what to fix.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", ev.ID, ev.Mode, ev.Status, ev.Attempts, stamp(ev.CreatedAt, loc), when, oneLine(ev.LastError, 0))
 	}
 	return tw.Flush()
 }
@@ -149,9 +157,14 @@ func ipnShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlags("ipn show", stderr)
 	st.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
+	tz := zoneFlag(fs)
 	id, err := parseWithID(fs, args)
 	if err != nil {
 		return err
+	}
+	loc, err := time.LoadLocation(*tz)
+	if err != nil {
+		return usageErr(fs, fmt.Errorf("--timezone: %w", err))
 	}
 	db, err := st.open(ctx, false)
 	if err != nil {
@@ -180,12 +193,12 @@ func ipnShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "IPN event %s (webhook-id)\n\n", ev.ID)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  merchant\t%s (%s)\n  payment\t%s\n  status\t%s\n  attempts\t%d this round, %d replays\n  created\t%s\n",
-		ev.MerchantCode, ev.Mode, ev.PaymentID, ev.Status, ev.Attempts, ev.Replays, stamp(ev.CreatedAt))
+		ev.MerchantCode, ev.Mode, ev.PaymentID, ev.Status, ev.Attempts, ev.Replays, stamp(ev.CreatedAt, loc))
 	switch ev.Status {
 	case ipn.Pending:
-		fmt.Fprintf(tw, "  next attempt\t%s\n", stamp(ev.NextAttemptAt))
+		fmt.Fprintf(tw, "  next attempt\t%s\n", stamp(ev.NextAttemptAt, loc))
 	case ipn.Delivered:
-		fmt.Fprintf(tw, "  delivered\t%s\n", stamp(ev.DeliveredAt))
+		fmt.Fprintf(tw, "  delivered\t%s\n", stamp(ev.DeliveredAt, loc))
 	}
 	if ev.LastError != "" {
 		fmt.Fprintf(tw, "  last error\t%s\n", ev.LastError)
@@ -210,7 +223,7 @@ func ipnShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if a.StatusCode != 0 {
 			code = fmt.Sprint(a.StatusCode)
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Seq, stamp(a.At), code, a.Latency.Round(time.Microsecond), a.URL,
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Seq, stamp(a.At, loc), code, a.Latency.Round(time.Microsecond), a.URL,
 			oneLine(a.Error, 80), oneLine(a.Response, 80))
 	}
 	return tw.Flush()
@@ -257,17 +270,23 @@ func parseWithID(fs *flag.FlagSet, args []string) (string, error) {
 	return rest[0], nil
 }
 
-func stamp(t time.Time) string {
+// zoneFlag registers --timezone, the zone times are shown in: the one
+// kadi serve writes callbacks and IPN in (KADI_TIMEZONE is shared).
+func zoneFlag(fs *flag.FlagSet) *string {
+	return fs.String("timezone", server.Defaults().TimeZone, "IANA time zone to show times in")
+}
+
+func stamp(t time.Time, loc *time.Location) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.Local().Format("2006-01-02 15:04:05.000 -0700")
+	return t.In(loc).Format("2006-01-02 15:04:05.000 -0700")
 }
 
-// oneLine keeps a table row on one line.
+// oneLine keeps a table row on one line, cut to max runes when max > 0.
 func oneLine(s string, max int) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > max {
+	if r := []rune(s); max > 0 && len(r) > max {
 		return string(r[:max-1]) + "…"
 	}
 	return s

@@ -124,6 +124,42 @@ func TestIPNList(t *testing.T) {
 	}
 }
 
+// kadi ipn list shows times in --timezone (Nairobi by default, like the
+// callbacks and IPN) and the whole last error, however long.
+func TestIPNListTimesAndErrors(t *testing.T) {
+	dir, code, ev := ipnSetup(t)
+	db := ipnStore(t, dir)
+	now := time.Now()
+	got, err := db.ClaimIPN(context.Background(), ipn.Claim{Owner: "t", Now: now, LeaseUntil: now.Add(time.Minute), Limit: 1})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v", err)
+	}
+	long := "gave up: HTTP 503 from the receiver, which said: " + strings.Repeat("the warehouse is closed for stocktaking ", 4) + "END"
+	err = db.RecordIPN(context.Background(), ipn.Result{EventID: ev.ID, Owner: "t", Status: ipn.Failed, LastError: long,
+		Attempt: &ipn.Attempt{At: now, URL: "https://shop.example/ipn", StatusCode: 503, Latency: time.Millisecond, Error: "HTTP 503"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ipnRun(t, "ipn", "list", "--data-dir", dir, "--merchant", code)
+	if err != nil || !strings.Contains(out, long) {
+		t.Errorf("the last error is cut or missing: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "+0300") {
+		t.Errorf("times are not in Africa/Nairobi by default:\n%s", out)
+	}
+	out, err = ipnRun(t, "ipn", "list", "--data-dir", dir, "--merchant", code, "--timezone", "UTC")
+	if err != nil || !strings.Contains(out, "+0000") || strings.Contains(out, "+0300") {
+		t.Errorf("--timezone UTC: %v\n%s", err, out)
+	}
+	out, err = ipnRun(t, "ipn", "show", ev.ID, "--data-dir", dir, "--timezone", "Africa/Kampala")
+	if err != nil || !strings.Contains(out, "+0300") {
+		t.Errorf("show --timezone: %v\n%s", err, out)
+	}
+	if _, err := ipnRun(t, "ipn", "list", "--data-dir", dir, "--merchant", code, "--timezone", "Mars/Olympus"); err == nil {
+		t.Error("an unknown --timezone was accepted")
+	}
+}
+
 func TestIPNShow(t *testing.T) {
 	dir, _, ev := ipnSetup(t)
 	// The ID may come before or after the flags.
