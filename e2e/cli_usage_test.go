@@ -110,7 +110,7 @@ func TestServeSaysWhenReady(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, nil)
 	want := "Kadi is ready: API, hosted form, /metrics (to --metrics-allow) on " + g.BaseURL + "; SQLite in " + g.DataDir
-	if !strings.Contains(string(g.Logs()), want) {
-		t.Errorf("no %q in the output:\n%s", want, tail(g.Logs(), 10))
+	if !strings.Contains(string(g.Stdout()), want) {
+		t.Errorf("no %q on stdout:\n%s", want, g.Stdout())
 	}
 }

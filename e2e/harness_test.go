@@ -198,7 +198,7 @@ func (g *gateway) Start() {
 		// Between freePort and the child's listen, a parallel test may take
 		// the port. Only a first start may move: clients of a restarted
 		// gateway know its address.
-		if g.starts == 1 && attempt < 3 && bytes.Contains(g.Logs(), []byte("address already in use")) {
+		if g.starts == 1 && attempt < 3 && bytes.Contains(g.Logs(), []byte("the port is in use")) {
 			g.t.Logf("port %s taken meanwhile; trying another", g.Addr)
 			g.Addr = "127.0.0.1:" + freePort(g.t)
 			g.BaseURL = "http://" + g.Addr
@@ -216,8 +216,15 @@ func (g *gateway) launch() error {
 		return err
 	}
 	defer logFile.Close() // the child holds its own descriptor
+	// stdout carries the plain lines for people (kadi serve's ready line);
+	// stderr the JSON log.
+	outFile, err := os.Create(filepath.Join(g.logDir, fmt.Sprintf("server-%d.out", g.starts)))
+	if err != nil {
+		return err
+	}
+	defer outFile.Close()
 	cmd := exec.Command(kadiBin, append([]string{"serve", "--addr", g.Addr, "--data-dir", g.DataDir, "--public-url", g.BaseURL}, g.extra...)...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Stdout, cmd.Stderr = outFile, logFile
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start kadi serve: %w", err)
 	}
@@ -312,10 +319,21 @@ func (g *gateway) Logs() []byte {
 	return all
 }
 
-// LogFiles lists the files the gateway logged to.
+// Stdout is what every start printed on stdout: the lines for people.
+func (g *gateway) Stdout() []byte {
+	var all []byte
+	for i := 1; i <= g.starts; i++ {
+		b, _ := os.ReadFile(filepath.Join(g.logDir, fmt.Sprintf("server-%d.out", i)))
+		all = append(all, b...)
+	}
+	return all
+}
+
+// LogFiles lists the files the gateway wrote to, stdout and stderr.
 func (g *gateway) LogFiles() []string {
 	var out []string
 	for i := 1; i <= g.starts; i++ {
+		out = append(out, filepath.Join(g.logDir, fmt.Sprintf("server-%d.out", i)))
 		out = append(out, filepath.Join(g.logDir, fmt.Sprintf("server-%d.log", i)))
 	}
 	return out

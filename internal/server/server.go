@@ -59,6 +59,9 @@ type Config struct {
 	// else gets the 404 of an unknown path. Business volume is nobody
 	// else's business.
 	MetricsAllow []netip.Prefix
+	// MetricsRefresh is how often gauges read from the database are
+	// brought up to date; scrapes read the last values.
+	MetricsRefresh time.Duration
 	// IPN tunes notification delivery; its AllowPrivate is taken from
 	// AllowPrivateIPN.
 	IPN ipn.Config
@@ -76,7 +79,8 @@ func Defaults() Config {
 	return Config{
 		Addr: "127.0.0.1:8080", DataDir: "kadi-data", TokenTTL: time.Hour, Bills: bill.DefaultPolicy(),
 		TimeZone: "Africa/Nairobi", DefaultRegion: "KE", RevocationPoll: time.Second, IPN: ipn.DefaultConfig(),
-		MetricsAllow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
+		MetricsAllow:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
+		MetricsRefresh: 10 * time.Second,
 	}
 }
 
@@ -142,6 +146,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	}
 	if err := cfg.IPN.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.MetricsRefresh <= 0 {
+		return nil, errors.New("the metrics refresh interval must be positive")
 	}
 	cfg.Bills.Location = loc
 	if err := cfg.Bills.Check(); err != nil {
@@ -298,14 +305,10 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// gaugeRefresh is how often gauges read from the database are brought up
-// to date; scrapes read the last values.
-const gaugeRefresh = 10 * time.Second
-
 // refreshGauges reads the database-backed gauges at start and then every
-// gaugeRefresh, until ctx ends.
+// MetricsRefresh, until ctx ends.
 func (g *Gateway) refreshGauges(ctx context.Context) {
-	t := time.NewTicker(gaugeRefresh)
+	t := time.NewTicker(g.cfg.MetricsRefresh)
 	defer t.Stop()
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
