@@ -1,7 +1,10 @@
 // Package audit names the security-relevant events the gateway records.
 package audit
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Event is one line of the audit log.
 type Event struct {
@@ -15,9 +18,34 @@ type Event struct {
 
 // Actions.
 const (
-	KeyRotated    = "api_key.rotated"
-	IPNChanged    = "ipn.configured"
-	IPNReplayed   = "ipn.replayed"
-	LockedOut     = "auth.locked_out"
-	MerchantAdded = "merchant.created"
+	KeyRotated     = "api_key.rotated"
+	IPNChanged     = "ipn.configured"
+	IPNReplayed    = "ipn.replayed"
+	IPNTested      = "ipn.test_sent"
+	LockedOut      = "auth.locked_out"
+	MerchantAdded  = "merchant.created"
+	SignedIn       = "dashboard.signed_in"
+	SignInFailed   = "dashboard.sign_in_failed"
+	SignedOut      = "dashboard.signed_out"
+	SignedOutAll   = "dashboard.signed_out_everywhere"
+	SecretRevealed = "notification_secret.revealed"
+	SecretRotated  = "notification_secret.rotated"
+	PasswordChange = "password.changed"
+	TOTPEnabled    = "totp.enabled"
 )
+
+type actorKey struct{}
+
+// WithActor names who acts in ctx, for the audit lines the store writes
+// alongside a change (a key rotation, an IPN change).
+func WithActor(ctx context.Context, actor string) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor)
+}
+
+// ActorFrom is the actor WithActor named, or fallback.
+func ActorFrom(ctx context.Context, fallback string) string {
+	if a, ok := ctx.Value(actorKey{}).(string); ok && a != "" {
+		return a
+	}
+	return fallback
+}

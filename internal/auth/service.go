@@ -178,35 +178,12 @@ func (s *Service) Issue(ctx context.Context, g Grant) (Issued, error) {
 	} else if err != nil {
 		return Issued{}, fmt.Errorf("look up API key: %w", err)
 	}
-	// The key is genuine: failures from here on are its merchant's too. The
-	// attempt is counted before the password is checked, so parallel
-	// guesses cannot all be checked before any of them is counted.
-	subject := "merchant:" + key.MerchantCode
-	until, reserved, err := s.Repo.ReserveAuthAttempt(ctx, subject, now, s.Lockout)
+	// The key is genuine: failures from here on are its merchant's too.
+	err = s.guarded(ctx, now, "merchant:"+key.MerchantCode, g.ClientIP, key.MerchantCode, func() (bool, error) {
+		return s.checkGrant(ctx, g, key)
+	})
 	if err != nil {
-		return Issued{}, fmt.Errorf("reserve auth attempt: %w", err)
-	}
-	if !reserved {
-		if !until.After(now) {
-			// The allowance is held by attempts still being checked; if
-			// they fail, the lock that follows lasts this long.
-			until = now.Add(s.Lockout.LockFor)
-		}
-		return Issued{}, &LockedError{RetryAfter: until.Sub(now)}
-	}
-	ok, err := s.checkGrant(ctx, g, key)
-	if err != nil {
-		// Nothing was learnt about the password: give the attempt back.
-		if cerr := s.Repo.ReleaseAuthAttempt(context.WithoutCancel(ctx), subject); cerr != nil {
-			s.Log.WarnContext(ctx, "return unused auth attempt", "err", cerr)
-		}
 		return Issued{}, err
-	}
-	if !ok {
-		return Issued{}, s.fail(ctx, now, g.ClientIP, key.MerchantCode)
-	}
-	if err := s.Repo.ClearAuthFailures(ctx, subject); err != nil {
-		return Issued{}, fmt.Errorf("clear failures: %w", err)
 	}
 	settings, err := s.Repo.Settings(ctx, key.MerchantCode, key.Mode)
 	if err != nil {
@@ -214,6 +191,80 @@ func (s *Service) Issue(ctx context.Context, g Grant) (Issued, error) {
 	}
 	c := Claims{MerchantCode: key.MerchantCode, Mode: key.Mode, KeyID: key.ID, Scope: g.Scope, IssuedAt: now, ExpiresAt: now.Add(s.TTL)}
 	return Issued{Token: s.Signer.Issue(c), Claims: c, NotificationSecret: settings.NotificationSecret}, nil
+}
+
+// guarded runs check, a password check, counted against subject: the
+// attempt is reserved before the check, so parallel guesses cannot all be
+// checked before any of them is counted; a failure is settled (and may lock
+// the subject), a success clears the count, and a check that could not run
+// gives its place back.
+func (s *Service) guarded(ctx context.Context, now time.Time, subject, clientIP, merchantCode string, check func() (bool, error)) error {
+	until, reserved, err := s.Repo.ReserveAuthAttempt(ctx, subject, now, s.Lockout)
+	if err != nil {
+		return fmt.Errorf("reserve auth attempt: %w", err)
+	}
+	if !reserved {
+		if !until.After(now) {
+			// The allowance is held by attempts still being checked; if
+			// they fail, the lock that follows lasts this long.
+			until = now.Add(s.Lockout.LockFor)
+		}
+		return &LockedError{RetryAfter: until.Sub(now)}
+	}
+	ok, err := check()
+	if err != nil {
+		if cerr := s.Repo.ReleaseAuthAttempt(context.WithoutCancel(ctx), subject); cerr != nil {
+			s.Log.WarnContext(ctx, "return unused auth attempt", "err", cerr)
+		}
+		return err
+	}
+	if !ok {
+		return s.fail(ctx, now, clientIP, merchantCode, subject)
+	}
+	if err := s.Repo.ClearAuthFailures(ctx, subject); err != nil {
+		return fmt.Errorf("clear failures: %w", err)
+	}
+	return nil
+}
+
+// SignIn checks a dashboard sign-in: username (the merchant code) and
+// password. Failures lock the merchant's dashboard sign-in after the
+// lockout's count, but not its API tokens: merchant codes are public (every
+// checkout form carries one), so a stranger must not be able to stop a
+// merchant's payments by failing its sign-in. Unknown merchants cost the
+// same argon2id time and get the same answer as wrong passwords.
+func (s *Service) SignIn(ctx context.Context, username, password, clientIP string) (merchant.Merchant, error) {
+	now := s.Now()
+	if username == "" || password == "" || !plainText(username, 64) || !plainText(password, 256) {
+		return merchant.Merchant{}, ErrInvalidGrant
+	}
+	if err := s.checkThrottle(ctx, clientIP, now); err != nil {
+		return merchant.Merchant{}, err
+	}
+	m, err := s.Repo.MerchantByCode(ctx, username)
+	if errors.Is(err, merchant.ErrNotFound) {
+		if _, err := s.hashCheck(ctx, "", password); err != nil {
+			return merchant.Merchant{}, err
+		}
+		return merchant.Merchant{}, s.throttle(ctx, now, ErrInvalidGrant, clientIP)
+	} else if err != nil {
+		return merchant.Merchant{}, fmt.Errorf("load merchant: %w", err)
+	}
+	err = s.guarded(ctx, now, "dashboard:"+m.Code, clientIP, m.Code, func() (bool, error) {
+		return s.hashCheck(ctx, m.PasswordHash, password)
+	})
+	return m, err
+}
+
+// Reauthenticate is a re-authentication inside a signed-in session (before
+// regenerating a key or revealing a secret): counted like a sign-in.
+func (s *Service) Reauthenticate(ctx context.Context, m merchant.Merchant, password, clientIP string) error {
+	if password == "" || !plainText(password, 256) {
+		return ErrInvalidGrant
+	}
+	return s.guarded(ctx, s.Now(), "dashboard:"+m.Code, clientIP, m.Code, func() (bool, error) {
+		return s.hashCheck(ctx, m.PasswordHash, password)
+	})
 }
 
 // checkGrant checks g's password for key's merchant, within the hash gate.
@@ -230,6 +281,12 @@ func (s *Service) checkGrant(ctx context.Context, g Grant, key merchant.APIKey) 
 	if g.KeyAsPassword && hash != "" && subtle.ConstantTimeCompare([]byte(g.Password), []byte(g.APIKey)) == 1 {
 		return true, nil
 	}
+	return s.hashCheck(ctx, hash, g.Password)
+}
+
+// hashCheck runs one argon2id check within the hash gate; an empty hash
+// costs the same time and never matches.
+func (s *Service) hashCheck(ctx context.Context, hash, password string) (bool, error) {
 	release, err := s.Hashes.acquire(ctx)
 	if err != nil {
 		return false, err
@@ -239,7 +296,7 @@ func (s *Service) checkGrant(ctx context.Context, g Grant, key merchant.APIKey) 
 	if check == nil {
 		check = secret.CheckPassword
 	}
-	ok, err := check(hash, g.Password)
+	ok, err := check(hash, password)
 	if err != nil {
 		return false, fmt.Errorf("check password: %w", err)
 	}
@@ -295,11 +352,10 @@ func (s *Service) throttle(ctx context.Context, now time.Time, cause error, clie
 // fail settles a wrong password: the address is throttled, and the
 // merchant's credential is locked when its failures reach the maximum; a
 // new lockout is audit-logged once.
-func (s *Service) fail(ctx context.Context, now time.Time, clientIP, merchantCode string) error {
+func (s *Service) fail(ctx context.Context, now time.Time, clientIP, merchantCode, sub string) error {
 	if err := s.throttle(ctx, now, nil, clientIP); err != nil {
 		return err
 	}
-	sub := "merchant:" + merchantCode
 	until, newly, err := s.Repo.RecordAuthFailure(ctx, sub, now, s.Lockout)
 	if err != nil {
 		return fmt.Errorf("record auth failure: %w", err)

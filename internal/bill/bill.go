@@ -40,3 +40,40 @@ type Bill struct {
 
 // Expired reports whether the bill can no longer be paid at now.
 func (b Bill) Expired(now time.Time) bool { return !now.Before(b.ExpiresAt) }
+
+// ListFilter selects a merchant's bills for the dashboard, newest first.
+type ListFilter struct {
+	MerchantCode string
+	Mode         merchant.Mode
+	// State filters by state; Expired is open bills past their expiry.
+	State State
+	// From and To bound the creation time (zero: unbounded); To excludes.
+	From, To time.Time
+	// Search matches the bill reference, the order reference, or the last
+	// four digits of a card tried on the bill.
+	Search string
+	// After pages on: only bills older than this one (keyset, no OFFSET).
+	After *Cursor
+	Limit int
+	// Now says which open bills count as expired.
+	Now time.Time
+}
+
+// Expired is a filter value and a display state, never a stored one: an
+// open bill past its expiry.
+const Expired State = "expired"
+
+// Cursor is a position in a list of bills: newest first by creation time,
+// then reference.
+type Cursor struct {
+	CreatedAt time.Time
+	Reference string
+}
+
+// DisplayState is what a person should read for b at now.
+func (b Bill) DisplayState(now time.Time) State {
+	if b.State == Open && b.Expired(now) {
+		return Expired
+	}
+	return b.State
+}

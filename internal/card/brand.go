@@ -63,3 +63,24 @@ func brandOf(digits string) Brand {
 	}
 	return ""
 }
+
+// Name is how card holders know the scheme ("" for an unknown one).
+func (b Brand) Name() string {
+	switch b {
+	case Visa:
+		return "Visa"
+	case Mastercard:
+		return "Mastercard"
+	case Amex:
+		return "American Express"
+	case Discover:
+		return "Discover"
+	case JCB:
+		return "JCB"
+	case DinersClub:
+		return "Diners Club"
+	case UnionPay:
+		return "UnionPay"
+	}
+	return ""
+}

@@ -89,21 +89,8 @@ func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, err error)
 
 // brandName is how customers know their card's scheme.
 func brandName(b card.Brand) string {
-	switch b {
-	case card.Visa:
-		return "Visa"
-	case card.Mastercard:
-		return "Mastercard"
-	case card.Amex:
-		return "American Express"
-	case card.Discover:
-		return "Discover"
-	case card.JCB:
-		return "JCB"
-	case card.DinersClub:
-		return "Diners Club"
-	case card.UnionPay:
-		return "UnionPay"
+	if n := b.Name(); n != "" {
+		return n
 	}
 	return "payment"
 }

@@ -28,7 +28,7 @@ func TestLiveClientRefusesPrivateAddressesAtConnect(t *testing.T) {
 	defer srv.Close()
 
 	w := &Worker{Config: Config{AllowPrivate: true, Timeout: 2 * time.Second}}
-	w.init()
+	w.initOnce.Do(w.init)
 	resp, err := w.clientFor(merchant.Live).Get(srv.URL)
 	if err == nil {
 		resp.Body.Close()

@@ -63,6 +63,7 @@ type Filter struct {
 	MerchantCode string
 	Mode         merchant.Mode // empty: both
 	Status       Status        // empty: all
+	PaymentID    string        // empty: all
 	Limit        int
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -124,6 +125,7 @@ type Worker struct {
 	strict *http.Client // live mode, and test mode unless AllowPrivate
 	loose  *http.Client // test mode with AllowPrivate
 
+	initOnce sync.Once
 	mu       sync.Mutex
 	inFlight map[Endpoint]int
 	active   int
@@ -153,7 +155,7 @@ func (w *Worker) init() {
 // deliveries in flight (each bounded by the timeout) to finish and be
 // recorded, so a shutdown does not count as a failed attempt.
 func (w *Worker) Run(ctx context.Context) {
-	w.init()
+	w.initOnce.Do(w.init)
 	defer w.wg.Wait()
 	tick := time.NewTicker(w.cfg.Poll)
 	defer tick.Stop()
@@ -321,6 +323,45 @@ func (w *Worker) attempt(ctx context.Context, ev Event) Result {
 	}
 	res.Status, res.NextAttemptAt = Pending, next
 	return res
+}
+
+// Test sends a signed sample notification to the merchant's configured
+// URL for mode, through the same client and address guard as real
+// deliveries, and returns what happened. Nothing is queued or retried.
+func (w *Worker) Test(ctx context.Context, merchantCode string, mode merchant.Mode) (Attempt, error) {
+	w.initOnce.Do(w.init)
+	st, err := w.Queue.Settings(ctx, merchantCode, mode)
+	if err != nil {
+		return Attempt{}, fmt.Errorf("read IPN settings: %w", err)
+	}
+	if st.IPN.URL == "" {
+		return Attempt{}, errors.New("no IPN URL is saved for this mode yet")
+	}
+	if err := CheckURL(st.IPN.URL, mode); err != nil {
+		return Attempt{}, err
+	}
+	key, err := SigningKey(st.NotificationSecret)
+	if err != nil {
+		return Attempt{}, err
+	}
+	now := w.Now()
+	body, err := json.Marshal(Payload{
+		CallbackType: "IPN",
+		Customer:     PayloadCustomer{Name: "Test Customer", MobileNumber: "+254 712345678"},
+		Transaction: PayloadTransaction{Date: JavaTimestamp(now), Reference: "TEST", PaymentMode: "CARD", Amount: "1.00",
+			BillNumber: "TESTNOTIFICATION", OrderAmount: "1.00", ServiceCharge: "0", AdditionalInfo: "test",
+			Status: "SUCCESS", Remarks: "Test notification sent from the Kadi dashboard: no payment happened"},
+		Bank: PayloadBank{Reference: "test", TransactionType: "C"},
+	})
+	if err != nil {
+		return Attempt{}, err
+	}
+	ev := Event{ID: secret.NewID("msg"), MerchantCode: merchantCode, Mode: mode, Payload: body}
+	a := Attempt{EventID: ev.ID, At: now, URL: st.IPN.URL}
+	if _, err := w.send(ctx, ev, st.IPN, key, &a); err != nil {
+		a.Error = err.Error()
+	}
+	return a, nil
 }
 
 // retryAt is when to try again after the n-th attempt of a round failed,

@@ -79,8 +79,20 @@ type APIKey struct {
 	MerchantCode string
 	Mode         Mode
 	Hash         string
-	CreatedAt    time.Time
-	RevokedAt    time.Time
+	// Prefix is the key's first characters, which the dashboard shows so a
+	// merchant can tell keys apart; the rest exists only as the hash.
+	Prefix    string
+	CreatedAt time.Time
+	RevokedAt time.Time
+}
+
+// KeyPrefix is how much of an API key is kept in clear: "kadi_test_" and
+// four characters of its random part.
+func KeyPrefix(key string) string {
+	if len(key) > 14 {
+		return key[:14]
+	}
+	return ""
 }
 
 // ErrNotFound is returned by lookups that find no merchant, key or settings.

@@ -73,7 +73,7 @@ func Onboard(ctx context.Context, reg Registry, name string, now time.Time) (Cre
 		key := secret.NewAPIKey(string(mode))
 		mc := ModeCredential{APIKey: key, NotificationSecret: secret.NewNotificationSecret()}
 		settings = append(settings, Settings{MerchantCode: code, Mode: mode, NotificationSecret: mc.NotificationSecret})
-		keys = append(keys, APIKey{ID: secret.NewID("key"), MerchantCode: code, Mode: mode, Hash: secret.HashAPIKey(key), CreatedAt: now})
+		keys = append(keys, APIKey{ID: secret.NewID("key"), MerchantCode: code, Mode: mode, Hash: secret.HashAPIKey(key), Prefix: KeyPrefix(key), CreatedAt: now})
 		if mode == Test {
 			creds.Test = mc
 		} else {
@@ -93,7 +93,7 @@ func RotateKey(ctx context.Context, reg Registry, code string, mode Mode, now ti
 		return "", err
 	}
 	key := secret.NewAPIKey(string(mode))
-	err := reg.RotateAPIKey(ctx, APIKey{ID: secret.NewID("key"), MerchantCode: code, Mode: mode, Hash: secret.HashAPIKey(key), CreatedAt: now})
+	err := reg.RotateAPIKey(ctx, APIKey{ID: secret.NewID("key"), MerchantCode: code, Mode: mode, Hash: secret.HashAPIKey(key), Prefix: KeyPrefix(key), CreatedAt: now})
 	if err != nil {
 		return "", fmt.Errorf("rotate key: %w", err)
 	}

@@ -115,3 +115,14 @@ var (
 	// ErrLiveDisabled: live mode has no acquirer connector configured.
 	ErrLiveDisabled = errors.New("live card processing is not configured on this gateway")
 )
+
+// DayTotal is one day's finished payments of one currency and outcome, for
+// the dashboard's charts. Day counts days since the Unix epoch in the
+// operator's zone offset.
+type DayTotal struct {
+	Day      int64
+	Currency string
+	Status   Status
+	Count    int64
+	SumMinor int64
+}

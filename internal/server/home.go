@@ -40,6 +40,7 @@ var homePage = template.Must(template.New("home").Parse(`<!doctype html>
 from their servers; shoppers reach it only through a shop's checkout.</p>
 <h2>Endpoints</h2>
 <ul>{{range .Endpoints}}<li><code>{{.Method}} {{.Path}}</code>: {{.What}}</li>{{end}}</ul>
+<p>Merchants: <a href="/dashboard/">sign in to the dashboard</a> to see payments and manage keys and IPN.</p>
 <p>Documentation: <a href="{{.Docs}}">{{.Docs}}</a> (API, hosted form, IPN, test cards, security).</p>
 </main></body></html>
 `))
@@ -54,5 +55,5 @@ func (h home) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"name": "Kadi payment gateway", "docs": docsURL, "endpoints": endpoints})
+	_ = json.NewEncoder(w).Encode(map[string]any{"name": "Kadi payment gateway", "docs": docsURL, "dashboard": h.publicURL + "/dashboard/", "endpoints": endpoints})
 }

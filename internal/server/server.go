@@ -24,6 +24,7 @@ import (
 	"github.com/kadipay/kadi/internal/api"
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/dashboard"
 	"github.com/kadipay/kadi/internal/form"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
@@ -52,6 +53,9 @@ type Config struct {
 	// FormAddr, when set, serves the hosted form (/cardPay and its pages)
 	// on its own listener instead of beside the API.
 	FormAddr string
+	// DashboardAddr, when set, serves the merchant dashboard (/dashboard/)
+	// on its own listener instead of beside the API.
+	DashboardAddr string
 	// MetricsAddr, when set, serves /metrics on its own listener (keep it
 	// private) instead of beside the public API.
 	MetricsAddr string
@@ -128,6 +132,9 @@ type Gateway struct {
 	// FormHandler serves the hosted form: the same as Handler unless
 	// Config.FormAddr gives the form a listener of its own.
 	FormHandler http.Handler
+	// DashboardHandler serves the dashboard: the same as Handler unless
+	// Config.DashboardAddr gives it a listener of its own.
+	DashboardHandler http.Handler
 
 	metricsHandler http.Handler
 	ipnMetrics     *ipn.Metrics
@@ -231,6 +238,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	}
 	(&form.Handler{Auth: g.Auth, Bills: st, Checkouts: st, Payments: g.Payments, Location: loc, Log: log, Now: now,
 		HSTS: strings.HasPrefix(cfg.PublicURL, "https://"), DefaultRegion: cfg.DefaultRegion}).Register(formMux)
+	dashMux := mux
+	if cfg.DashboardAddr != "" {
+		dashMux = newMux()
+	}
+	(&dashboard.Handler{Auth: g.Auth, Store: st, IPN: g.IPN, Location: loc, Log: log, Now: now,
+		Secure: strings.HasPrefix(cfg.PublicURL, "https://"), AllowPrivateIPN: cfg.AllowPrivateIPN}).Register(dashMux)
 	g.ipnMetrics = ipnMetrics
 	g.metricsHandler = g.Metrics.Handler()
 	if cfg.MetricsAddr == "" {
@@ -238,6 +251,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	}
 	g.Handler = withRequest(mux, log)
 	g.FormHandler = withRequest(formMux, log)
+	g.DashboardHandler = withRequest(dashMux, log)
 	return g, nil
 }
 
@@ -268,7 +282,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	for _, extra := range []struct {
 		addr, what string
 		h          http.Handler
-	}{{g.cfg.FormAddr, "hosted form", g.FormHandler}, {g.cfg.MetricsAddr, "metrics", g.metricsHandler}} {
+	}{{g.cfg.FormAddr, "hosted form", g.FormHandler}, {g.cfg.DashboardAddr, "dashboard", g.DashboardHandler}, {g.cfg.MetricsAddr, "metrics", g.metricsHandler}} {
 		if extra.addr == "" {
 			continue
 		}
@@ -349,17 +363,19 @@ func (g *Gateway) readyLine(listeners []net.Listener) string {
 	if g.cfg.FormAddr == "" {
 		api = append(api, "hosted form")
 	}
+	if g.cfg.DashboardAddr == "" {
+		api = append(api, "dashboard")
+	}
 	if g.cfg.MetricsAddr == "" {
 		api = append(api, "/metrics (to --metrics-allow)")
 	}
 	parts := []string{strings.Join(api, ", ") + " on http://" + listeners[0].Addr().String()}
 	i := 1
-	if g.cfg.FormAddr != "" {
-		parts = append(parts, "hosted form on http://"+listeners[i].Addr().String())
-		i++
-	}
-	if g.cfg.MetricsAddr != "" {
-		parts = append(parts, "/metrics on http://"+listeners[i].Addr().String())
+	for _, own := range []struct{ addr, what string }{{g.cfg.FormAddr, "hosted form"}, {g.cfg.DashboardAddr, "dashboard"}, {g.cfg.MetricsAddr, "/metrics"}} {
+		if own.addr != "" {
+			parts = append(parts, own.what+" on http://"+listeners[i].Addr().String())
+			i++
+		}
 	}
 	store := "SQLite in " + g.cfg.DataDir
 	if g.cfg.DatabaseURL != "" {

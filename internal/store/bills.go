@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
@@ -51,7 +50,7 @@ func (s *DB) BillByID(ctx context.Context, ref string) (bill.Bill, error) {
 	return scanBill(s.queryRow(ctx, `SELECT `+billColumns+` FROM bills WHERE reference = ?`, ref))
 }
 
-func scanBill(row *sql.Row) (bill.Bill, error) {
+func scanBill(row scanner) (bill.Bill, error) {
 	var b bill.Bill
 	var mode, currency, state string
 	var minor, expires, created int64

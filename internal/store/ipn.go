@@ -187,6 +187,10 @@ func (s *DB) IPNEvents(ctx context.Context, f ipn.Filter) ([]ipn.Event, error) {
 		q += ` AND status = ?`
 		args = append(args, string(f.Status))
 	}
+	if f.PaymentID != "" {
+		q += ` AND payment_id = ?`
+		args = append(args, f.PaymentID)
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100

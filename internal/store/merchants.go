@@ -48,8 +48,8 @@ func (s *DB) CreateMerchant(ctx context.Context, m merchant.Merchant, settings [
 }
 
 func insertKey(ctx context.Context, t tx, k merchant.APIKey) error {
-	_, err := t.exec(ctx, `INSERT INTO api_keys (id, merchant_code, mode, key_hash, created_at) VALUES (?, ?, ?, ?, ?)`,
-		k.ID, k.MerchantCode, string(k.Mode), k.Hash, ms(k.CreatedAt))
+	_, err := t.exec(ctx, `INSERT INTO api_keys (id, merchant_code, mode, key_hash, prefix, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		k.ID, k.MerchantCode, string(k.Mode), k.Hash, k.Prefix, ms(k.CreatedAt))
 	if err != nil {
 		return fmt.Errorf("insert api key: %w", err)
 	}
@@ -117,7 +117,7 @@ func (s *DB) SetIPN(ctx context.Context, code string, mode merchant.Mode, cfg me
 		if n, _ := res.RowsAffected(); n == 0 {
 			return merchant.ErrNotFound
 		}
-		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: time.Now(), MerchantCode: code, Actor: "cli", Action: audit.IPNChanged,
+		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: time.Now(), MerchantCode: code, Actor: audit.ActorFrom(ctx, "cli"), Action: audit.IPNChanged,
 			Detail: fmt.Sprintf("%s: %s as %s", mode, cfg.URL, cfg.Username)})
 	})
 }
@@ -137,7 +137,7 @@ func (s *DB) RotateAPIKey(ctx context.Context, k merchant.APIKey) error {
 		if err := insertKey(ctx, t, k); err != nil {
 			return err
 		}
-		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: k.CreatedAt, MerchantCode: k.MerchantCode, Actor: "cli", Action: audit.KeyRotated,
+		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: k.CreatedAt, MerchantCode: k.MerchantCode, Actor: audit.ActorFrom(ctx, "cli"), Action: audit.KeyRotated,
 			Detail: fmt.Sprintf("%s key replaced by %s", k.Mode, k.ID)})
 	})
 }
@@ -169,4 +169,95 @@ func (s *DB) RevokedKeys(ctx context.Context, since time.Time) ([]string, error)
 		ids = append(ids, id)
 	}
 	return ids, rows.Err()
+}
+
+// ActiveAPIKey loads a mode's current key (its hash and prefix only).
+func (s *DB) ActiveAPIKey(ctx context.Context, code string, mode merchant.Mode) (merchant.APIKey, error) {
+	k := merchant.APIKey{MerchantCode: code, Mode: mode}
+	var created int64
+	err := s.queryRow(ctx, `SELECT id, key_hash, prefix, created_at FROM api_keys WHERE merchant_code = ? AND mode = ? AND revoked_at = 0
+		ORDER BY created_at DESC LIMIT 1`, code, string(mode)).Scan(&k.ID, &k.Hash, &k.Prefix, &created)
+	k.CreatedAt = fromMS(created)
+	return k, notFound(err, merchant.ErrNotFound)
+}
+
+// SetNotificationSecret replaces a mode's IPN signing secret.
+func (s *DB) SetNotificationSecret(ctx context.Context, code string, mode merchant.Mode, secret string) error {
+	sealed, err := s.seal(secret, code, mode, "notification_secret")
+	if err != nil {
+		return err
+	}
+	return s.inTx(ctx, func(t tx) error {
+		res, err := t.exec(ctx, `UPDATE merchant_settings SET notification_secret = ? WHERE merchant_code = ? AND mode = ?`, sealed, code, string(mode))
+		if err != nil {
+			return fmt.Errorf("update notification secret: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return merchant.ErrNotFound
+		}
+		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: time.Now(), MerchantCode: code, Actor: audit.ActorFrom(ctx, "cli"),
+			Action: audit.SecretRotated, Detail: string(mode)})
+	})
+}
+
+// SetPassword replaces a merchant's password hash.
+func (s *DB) SetPassword(ctx context.Context, code, hash string) error {
+	res, err := s.exec(ctx, `UPDATE merchants SET password_hash = ? WHERE code = ?`, hash, code)
+	if err != nil {
+		return fmt.Errorf("update password: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return merchant.ErrNotFound
+	}
+	return nil
+}
+
+// TOTP loads a merchant's second factor: the secret (empty when never
+// enrolled) and when it was turned on (zero while enrolment is pending).
+func (s *DB) TOTP(ctx context.Context, code string) (string, time.Time, error) {
+	var sealed string
+	var enabled int64
+	err := s.queryRow(ctx, `SELECT totp_secret, totp_enabled_at FROM merchants WHERE code = ?`, code).Scan(&sealed, &enabled)
+	if err != nil {
+		return "", time.Time{}, notFound(err, merchant.ErrNotFound)
+	}
+	if sealed == "" {
+		return "", time.Time{}, nil
+	}
+	secret, err := s.open(sealed, code, "account", "totp_secret")
+	return secret, fromMS(enabled), err
+}
+
+// EnableTOTP turns the second factor on with secret and replaces the
+// recovery codes (their hashes).
+func (s *DB) EnableTOTP(ctx context.Context, code, secret string, recoveryHashes []string, at time.Time) error {
+	sealed, err := s.seal(secret, code, "account", "totp_secret")
+	if err != nil {
+		return err
+	}
+	return s.inTx(ctx, func(t tx) error {
+		if _, err := t.exec(ctx, `UPDATE merchants SET totp_secret = ?, totp_enabled_at = ? WHERE code = ?`, sealed, ms(at), code); err != nil {
+			return fmt.Errorf("enable totp: %w", err)
+		}
+		if _, err := t.exec(ctx, `DELETE FROM recovery_codes WHERE merchant_code = ?`, code); err != nil {
+			return err
+		}
+		for _, h := range recoveryHashes {
+			if _, err := t.exec(ctx, `INSERT INTO recovery_codes (merchant_code, code_hash) VALUES (?, ?)`, code, h); err != nil {
+				return fmt.Errorf("insert recovery code: %w", err)
+			}
+		}
+		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: at, MerchantCode: code, Actor: audit.ActorFrom(ctx, "cli"), Action: audit.TOTPEnabled})
+	})
+}
+
+// UseRecoveryCode spends one unused recovery code; false when there is no
+// such unused code.
+func (s *DB) UseRecoveryCode(ctx context.Context, code, hash string, at time.Time) (bool, error) {
+	res, err := s.exec(ctx, `UPDATE recovery_codes SET used_at = ? WHERE merchant_code = ? AND code_hash = ? AND used_at = 0`, ms(at), code, hash)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/secret"
+	"github.com/kadipay/kadi/internal/session"
 )
 
 // Store is everything the services need from storage. The behaviour suite
@@ -33,6 +34,7 @@ type Store interface {
 	auth.Repo
 	ipn.Repo
 	checkout.Repo
+	session.Repo
 	Ping(ctx context.Context) error
 	Close() error
 }

@@ -1,0 +1,193 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/pquerna/otp/totp"
+)
+
+// TestBrowserDashboard walks the merchant dashboard in a real browser, as a
+// merchant would: sign in → turn on two-step verification (the test
+// computes the codes) → find a payment made through the API → open it →
+// resend its IPN to a local receiver → regenerate the test key and prove
+// the old key and its tokens fail → save IPN settings and send a test
+// notification → read the audit log → sign out. No page may violate its
+// Content-Security-Policy. KADI_SCREENSHOTS=1 saves each page.
+func TestBrowserDashboard(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("KADI_REQUIRE_BROWSER") == "1" {
+			t.Fatalf("KADI_REQUIRE_BROWSER=1 but %s is missing: %v", chromiumPath, err)
+		}
+		t.Skipf("no browser at %s", chromiumPath)
+	}
+	screenshots := os.Getenv("KADI_SCREENSHOTS") == "1"
+
+	// A receiver that counts notifications.
+	var mu sync.Mutex
+	received := 0
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		received++
+		mu.Unlock()
+		fmt.Fprint(w, "ok, got it")
+	}))
+	defer receiver.Close()
+	count := func() int { mu.Lock(); defer mu.Unlock(); return received }
+
+	var m merchantCreds
+	g := startGateway(t, func(dir string) {
+		m = createMerchant(t, dir, "Duka la Browser")
+		if _, stderr, err := runKadi(t, "merchant", "set-ipn", "--data-dir", dir, "--merchant", m.MerchantCode, "--mode", "test",
+			"--url", receiver.URL+"/ipn", "--username", "shop", "--password", "ipn-secret-1"); err != nil {
+			t.Fatalf("set-ipn: %v %s", err, stderr)
+		}
+	}, "--allow-private-ipn", "--ipn-poll", "100ms")
+	s := newShopper(t, g, m)
+	b := s.createBill(t, "DASH1", "1500.00")
+	page := s.submit(t, s.paymentForm(t, b, testCard("4242424242424242")))
+	if !strings.Contains(page.Body, "Transaction Successfull") {
+		t.Fatalf("payment: %s", page.Body)
+	}
+	waitFor(t, "the first IPN", func() bool { return count() >= 1 })
+
+	ctx, console := newBrowser(t)
+	mark := console.mark()
+	shot := func(name string) {
+		if screenshots {
+			saveScreenshot(t, ctx, "dashboard-"+name+".png")
+		}
+	}
+	base := g.BaseURL + "/dashboard/"
+
+	// Sign in.
+	run(t, ctx, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.ID("username")))
+	shot("signin")
+	run(t, ctx, chromedp.SendKeys(chromedp.ID("username"), m.Username), chromedp.SendKeys(chromedp.ID("password"), m.Password),
+		chromedp.Click(chromedp.ID("sign-in")), chromedp.WaitVisible(chromedp.CSS(".periods")))
+	if txt := value(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(txt, b.Reference) || !strings.Contains(txt, "KES 1,500.00") {
+		t.Errorf("home does not show the payment:\n%s", txt)
+	}
+	if banner := value(t, ctx, chromedp.Text(chromedp.CSS(".banner"))); !strings.Contains(banner, "TEST MODE") {
+		t.Errorf("no test-mode banner: %q", banner)
+	}
+	shot("home")
+
+	// Two-step verification.
+	run(t, ctx, chromedp.Navigate(base+"security"), chromedp.Click(chromedp.ID("start-totp")), chromedp.WaitVisible(chromedp.ID("totp-secret")))
+	shot("totp-enrol")
+	secret := value(t, ctx, chromedp.Text(chromedp.ID("totp-secret")))
+	code, err := totp.GenerateCode(secret, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, chromedp.SendKeys(chromedp.ID("totp-code"), code), chromedp.Click(chromedp.ID("confirm-totp")), chromedp.WaitVisible(chromedp.ID("recovery-codes")))
+	shot("totp-on")
+
+	// The payment, its page, and its IPN resent.
+	run(t, ctx, chromedp.Navigate(base+"payments?q="+b.Reference), chromedp.WaitVisible(chromedp.CSS("table")))
+	shot("payments")
+	run(t, ctx, chromedp.Click(chromedp.CSS(`a[href="/dashboard/payments/`+b.Reference+`"]`)), chromedp.WaitVisible(chromedp.ID("resend-ipn")))
+	if txt := value(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(txt, "4242") || !strings.Contains(txt, "delivered") {
+		t.Errorf("bill page lacks the card or the IPN:\n%s", txt)
+	}
+	shot("bill")
+	before := count()
+	run(t, ctx, chromedp.Click(chromedp.ID("resend-ipn")), chromedp.WaitVisible(chromedp.CSS(".note")))
+	waitFor(t, "the resent IPN", func() bool { return count() > before })
+
+	// A new test key: the old key and its token stop working.
+	oldToken, err := s.c.Token(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, chromedp.Navigate(base+"developers"), chromedp.WaitVisible(chromedp.ID("regenerate")))
+	if txt := value(t, ctx, chromedp.Text(chromedp.CSS("main"))); strings.Contains(txt, m.Test.APIKey) || !strings.Contains(txt, m.Test.APIKey[:14]) {
+		t.Errorf("developers page shows the whole key, or not its prefix")
+	}
+	shot("developers")
+	run(t, ctx, chromedp.Click(chromedp.CSS(`input[name="confirm"]`)), chromedp.SendKeys(chromedp.ID("regen-password"), m.Password),
+		chromedp.Click(chromedp.ID("regenerate")), chromedp.WaitVisible(chromedp.ID("new-key")))
+	newKey := value(t, ctx, chromedp.Text(chromedp.ID("new-key")))
+	if !strings.HasPrefix(newKey, "kadi_test_") || newKey == m.Test.APIKey {
+		t.Fatalf("new key %q", newKey)
+	}
+	shot("new-key")
+	waitFor(t, "the old key's token to be refused", func() bool {
+		return apiStatus(t, g, "GET", "/payment/v2/query?billReference="+b.Reference, "Bearer "+oldToken, "") == http.StatusUnauthorized
+	})
+	tokenForm := url.Values{"username": {m.Username}, "password": {m.Password}}.Encode()
+	if st := apiStatus(t, g, "POST", "/identity/v2/token", "Basic "+m.Test.APIKey, tokenForm); st != http.StatusUnauthorized {
+		t.Errorf("old key gets a token: %d", st)
+	}
+	if st := apiStatus(t, g, "POST", "/identity/v2/token", "Basic "+newKey, tokenForm); st != http.StatusOK {
+		t.Errorf("new key gets no token: %d", st)
+	}
+
+	// IPN settings and a test notification.
+	run(t, ctx, chromedp.Navigate(base+"settings/ipn"), chromedp.WaitVisible(chromedp.ID("save-ipn")),
+		chromedp.SetValue(chromedp.ID("url"), receiver.URL+"/ipn2"), chromedp.SetValue(chromedp.ID("ipn-username"), "shop2"),
+		chromedp.Click(chromedp.ID("save-ipn")), chromedp.WaitVisible(chromedp.CSS(".note")))
+	before = count()
+	run(t, ctx, chromedp.Click(chromedp.ID("test-ipn")), chromedp.WaitVisible(chromedp.ID("test-result")))
+	if txt := value(t, ctx, chromedp.Text(chromedp.ID("test-result"))); !strings.Contains(txt, "HTTP 200") || !strings.Contains(txt, "ok, got it") {
+		t.Errorf("test notification result:\n%s", txt)
+	}
+	if count() <= before {
+		t.Error("the receiver got no test notification")
+	}
+	shot("ipn-settings")
+
+	run(t, ctx, chromedp.Navigate(base+"ipn"), chromedp.WaitVisible(chromedp.CSS("main h1")))
+	shot("ipn-log")
+
+	// The audit log tells the story.
+	run(t, ctx, chromedp.Navigate(base+"audit"), chromedp.WaitVisible(chromedp.CSS("table")))
+	audit := value(t, ctx, chromedp.Text(chromedp.CSS("table")))
+	for _, want := range []string{"dashboard.signed_in", "totp.enabled", "ipn.replayed", "api_key.rotated", "ipn.configured", "ipn.test_sent", "dashboard 127.0.0.1"} {
+		if !strings.Contains(audit, want) {
+			t.Errorf("audit log lacks %s:\n%s", want, audit)
+		}
+	}
+	shot("audit")
+
+	// Sign out: the dashboard is closed again.
+	run(t, ctx, chromedp.Click(chromedp.CSS(`form[action="/dashboard/sign-out"] button`)), chromedp.WaitVisible(chromedp.ID("username")))
+	run(t, ctx, chromedp.Navigate(base+"payments"), chromedp.WaitVisible(chromedp.ID("username")))
+
+	if v := console.cspSince(mark); len(v) > 0 {
+		t.Errorf("Content-Security-Policy violations: %v", v)
+	}
+	if e := console.exceptionsSince(mark); len(e) > 0 {
+		t.Errorf("script exceptions: %v", e)
+	}
+}
+
+// apiStatus makes one API request and returns its status.
+func apiStatus(t *testing.T, g *gateway, method, path, auth, form string) int {
+	t.Helper()
+	req, err := http.NewRequest(method, g.BaseURL+path, strings.NewReader(form))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", auth)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var discard json.RawMessage
+	_ = json.NewDecoder(resp.Body).Decode(&discard)
+	return resp.StatusCode
+}

@@ -1,0 +1,126 @@
+package dashboard
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"html/template"
+	"image/png"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/pquerna/otp/totp"
+	"rsc.io/qr"
+
+	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/auth"
+	"github.com/kadipay/kadi/internal/secret"
+)
+
+func (h *Handler) security(w http.ResponseWriter, r *http.Request) {
+	h.render(w, r, http.StatusOK, "security.html", map[string]any{"Note": r.URL.Query().Get("note")})
+}
+
+// changePassword needs the current password; the new one follows the
+// onboarding rules and differs from the current. Every other session ends.
+func (h *Handler) changePassword(w http.ResponseWriter, r *http.Request) {
+	v := visitOf(r)
+	next := r.PostForm.Get("new")
+	if err := secret.CheckPasswordStrength(next); err != nil || len(next) > 200 {
+		h.render(w, r, http.StatusBadRequest, "security.html", map[string]any{"Error": "The new password needs at least 12 characters, with letters and digits."})
+		return
+	}
+	if next != r.PostForm.Get("confirm") {
+		h.render(w, r, http.StatusBadRequest, "security.html", map[string]any{"Error": "The two new passwords differ."})
+		return
+	}
+	err := h.Auth.Reauthenticate(r.Context(), v.Merchant, r.PostForm.Get("current"), clientIP(r))
+	var locked *auth.LockedError
+	switch {
+	case errors.As(err, &locked):
+		h.render(w, r, http.StatusTooManyRequests, "security.html", map[string]any{"Error": "Too many failed attempts; " + locked.Error()[len("too many failed attempts; "):] + "."})
+		return
+	case errors.Is(err, auth.ErrInvalidGrant):
+		h.render(w, r, http.StatusUnauthorized, "security.html", map[string]any{"Error": "The current password is not right."})
+		return
+	case err != nil:
+		h.internal(w, r, err)
+		return
+	}
+	if ok, _ := secret.CheckPassword(v.Merchant.PasswordHash, next); ok {
+		h.render(w, r, http.StatusBadRequest, "security.html", map[string]any{"Error": "The new password must differ from the current one."})
+		return
+	}
+	if err := h.Store.SetPassword(r.Context(), v.Merchant.Code, secret.HashPassword(next)); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	if err := h.Store.DeleteSessions(r.Context(), v.Merchant.Code, v.Sess.IDHash); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.audit(r, audit.PasswordChange, "other sessions signed out")
+	back(w, r, "/dashboard/security", "Password changed. Every other session is signed out.")
+}
+
+// startTOTP shows a new secret as a QR code (rendered here, no third
+// party) and as text, to confirm with a first code.
+func (h *Handler) startTOTP(w http.ResponseWriter, r *http.Request) {
+	v := visitOf(r)
+	key, err := totp.Generate(totp.GenerateOpts{Issuer: "Kadi", AccountName: v.Merchant.Code})
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	code, err := qr.Encode(key.URL(), qr.M)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	img := code.Image()
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "security.html", map[string]any{"Enrol": key.Secret(),
+		"QR": template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(buf.Bytes()))})
+}
+
+// confirmTOTP turns the second factor on once a code from the new secret
+// checks out, and shows the recovery codes once (only their hashes are
+// kept).
+func (h *Handler) confirmTOTP(w http.ResponseWriter, r *http.Request) {
+	v := visitOf(r)
+	sec, err1 := formValue(r, "secret", 64)
+	code, err2 := formValue(r, "code", 10)
+	if err1 != nil || err2 != nil || sec == "" {
+		h.fail(w, r, http.StatusBadRequest, "Enrolment form not valid", "Start again from Security.")
+		return
+	}
+	if ok, err := totp.ValidateCustom(strings.ReplaceAll(code, " ", ""), sec, h.Now(), totpOpts); err != nil || !ok {
+		h.render(w, r, http.StatusBadRequest, "security.html", map[string]any{"Enrol": sec, "Error": "That code is not right: enter the 6 digits your app shows now."})
+		return
+	}
+	codes := make([]string, 10)
+	hashes := make([]string, len(codes))
+	for i := range codes {
+		c := secret.RandomString(10, "ABCDEFGHJKLMNPQRSTUVWXYZ23456789")
+		codes[i] = c[:5] + "-" + c[5:]
+		hashes[i] = recoveryHash(codes[i])
+	}
+	if err := h.Store.EnableTOTP(r.Context(), v.Merchant.Code, sec, hashes, h.Now()); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	// This session proved the factor just now.
+	v.Sess.SecondFactor = h.Now()
+	if err := h.Store.TouchSession(r.Context(), v.Sess); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "security.html", map[string]any{"RecoveryCodes": codes, "Enabled": true})
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,334 @@
+// Package dashboard is the merchant's own place: sign in, see every payment,
+// manage API keys, the notification secret and IPN, read the audit log
+// (docs/dashboard.md). Server-rendered pages, one small file per page or
+// action; the same store and services the API uses.
+package dashboard
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"embed"
+	"errors"
+	"html/template"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/auth"
+	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/card"
+	"github.com/kadipay/kadi/internal/ipn"
+	"github.com/kadipay/kadi/internal/logging"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/money"
+	"github.com/kadipay/kadi/internal/payment"
+	"github.com/kadipay/kadi/internal/session"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Store is what the dashboard reads and changes.
+type Store interface {
+	session.Repo
+	merchant.Registry
+	Settings(ctx context.Context, code string, mode merchant.Mode) (merchant.Settings, error)
+	ActiveAPIKey(ctx context.Context, code string, mode merchant.Mode) (merchant.APIKey, error)
+	SetNotificationSecret(ctx context.Context, code string, mode merchant.Mode, secret string) error
+	SetPassword(ctx context.Context, code, hash string) error
+	TOTP(ctx context.Context, code string) (string, time.Time, error)
+	EnableTOTP(ctx context.Context, code, secret string, recoveryHashes []string, at time.Time) error
+	UseRecoveryCode(ctx context.Context, code, hash string, at time.Time) (bool, error)
+	BillsPage(ctx context.Context, f bill.ListFilter) ([]bill.Bill, error)
+	BillByReference(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (bill.Bill, error)
+	PaymentsOfBill(ctx context.Context, billRef string) ([]payment.Payment, error)
+	PaymentTotals(ctx context.Context, merchantCode, mode string, since time.Time, offset time.Duration) ([]payment.DayTotal, error)
+	IPNEvents(ctx context.Context, f ipn.Filter) ([]ipn.Event, error)
+	IPNEvent(ctx context.Context, id string) (ipn.Event, error)
+	IPNAttempts(ctx context.Context, id string) ([]ipn.Attempt, error)
+	ReplayIPN(ctx context.Context, id string, now time.Time, actor string) (ipn.Event, error)
+	AuditEvents(ctx context.Context, merchantCode string, limit int) ([]audit.Event, error)
+	RecordAudit(ctx context.Context, e audit.Event) error
+}
+
+// Tester sends a signed sample notification to a merchant's configured IPN
+// URL and reports the receiver's answer.
+type Tester interface {
+	Test(ctx context.Context, merchantCode string, mode merchant.Mode) (ipn.Attempt, error)
+}
+
+// Handler serves the dashboard under /dashboard/.
+type Handler struct {
+	Auth     *auth.Service
+	Store    Store
+	IPN      Tester
+	Location *time.Location
+	Log      *slog.Logger
+	Now      func() time.Time
+	// Secure marks an https public URL: the session cookie is then Secure
+	// and takes the __Host- prefix.
+	Secure bool
+	// AllowPrivateIPN mirrors --allow-private-ipn for the settings' checks.
+	AllowPrivateIPN bool
+
+	pages *template.Template
+}
+
+// Register adds the dashboard's routes to mux. Every state-changing request
+// must be same-origin (net/http's CrossOriginProtection) and, once signed
+// in, carry the session's CSRF token.
+func (h *Handler) Register(mux *http.ServeMux) {
+	h.pages = template.Must(template.New("").Funcs(funcs(h)).ParseFS(templateFS, "templates/*.html"))
+	m := http.NewServeMux()
+	m.HandleFunc("GET /dashboard/{$}", h.home)
+	m.HandleFunc("POST /dashboard/sign-in", h.signIn)
+	m.HandleFunc("POST /dashboard/verify", h.signedIn(h.verify, false))
+	m.HandleFunc("POST /dashboard/sign-out", h.signedIn(h.signOut, false))
+	m.HandleFunc("POST /dashboard/sign-out-everywhere", h.signedIn(h.signOutEverywhere, true))
+	m.HandleFunc("POST /dashboard/mode", h.signedIn(h.switchMode, true))
+	m.HandleFunc("GET /dashboard/payments", h.signedIn(h.payments, true))
+	m.HandleFunc("GET /dashboard/payments.csv", h.signedIn(h.paymentsCSV, true))
+	m.HandleFunc("GET /dashboard/payments/{ref}", h.signedIn(h.billPage, true))
+	m.HandleFunc("POST /dashboard/payments/{ref}/resend-ipn", h.signedIn(h.resendIPN, true))
+	m.HandleFunc("GET /dashboard/developers", h.signedIn(h.developers, true))
+	m.HandleFunc("POST /dashboard/developers/regenerate", h.signedIn(h.regenerateKey, true))
+	m.HandleFunc("POST /dashboard/developers/reveal-secret", h.signedIn(h.revealSecret, true))
+	m.HandleFunc("POST /dashboard/developers/rotate-secret", h.signedIn(h.rotateSecret, true))
+	m.HandleFunc("GET /dashboard/settings/ipn", h.signedIn(h.ipnSettings, true))
+	m.HandleFunc("POST /dashboard/settings/ipn", h.signedIn(h.saveIPNSettings, true))
+	m.HandleFunc("POST /dashboard/settings/ipn/test", h.signedIn(h.testIPN, true))
+	m.HandleFunc("GET /dashboard/ipn", h.signedIn(h.ipnLog, true))
+	m.HandleFunc("POST /dashboard/ipn/{id}/replay", h.signedIn(h.replayIPN, true))
+	m.HandleFunc("GET /dashboard/audit", h.signedIn(h.auditLog, true))
+	m.HandleFunc("GET /dashboard/security", h.signedIn(h.security, true))
+	m.HandleFunc("POST /dashboard/security/password", h.signedIn(h.changePassword, true))
+	m.HandleFunc("POST /dashboard/security/totp/start", h.signedIn(h.startTOTP, true))
+	m.HandleFunc("POST /dashboard/security/totp/confirm", h.signedIn(h.confirmTOTP, true))
+	m.Handle("GET /dashboard/static/", http.StripPrefix("/dashboard", http.FileServerFS(staticFS)))
+	m.HandleFunc("/dashboard/", h.notFound)
+
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.fail(w, r, http.StatusForbidden, "Request refused", "This form did not come from the dashboard itself. Reload the page and try again.")
+	}))
+	mux.Handle("/dashboard/", cop.Handler(m))
+	mux.Handle("GET /dashboard", http.RedirectHandler("/dashboard/", http.StatusMovedPermanently))
+}
+
+// visit is one request of a signed-in merchant.
+type visit struct {
+	Sess     session.Session
+	Merchant merchant.Merchant
+	TOTPOn   bool // the merchant has turned on two-step verification
+}
+
+type visitKey struct{}
+
+func visitOf(r *http.Request) visit { v, _ := r.Context().Value(visitKey{}).(visit); return v }
+
+// signedIn admits requests of a live session, and, for state changes, only
+// with the session's CSRF token. full asks for the second factor too when
+// the merchant has turned it on.
+func (h *Handler) signedIn(next http.HandlerFunc, full bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		now := h.Now()
+		sess, err := h.session(r, now)
+		if err != nil {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/dashboard/", http.StatusSeeOther)
+				return
+			}
+			h.fail(w, r, http.StatusUnauthorized, "Signed out", "Your session has ended. Sign in again.")
+			return
+		}
+		if r.Method != http.MethodGet {
+			if err := r.ParseForm(); err != nil || subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(sess.CSRF)) != 1 {
+				h.fail(w, r, http.StatusForbidden, "Request refused", "This form has expired or did not come from this session. Reload the page and try again.")
+				return
+			}
+		}
+		m, err := h.Store.MerchantByCode(r.Context(), sess.MerchantCode)
+		if err != nil {
+			h.internal(w, r, err)
+			return
+		}
+		_, enabled, err := h.Store.TOTP(r.Context(), m.Code)
+		if err != nil {
+			h.internal(w, r, err)
+			return
+		}
+		v := visit{Sess: sess, Merchant: m, TOTPOn: !enabled.IsZero()}
+		sess.LastSeenAt = now
+		if err := h.Store.TouchSession(r.Context(), sess); err != nil {
+			h.internal(w, r, err)
+			return
+		}
+		ctx := context.WithValue(r.Context(), visitKey{}, v)
+		ctx = audit.WithActor(ctx, "dashboard "+clientIP(r))
+		r = r.WithContext(ctx)
+		if full && v.TOTPOn && sess.SecondFactor.IsZero() {
+			h.render(w, r, http.StatusOK, "verify.html", map[string]any{})
+			return
+		}
+		next(w, r)
+	}
+}
+
+// session reads the cookie's session, if it is alive.
+func (h *Handler) session(r *http.Request, now time.Time) (session.Session, error) {
+	c, err := r.Cookie(h.cookieName())
+	if err != nil || len(c.Value) != 43 {
+		return session.Session{}, session.ErrNotFound
+	}
+	return h.Store.SessionByHash(r.Context(), session.Hash(c.Value), now)
+}
+
+func (h *Handler) cookieName() string {
+	if h.Secure {
+		return "__Host-kadi_session"
+	}
+	return "kadi_session"
+}
+
+func (h *Handler) setCookie(w http.ResponseWriter, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: h.cookieName(), Value: value, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, Secure: h.Secure, SameSite: http.SameSiteStrictMode})
+}
+
+// liveAction refuses a live-mode change without the second factor: live
+// keys and live IPN move real money's notifications.
+func (h *Handler) liveAction(w http.ResponseWriter, r *http.Request) bool {
+	v := visitOf(r)
+	if v.Sess.Mode != merchant.Live || (v.TOTPOn && !v.Sess.SecondFactor.IsZero()) {
+		return true
+	}
+	h.fail(w, r, http.StatusForbidden, "Two-step verification needed",
+		"Live-mode changes need two-step verification. Turn it on under Security, then try again.")
+	return false
+}
+
+// audit records an action of the signed-in merchant.
+func (h *Handler) audit(r *http.Request, action, detail string) {
+	v := visitOf(r)
+	code := v.Merchant.Code
+	if code == "" {
+		code = v.Sess.MerchantCode
+	}
+	err := h.Store.RecordAudit(r.Context(), audit.Event{At: h.Now(), MerchantCode: code, Actor: "dashboard " + clientIP(r), Action: action, Detail: detail})
+	if err != nil {
+		h.Log.ErrorContext(r.Context(), "audit", "action", action, "err", err)
+	}
+}
+
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, data map[string]any) {
+	v := visitOf(r)
+	data["Visit"] = v
+	data["Mode"] = string(v.Sess.Mode)
+	data["Live"] = v.Sess.Mode == merchant.Live
+	data["CSRF"] = v.Sess.CSRF
+	data["Path"] = r.URL.Path
+	var buf bytes.Buffer
+	if err := h.pages.ExecuteTemplate(&buf, name, data); err != nil {
+		h.Log.ErrorContext(r.Context(), "render dashboard page", "page", name, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	headers(w)
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// headers are every dashboard page's: no caching of merchant data, no
+// framing, no inline script, nothing from elsewhere.
+func headers(w http.ResponseWriter) {
+	hd := w.Header()
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "same-origin")
+}
+
+// fail shows a plain page saying what went wrong, with the way back.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, title, message string) {
+	h.Log.InfoContext(r.Context(), "dashboard refused", "status", status, "title", title)
+	h.render(w, r, status, "message.html", map[string]any{"Title": title, "Message": message})
+}
+
+func (h *Handler) internal(w http.ResponseWriter, r *http.Request, err error) {
+	h.Log.ErrorContext(r.Context(), "dashboard failed", "err", err)
+	h.render(w, r, http.StatusInternalServerError, "message.html", map[string]any{"Title": "Something went wrong",
+		"Message": "The dashboard could not do this. Quote reference " + logging.RequestID(r.Context()) + " to support."})
+}
+
+func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
+	h.fail(w, r, http.StatusNotFound, "Not found", "There is nothing here.")
+}
+
+// back redirects after a POST to the page the form came from (POST-redirect-
+// GET), with a note to show there.
+func back(w http.ResponseWriter, r *http.Request, to, note string) {
+	if note != "" {
+		to += "?note=" + url.QueryEscape(note)
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+var errBadInput = errors.New("bad input")
+
+// formValue reads a trimmed form field of at most max bytes.
+func formValue(r *http.Request, name string, max int) (string, error) {
+	v := strings.TrimSpace(r.PostForm.Get(name))
+	if len(v) > max || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return "", errBadInput
+	}
+	return v, nil
+}
+
+// funcs are the templates' formatting: times in the operator's zone,
+// amounts with digit grouping, bills' display states, card brands.
+func funcs(h *Handler) template.FuncMap {
+	return template.FuncMap{
+		"when": func(t time.Time) string {
+			if t.IsZero() {
+				return "–"
+			}
+			return t.In(h.Location).Format("2 Jan 2006 15:04")
+		},
+		"money": func(a money.Amount) string { return grouped(a.String()) },
+		"state": func(b bill.Bill) string { return string(b.DisplayState(h.Now())) },
+		"brand": func(b card.Brand) string {
+			if n := b.Name(); n != "" {
+				return n
+			}
+			return string(b)
+		},
+		"list": func(v ...string) []string { return v },
+	}
+}
+
+// cloneQuery copies q, so a link can change one parameter.
+func cloneQuery(q url.Values) url.Values {
+	out := url.Values{}
+	for k, v := range q {
+		out[k] = append([]string(nil), v...)
+	}
+	return out
+}

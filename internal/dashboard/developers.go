@@ -1,0 +1,109 @@
+package dashboard
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/auth"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/secret"
+)
+
+// developers shows each mode's API key by prefix only, the base URLs and a
+// short sample of the five steps.
+func (h *Handler) developers(w http.ResponseWriter, r *http.Request) {
+	h.renderDevelopers(w, r, http.StatusOK, map[string]any{})
+}
+
+func (h *Handler) renderDevelopers(w http.ResponseWriter, r *http.Request, status int, data map[string]any) {
+	v := visitOf(r)
+	keys := map[string]merchant.APIKey{}
+	for _, mode := range merchant.Modes {
+		k, err := h.Store.ActiveAPIKey(r.Context(), v.Merchant.Code, mode)
+		if err != nil && !errors.Is(err, merchant.ErrNotFound) {
+			h.internal(w, r, err)
+			return
+		}
+		keys[string(mode)] = k
+	}
+	data["Keys"] = keys
+	data["Base"] = "https://" + r.Host
+	if r.TLS == nil {
+		data["Base"] = "http://" + r.Host
+	}
+	h.render(w, r, status, "developers.html", data)
+}
+
+// reauthenticate asks for the password again before a sensitive action,
+// counted with the sign-in lockout. It answers the page itself when the
+// password is refused.
+func (h *Handler) reauthenticate(w http.ResponseWriter, r *http.Request) bool {
+	v := visitOf(r)
+	err := h.Auth.Reauthenticate(r.Context(), v.Merchant, r.PostForm.Get("password"), clientIP(r))
+	var locked *auth.LockedError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &locked):
+		h.fail(w, r, http.StatusTooManyRequests, "Too many failed attempts", "Try again in "+locked.Error()[len("too many failed attempts; try again in "):]+".")
+	case errors.Is(err, auth.ErrInvalidGrant):
+		h.renderDevelopers(w, r, http.StatusUnauthorized, map[string]any{"Error": "The password is not right."})
+	default:
+		h.internal(w, r, err)
+	}
+	return false
+}
+
+// regenerateKey replaces the mode's API key after the password and an
+// explicit confirmation, shows the new key once, and revokes the old key
+// and its tokens on every node, as `kadi merchant rotate-key` does.
+func (h *Handler) regenerateKey(w http.ResponseWriter, r *http.Request) {
+	if !h.liveAction(w, r) {
+		return
+	}
+	if r.PostForm.Get("confirm") != "yes" {
+		h.renderDevelopers(w, r, http.StatusBadRequest, map[string]any{"Error": "Tick the box to confirm: the current key stops working at once."})
+		return
+	}
+	if !h.reauthenticate(w, r) {
+		return
+	}
+	v := visitOf(r)
+	key, err := merchant.RotateKey(r.Context(), h.Store, v.Merchant.Code, v.Sess.Mode, h.Now())
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.renderDevelopers(w, r, http.StatusOK, map[string]any{"NewKey": key})
+}
+
+// revealSecret shows the mode's notification secret after the password.
+func (h *Handler) revealSecret(w http.ResponseWriter, r *http.Request) {
+	if !h.liveAction(w, r) || !h.reauthenticate(w, r) {
+		return
+	}
+	v := visitOf(r)
+	st, err := h.Store.Settings(r.Context(), v.Merchant.Code, v.Sess.Mode)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.audit(r, audit.SecretRevealed, string(v.Sess.Mode))
+	h.renderDevelopers(w, r, http.StatusOK, map[string]any{"Secret": st.NotificationSecret})
+}
+
+// rotateSecret replaces the notification secret; notifications are signed
+// with the new one from the next attempt on.
+func (h *Handler) rotateSecret(w http.ResponseWriter, r *http.Request) {
+	if !h.liveAction(w, r) || !h.reauthenticate(w, r) {
+		return
+	}
+	v := visitOf(r)
+	s := secret.NewNotificationSecret()
+	if err := h.Store.SetNotificationSecret(r.Context(), v.Merchant.Code, v.Sess.Mode, s); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.renderDevelopers(w, r, http.StatusOK, map[string]any{"Secret": s, "Rotated": true})
+}

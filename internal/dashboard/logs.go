@@ -1,0 +1,83 @@
+package dashboard
+
+import (
+	"errors"
+	"net/http"
+	"regexp"
+
+	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/ipn"
+)
+
+var eventID = regexp.MustCompile(`^msg_[0-9a-f]{24}$`)
+
+// ipnLog lists the mode's notifications, newest first, with every attempt.
+func (h *Handler) ipnLog(w http.ResponseWriter, r *http.Request) {
+	v := visitOf(r)
+	f := ipn.Filter{MerchantCode: v.Merchant.Code, Mode: v.Sess.Mode, Limit: 100}
+	switch st := ipn.Status(r.URL.Query().Get("status")); st {
+	case "", ipn.Pending, ipn.Delivered, ipn.Failed:
+		f.Status = st
+	default:
+		h.fail(w, r, http.StatusBadRequest, "Filter not understood", "Status is pending, delivered or failed.")
+		return
+	}
+	evs, err := h.Store.IPNEvents(r.Context(), f)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	type row struct {
+		ipn.Event
+		Attempts []ipn.Attempt
+	}
+	rows := make([]row, len(evs))
+	for i, ev := range evs {
+		rows[i].Event = ev
+		if rows[i].Attempts, err = h.Store.IPNAttempts(r.Context(), ev.ID); err != nil {
+			h.internal(w, r, err)
+			return
+		}
+	}
+	h.render(w, r, http.StatusOK, "ipn_log.html", map[string]any{"Events": rows, "Status": string(f.Status),
+		"Note": r.URL.Query().Get("note")})
+}
+
+// replayIPN sends one event again; another merchant's or mode's event is
+// the same 404 as a missing one.
+func (h *Handler) replayIPN(w http.ResponseWriter, r *http.Request) {
+	if !h.liveAction(w, r) {
+		return
+	}
+	v := visitOf(r)
+	id := r.PathValue("id")
+	if !eventID.MatchString(id) {
+		h.notFound(w, r)
+		return
+	}
+	ev, err := h.Store.IPNEvent(r.Context(), id)
+	if errors.Is(err, ipn.ErrNotFound) || (err == nil && (ev.MerchantCode != v.Merchant.Code || ev.Mode != v.Sess.Mode)) {
+		h.notFound(w, r)
+		return
+	} else if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	if _, err := h.Store.ReplayIPN(r.Context(), id, h.Now(), "dashboard "+clientIP(r)); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.audit(r, audit.IPNReplayed, id)
+	back(w, r, "/dashboard/ipn", "Notification "+id+" is on its way again.")
+}
+
+// auditLog shows who did what, when and from where.
+func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request) {
+	v := visitOf(r)
+	evs, err := h.Store.AuditEvents(r.Context(), v.Merchant.Code, 200)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "audit.html", map[string]any{"Events": evs})
+}

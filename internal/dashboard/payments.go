@@ -1,0 +1,334 @@
+package dashboard
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/ipn"
+	"github.com/kadipay/kadi/internal/money"
+	"github.com/kadipay/kadi/internal/payment"
+)
+
+const pageSize = 50
+
+// period is a window of the overview: payments finished in it, per
+// currency.
+type period struct {
+	Name     string
+	Volume   []string // "KES 1,500.00", one per currency
+	Count    int64
+	Approval string // "97.5 %", or "–" with no finished payment
+}
+
+// dayBar is one day of the overview's chart.
+type dayBar struct {
+	Label          string
+	X, Y, W, H     int
+	Approved, Sent int64
+}
+
+func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
+	v := visitOf(r)
+	now := h.Now().In(h.Location)
+	_, offset := now.Zone()
+	off := time.Duration(offset) * time.Second
+	today := (now.UnixMilli() + off.Milliseconds()) / 86_400_000
+	since := time.UnixMilli((today-29)*86_400_000 - off.Milliseconds())
+	totals, err := h.Store.PaymentTotals(r.Context(), v.Merchant.Code, string(v.Sess.Mode), since, off)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	periods := []period{summarize("Today", totals, today), summarize("7 days", totals, today-6), summarize("30 days", totals, today-29)}
+	latest, err := h.Store.BillsPage(r.Context(), bill.ListFilter{MerchantCode: v.Merchant.Code, Mode: v.Sess.Mode, Limit: 10, Now: h.Now()})
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "home.html", map[string]any{"Periods": periods, "Chart": chart(totals, today), "Bills": latest})
+}
+
+// summarize adds up the days from first on.
+func summarize(name string, totals []payment.DayTotal, first int64) period {
+	p := period{Name: name, Approval: "–"}
+	volume := map[string]int64{}
+	var ok, failed int64
+	for _, t := range totals {
+		if t.Day < first {
+			continue
+		}
+		if t.Status == payment.Succeeded {
+			ok += t.Count
+			volume[t.Currency] += t.SumMinor
+		} else {
+			failed += t.Count
+		}
+	}
+	p.Count = ok
+	if ok+failed > 0 {
+		p.Approval = strconv.FormatFloat(float64(ok)*100/float64(ok+failed), 'f', 1, 64) + " %"
+	}
+	for _, c := range sortedKeys(volume) {
+		if a, err := money.FromMinor(volume[c], c); err == nil {
+			p.Volume = append(p.Volume, c+" "+grouped(a.String()))
+		}
+	}
+	if len(p.Volume) == 0 {
+		p.Volume = []string{"0"}
+	}
+	return p
+}
+
+// chart draws 30 days of approved payments as bars, scaled to the busiest
+// day, server-side: no charting script.
+func chart(totals []payment.DayTotal, today int64) []dayBar {
+	ok, all := map[int64]int64{}, map[int64]int64{}
+	for _, t := range totals {
+		all[t.Day] += t.Count
+		if t.Status == payment.Succeeded {
+			ok[t.Day] += t.Count
+		}
+	}
+	var peak int64 = 1
+	for _, n := range ok {
+		peak = max(peak, n)
+	}
+	bars := make([]dayBar, 30)
+	for i := range bars {
+		day := today - 29 + int64(i)
+		height := int(ok[day] * 100 / peak)
+		bars[i] = dayBar{Label: time.UnixMilli(day * 86_400_000).UTC().Format("2 Jan"), X: i * 10, Y: 100 - height, W: 8, H: height,
+			Approved: ok[day], Sent: all[day]}
+	}
+	return bars
+}
+
+func sortedKeys(m map[string]int64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// grouped puts thousands separators into a decimal: 1234567.50 → 1,234,567.50.
+func grouped(dec string) string {
+	whole, frac, hasFrac := strings.Cut(dec, ".")
+	var b strings.Builder
+	for i, c := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if hasFrac {
+		b.WriteString("." + frac)
+	}
+	return b.String()
+}
+
+var cursorShape = regexp.MustCompile(`^([0-9]{1,15})_([A-Z0-9]{1,20})$`)
+
+// listFilter reads the payments list's query: status, from, to (dates in
+// the operator's zone), q (bill or order reference, or a card's last four)
+// and after (the keyset cursor).
+func (h *Handler) listFilter(r *http.Request) (bill.ListFilter, url.Values, error) {
+	v := visitOf(r)
+	q := r.URL.Query()
+	f := bill.ListFilter{MerchantCode: v.Merchant.Code, Mode: v.Sess.Mode, Limit: pageSize, Now: h.Now()}
+	switch st := bill.State(q.Get("status")); st {
+	case "", bill.Open, bill.Processing, bill.Paid, bill.Blocked, bill.Expired:
+		f.State = st
+	default:
+		return f, q, errBadInput
+	}
+	for name, dst := range map[string]*time.Time{"from": &f.From, "to": &f.To} {
+		if s := q.Get(name); s != "" {
+			d, err := time.ParseInLocation("2006-01-02", s, h.Location)
+			if err != nil {
+				return f, q, errBadInput
+			}
+			if name == "to" {
+				d = d.AddDate(0, 0, 1) // the whole day
+			}
+			*dst = d
+		}
+	}
+	f.Search = strings.TrimSpace(q.Get("q"))
+	if len(f.Search) > 30 || strings.ContainsFunc(f.Search, func(r rune) bool { return !(r >= '0' && r <= '9' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z') }) {
+		return f, q, errBadInput
+	}
+	if a := q.Get("after"); a != "" {
+		m := cursorShape.FindStringSubmatch(a)
+		if m == nil {
+			return f, q, errBadInput
+		}
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		f.After = &bill.Cursor{CreatedAt: time.UnixMilli(n), Reference: m[2]}
+	}
+	return f, q, nil
+}
+
+func (h *Handler) payments(w http.ResponseWriter, r *http.Request) {
+	f, q, err := h.listFilter(r)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, "Filter not understood", "Status is one of open, processing, paid, blocked or expired; dates are YYYY-MM-DD; search takes a bill or order reference or the last four digits of a card.")
+		return
+	}
+	f.Limit = pageSize + 1
+	bills, err := h.Store.BillsPage(r.Context(), f)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	next := ""
+	if len(bills) > pageSize {
+		bills = bills[:pageSize]
+		last := bills[pageSize-1]
+		nq := cloneQuery(q)
+		nq.Set("after", fmt.Sprintf("%d_%s", last.CreatedAt.UnixMilli(), last.Reference))
+		next = "/dashboard/payments?" + nq.Encode()
+	}
+	csvq := cloneQuery(q)
+	csvq.Del("after")
+	h.render(w, r, http.StatusOK, "payments.html", map[string]any{"Bills": bills, "Next": next, "Query": q,
+		"CSV": "/dashboard/payments.csv?" + csvq.Encode(), "Statuses": []bill.State{bill.Open, bill.Processing, bill.Paid, bill.Blocked, bill.Expired}})
+}
+
+// paymentsCSV streams the filtered list, page by page on the keyset, so an
+// export of a million bills holds one page in memory.
+func (h *Handler) paymentsCSV(w http.ResponseWriter, r *http.Request) {
+	f, _, err := h.listFilter(r)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, "Filter not understood", "Check the filter and try again.")
+		return
+	}
+	v := visitOf(r)
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="kadi-%s-%s-payments.csv"`, v.Merchant.Code, v.Sess.Mode))
+	w.Header().Set("Cache-Control", "no-store")
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"created", "bill_reference", "order_reference", "status", "amount", "currency", "customer", "description", "failed_attempts", "expires"})
+	f.Limit = 500
+	for {
+		bills, err := h.Store.BillsPage(r.Context(), f)
+		if err != nil {
+			h.Log.ErrorContext(r.Context(), "csv export", "err", err)
+			return
+		}
+		for _, b := range bills {
+			_ = cw.Write([]string{b.CreatedAt.In(h.Location).Format(time.RFC3339), b.Reference, b.OrderReference, string(b.DisplayState(f.Now)),
+				b.Amount.String(), b.Amount.Currency.Code, csvSafe(b.CustomerName), csvSafe(b.Description), strconv.Itoa(b.FailedAttempts),
+				b.ExpiresAt.In(h.Location).Format(time.RFC3339)})
+		}
+		cw.Flush()
+		if len(bills) < f.Limit {
+			return
+		}
+		last := bills[len(bills)-1]
+		f.After = &bill.Cursor{CreatedAt: last.CreatedAt, Reference: last.Reference}
+	}
+}
+
+// csvSafe keeps a spreadsheet from reading a customer's text as a formula.
+func csvSafe(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+// attemptView is one charge attempt on the bill page.
+type attemptView struct {
+	payment.Payment
+	Event    *ipn.Event
+	Attempts []ipn.Attempt
+}
+
+func (h *Handler) billPage(w http.ResponseWriter, r *http.Request) {
+	v := visitOf(r)
+	b, err := h.Store.BillByReference(r.Context(), v.Merchant.Code, v.Sess.Mode, r.PathValue("ref"))
+	if errors.Is(err, bill.ErrNotFound) {
+		h.notFound(w, r)
+		return
+	} else if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	ps, err := h.Store.PaymentsOfBill(r.Context(), b.Reference)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	views := make([]attemptView, len(ps))
+	for i, p := range ps {
+		views[i].Payment = p
+		if p.Status != payment.Succeeded {
+			continue
+		}
+		evs, err := h.Store.IPNEvents(r.Context(), ipn.Filter{MerchantCode: v.Merchant.Code, Mode: v.Sess.Mode, PaymentID: p.ID, Limit: 1})
+		if err != nil {
+			h.internal(w, r, err)
+			return
+		}
+		if len(evs) == 1 {
+			views[i].Event = &evs[0]
+			if views[i].Attempts, err = h.Store.IPNAttempts(r.Context(), evs[0].ID); err != nil {
+				h.internal(w, r, err)
+				return
+			}
+		}
+	}
+	h.render(w, r, http.StatusOK, "bill.html", map[string]any{"Bill": b, "State": b.DisplayState(h.Now()), "Payments": views,
+		"Note": r.URL.Query().Get("note")})
+}
+
+// resendIPN replays the bill's notification: a new round, the same
+// webhook-id.
+func (h *Handler) resendIPN(w http.ResponseWriter, r *http.Request) {
+	if !h.liveAction(w, r) {
+		return
+	}
+	v := visitOf(r)
+	b, err := h.Store.BillByReference(r.Context(), v.Merchant.Code, v.Sess.Mode, r.PathValue("ref"))
+	if errors.Is(err, bill.ErrNotFound) {
+		h.notFound(w, r)
+		return
+	} else if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	ps, err := h.Store.PaymentsOfBill(r.Context(), b.Reference)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	for _, p := range ps {
+		if p.Status != payment.Succeeded {
+			continue
+		}
+		evs, err := h.Store.IPNEvents(r.Context(), ipn.Filter{MerchantCode: v.Merchant.Code, Mode: v.Sess.Mode, PaymentID: p.ID, Limit: 1})
+		if err != nil || len(evs) != 1 {
+			break
+		}
+		if _, err := h.Store.ReplayIPN(r.Context(), evs[0].ID, h.Now(), "dashboard "+clientIP(r)); err != nil {
+			h.internal(w, r, err)
+			return
+		}
+		h.audit(r, audit.IPNReplayed, evs[0].ID)
+		back(w, r, "/dashboard/payments/"+b.Reference, "The notification is on its way again (same webhook-id).")
+		return
+	}
+	h.fail(w, r, http.StatusConflict, "No notification to resend", "Only a paid bill has a notification.")
+}

@@ -1,0 +1,151 @@
+package dashboard
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/pquerna/otp/totp"
+
+	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/auth"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/session"
+)
+
+// home is the sign-in page without a session, the overview with one.
+func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
+	if _, err := h.session(r, h.Now()); err != nil {
+		h.render(w, r, http.StatusOK, "signin.html", map[string]any{})
+		return
+	}
+	h.signedIn(h.overview, true)(w, r)
+}
+
+// signIn checks the username (merchant code) and password, counted with
+// the lockout, and starts a new session: never one the browser brought
+// along (session fixation).
+func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		h.fail(w, r, http.StatusBadRequest, "Sign-in form unreadable", "Reload the page and try again.")
+		return
+	}
+	username := strings.TrimSpace(r.PostForm.Get("username"))
+	m, err := h.Auth.SignIn(r.Context(), username, r.PostForm.Get("password"), clientIP(r))
+	var locked *auth.LockedError
+	switch {
+	case errors.As(err, &locked):
+		h.render(w, r, http.StatusTooManyRequests, "signin.html", map[string]any{"Username": username,
+			"Error": "Too many failed attempts. Try again after " + h.Now().Add(locked.RetryAfter).In(h.Location).Format("15:04") + "."})
+		return
+	case errors.Is(err, auth.ErrBusy):
+		w.Header().Set("Retry-After", "1")
+		h.render(w, r, http.StatusServiceUnavailable, "signin.html", map[string]any{"Username": username, "Error": "The gateway is busy. Try again in a moment."})
+		return
+	case errors.Is(err, auth.ErrInvalidGrant):
+		if m.Code != "" {
+			h.Store.RecordAudit(r.Context(), audit.Event{At: h.Now(), MerchantCode: m.Code, Actor: "dashboard " + clientIP(r), Action: audit.SignInFailed})
+		}
+		h.render(w, r, http.StatusUnauthorized, "signin.html", map[string]any{"Username": username, "Error": "The username or password is not right."})
+		return
+	case err != nil:
+		h.internal(w, r, err)
+		return
+	}
+	if old, err := r.Cookie(h.cookieName()); err == nil {
+		_ = h.Store.DeleteSession(r.Context(), session.Hash(old.Value))
+	}
+	id, sess := session.New(m.Code, h.Now())
+	if err := h.Store.CreateSession(r.Context(), sess); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.setCookie(w, id, int(session.MaxAge.Seconds()))
+	h.Store.RecordAudit(r.Context(), audit.Event{At: h.Now(), MerchantCode: m.Code, Actor: "dashboard " + clientIP(r), Action: audit.SignedIn})
+	http.Redirect(w, r, "/dashboard/", http.StatusSeeOther)
+}
+
+// verify checks the second factor: a TOTP code, or one unused recovery
+// code.
+func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
+	v := visitOf(r)
+	code, err := formValue(r, "code", 32)
+	if err == nil && h.checkSecondFactor(r, v.Merchant, code) {
+		v.Sess.SecondFactor = h.Now()
+		if err := h.Store.TouchSession(r.Context(), v.Sess); err != nil {
+			h.internal(w, r, err)
+			return
+		}
+		http.Redirect(w, r, "/dashboard/", http.StatusSeeOther)
+		return
+	}
+	h.audit(r, audit.SignInFailed, "wrong two-step code")
+	h.render(w, r, http.StatusUnauthorized, "verify.html", map[string]any{"Error": "That code is not right. Enter the current code from your app, or a recovery code."})
+}
+
+// checkSecondFactor accepts the current TOTP code (±1 step) or an unused
+// recovery code, which it spends.
+func (h *Handler) checkSecondFactor(r *http.Request, m merchant.Merchant, code string) bool {
+	secret, enabled, err := h.Store.TOTP(r.Context(), m.Code)
+	if err != nil || secret == "" || enabled.IsZero() {
+		return false
+	}
+	code = strings.ReplaceAll(code, " ", "")
+	if ok, err := totp.ValidateCustom(code, secret, h.Now(), totpOpts); err == nil && ok {
+		return true
+	}
+	ok, err := h.Store.UseRecoveryCode(r.Context(), m.Code, recoveryHash(code), h.Now())
+	return err == nil && ok
+}
+
+func recoveryHash(code string) string {
+	sum := sha256.Sum256([]byte(strings.ToUpper(strings.ReplaceAll(code, "-", ""))))
+	return hex.EncodeToString(sum[:])
+}
+
+func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
+	v := visitOf(r)
+	if err := h.Store.DeleteSession(r.Context(), v.Sess.IDHash); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.setCookie(w, "", -1)
+	h.audit(r, audit.SignedOut, "")
+	http.Redirect(w, r, "/dashboard/", http.StatusSeeOther)
+}
+
+// signOutEverywhere ends every other session of the merchant, on every
+// node (sessions live in the database).
+func (h *Handler) signOutEverywhere(w http.ResponseWriter, r *http.Request) {
+	v := visitOf(r)
+	if err := h.Store.DeleteSessions(r.Context(), v.Merchant.Code, v.Sess.IDHash); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.audit(r, audit.SignedOutAll, "")
+	back(w, r, "/dashboard/security", "Every other session is signed out.")
+}
+
+// switchMode moves the session between the test and the live world.
+func (h *Handler) switchMode(w http.ResponseWriter, r *http.Request) {
+	v := visitOf(r)
+	mode, err := merchant.ParseMode(r.PostForm.Get("mode"))
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, "Unknown mode", "Choose test or live.")
+		return
+	}
+	v.Sess.Mode = mode
+	if err := h.Store.TouchSession(r.Context(), v.Sess); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	to := r.PostForm.Get("back")
+	if !strings.HasPrefix(to, "/dashboard/") || strings.HasPrefix(to, "/dashboard/payments/") || strings.ContainsAny(to, "?#\\") {
+		to = "/dashboard/"
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+var totpOpts = totp.ValidateOpts{Period: 30, Skew: 1, Digits: 6}

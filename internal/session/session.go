@@ -1,0 +1,77 @@
+// Package session is a merchant's signed-in visit to the dashboard. Sessions
+// live in the database, so any node serves any session; the browser holds
+// only a random id, and only the id's hash is stored.
+package session
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/secret"
+)
+
+// Lifetimes: a session ends after IdleTimeout without a request, and after
+// MaxAge whatever happens (docs/security.md).
+const (
+	IdleTimeout = 15 * time.Minute
+	MaxAge      = 12 * time.Hour
+)
+
+// ErrNotFound covers unknown, ended and expired sessions alike.
+var ErrNotFound = errors.New("no such session, or it has ended")
+
+// Session is one signed-in browser.
+type Session struct {
+	IDHash       string
+	MerchantCode string
+	// Mode is the world the dashboard shows: test or live.
+	Mode merchant.Mode
+	// CSRF is the token every form of this session carries.
+	CSRF string
+	// SecondFactor is when the merchant's TOTP code was checked in this
+	// session (zero: not yet); live-mode actions need it.
+	SecondFactor time.Time
+	CreatedAt    time.Time
+	LastSeenAt   time.Time
+}
+
+// New starts a session for merchantCode and returns its id, 256 random bits
+// that go to the browser's cookie and nowhere else.
+func New(merchantCode string, now time.Time) (string, Session) {
+	id := base64.RawURLEncoding.EncodeToString(secret.RandomBytes(32))
+	return id, Session{
+		IDHash: Hash(id), MerchantCode: merchantCode, Mode: merchant.Test,
+		CSRF:      base64.RawURLEncoding.EncodeToString(secret.RandomBytes(32)),
+		CreatedAt: now, LastSeenAt: now,
+	}
+}
+
+// Hash is how an id is stored and looked up.
+func Hash(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
+}
+
+// Alive reports whether s may still be used at now.
+func (s Session) Alive(now time.Time) bool {
+	return now.Sub(s.LastSeenAt) < IdleTimeout && now.Sub(s.CreatedAt) < MaxAge
+}
+
+// Repo is the storage sessions need.
+type Repo interface {
+	CreateSession(ctx context.Context, s Session) error
+	// SessionByHash finds a session that is alive at now.
+	SessionByHash(ctx context.Context, idHash string, now time.Time) (Session, error)
+	// TouchSession records activity (and the mode and second factor, which
+	// a request may change).
+	TouchSession(ctx context.Context, s Session) error
+	DeleteSession(ctx context.Context, idHash string) error
+	// DeleteSessions ends every session of a merchant but keep ("" for
+	// none): sign out everywhere, and a password change.
+	DeleteSessions(ctx context.Context, merchantCode, keep string) error
+}
