@@ -35,6 +35,16 @@ type Store interface {
 	ipn.Repo
 	checkout.Repo
 	session.Repo
+	// What the dashboard reads and changes beyond the services' needs.
+	ActiveAPIKey(ctx context.Context, code string, mode merchant.Mode) (merchant.APIKey, error)
+	SetNotificationSecret(ctx context.Context, code string, mode merchant.Mode, secret string) error
+	SetPassword(ctx context.Context, code, hash string) error
+	TOTP(ctx context.Context, code string) (string, time.Time, error)
+	EnableTOTP(ctx context.Context, code, secret string, recoveryHashes []string, at time.Time) error
+	UseRecoveryCode(ctx context.Context, code, hash string, at time.Time) (bool, error)
+	BillsPage(ctx context.Context, f bill.ListFilter) ([]bill.Bill, error)
+	PaymentsOfBill(ctx context.Context, billRef string) ([]payment.Payment, error)
+	PaymentTotals(ctx context.Context, merchantCode, mode string, since time.Time, offset time.Duration) ([]payment.DayTotal, error)
 	Ping(ctx context.Context) error
 	Close() error
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,6 +26,7 @@ import (
 	"github.com/kadipay/kadi/internal/money"
 	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/secret"
+	"github.com/kadipay/kadi/internal/session"
 	"github.com/kadipay/kadi/internal/store"
 )
 
@@ -101,6 +103,12 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Payment/Unsettled", testUnsettled},
 		{"Checkout/RoundTrip", testCheckoutRoundTrip},
 		{"Checkout/Expiry", testCheckoutExpiry},
+		{"Session/RoundTrip", testSessionRoundTrip},
+		{"Session/Timeouts", testSessionTimeouts},
+		{"Session/SignOutEverywhere", testSessionsDeleteOthers},
+		{"Dashboard/TOTPAndRecoveryCodes", testTOTP},
+		{"Dashboard/BillsPage", testBillsPage},
+		{"Dashboard/PaymentTotals", testPaymentTotals},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.test(t, open(t)) })
@@ -1377,4 +1385,172 @@ func testCheckoutExpiry(t *testing.T, s store.Store) {
 	if _, err := s.CheckoutByHash(ctx, fresh.IDHash, end); err != nil {
 		t.Fatalf("an unexpired session was deleted: %v", err)
 	}
+}
+
+func testSessionRoundTrip(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	id, ss := session.New(f.m.Code, base)
+	must(t, "CreateSession", s.CreateSession(ctx, ss))
+	got, err := s.SessionByHash(ctx, session.Hash(id), base.Add(time.Minute))
+	must(t, "SessionByHash", err)
+	equal(t, "merchant", got.MerchantCode, f.m.Code)
+	equal(t, "mode", got.Mode, merchant.Test)
+	equal(t, "csrf", got.CSRF, ss.CSRF)
+	got.Mode, got.SecondFactor, got.LastSeenAt = merchant.Live, base.Add(2*time.Minute), base.Add(2*time.Minute)
+	must(t, "TouchSession", s.TouchSession(ctx, got))
+	again, err := s.SessionByHash(ctx, got.IDHash, base.Add(3*time.Minute))
+	must(t, "SessionByHash", err)
+	equal(t, "touched", []any{again.Mode, norm(again.SecondFactor), norm(again.LastSeenAt)}, []any{merchant.Live, norm(base.Add(2 * time.Minute)), norm(base.Add(2 * time.Minute))})
+	_, err = s.SessionByHash(ctx, id, base)
+	mustErr(t, "SessionByHash(the clear id)", err, session.ErrNotFound)
+	must(t, "DeleteSession", s.DeleteSession(ctx, got.IDHash))
+	_, err = s.SessionByHash(ctx, got.IDHash, base.Add(3*time.Minute))
+	mustErr(t, "SessionByHash after sign-out", err, session.ErrNotFound)
+	mustErr(t, "TouchSession after sign-out", s.TouchSession(ctx, got), session.ErrNotFound)
+}
+
+func testSessionTimeouts(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	_, ss := session.New(f.m.Code, base)
+	must(t, "CreateSession", s.CreateSession(ctx, ss))
+	if _, err := s.SessionByHash(ctx, ss.IDHash, base.Add(session.IdleTimeout-time.Millisecond)); err != nil {
+		t.Fatalf("a moment before the idle timeout: %v", err)
+	}
+	_, err := s.SessionByHash(ctx, ss.IDHash, base.Add(session.IdleTimeout))
+	mustErr(t, "at the idle timeout", err, session.ErrNotFound)
+	// Kept busy, it still ends at MaxAge.
+	ss.LastSeenAt = base.Add(session.MaxAge - time.Minute)
+	must(t, "TouchSession", s.TouchSession(ctx, ss))
+	_, err = s.SessionByHash(ctx, ss.IDHash, base.Add(session.MaxAge))
+	mustErr(t, "at the absolute timeout", err, session.ErrNotFound)
+}
+
+func testSessionsDeleteOthers(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f, other := addMerchant(t, s, base), addMerchant(t, s, base)
+	_, keep := session.New(f.m.Code, base)
+	_, gone := session.New(f.m.Code, base)
+	_, others := session.New(other.m.Code, base)
+	for _, ss := range []session.Session{keep, gone, others} {
+		must(t, "CreateSession", s.CreateSession(ctx, ss))
+	}
+	must(t, "DeleteSessions", s.DeleteSessions(ctx, f.m.Code, keep.IDHash))
+	for _, tt := range []struct {
+		ss    session.Session
+		alive bool
+	}{{keep, true}, {gone, false}, {others, true}} {
+		_, err := s.SessionByHash(ctx, tt.ss.IDHash, base)
+		if (err == nil) != tt.alive {
+			t.Errorf("session of %s: %v, want alive %t", tt.ss.MerchantCode, err, tt.alive)
+		}
+	}
+}
+
+func testTOTP(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	sec, enabled, err := s.TOTP(ctx, f.m.Code)
+	must(t, "TOTP", err)
+	if sec != "" || !enabled.IsZero() {
+		t.Fatalf("a new merchant has a second factor: %q %v", sec, enabled)
+	}
+	must(t, "EnableTOTP", s.EnableTOTP(ctx, f.m.Code, "JBSWY3DPEHPK3PXP", []string{"h1", "h2"}, base))
+	sec, enabled, err = s.TOTP(ctx, f.m.Code)
+	must(t, "TOTP", err)
+	equal(t, "totp", []any{sec, norm(enabled)}, []any{"JBSWY3DPEHPK3PXP", norm(base)})
+	ok, err := s.UseRecoveryCode(ctx, f.m.Code, "h1", base)
+	must(t, "UseRecoveryCode", err)
+	again, err := s.UseRecoveryCode(ctx, f.m.Code, "h1", base)
+	must(t, "UseRecoveryCode", err)
+	unknown, err := s.UseRecoveryCode(ctx, f.m.Code, "nope", base)
+	must(t, "UseRecoveryCode", err)
+	equal(t, "recovery code first, again, unknown", []bool{ok, again, unknown}, []bool{true, false, false})
+}
+
+// testBillsPage walks a merchant's bills with the keyset: every bill once,
+// newest first, and the filters keep to their merchant and mode.
+func testBillsPage(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f, other := addMerchant(t, s, base), addMerchant(t, s, base)
+	var want []string
+	for i := range 7 {
+		// Two bills share each creation time: the reference breaks the tie.
+		b := addBill(t, s, f.m.Code, merchant.Test, base.Add(time.Duration(i/2)*time.Second))
+		want = append(want, b.Reference)
+	}
+	addBill(t, s, f.m.Code, merchant.Live, base)
+	addBill(t, s, other.m.Code, merchant.Test, base)
+	var got []string
+	filter := bill.ListFilter{MerchantCode: f.m.Code, Mode: merchant.Test, Limit: 3, Now: base}
+	for range 10 {
+		page, err := s.BillsPage(ctx, filter)
+		must(t, "BillsPage", err)
+		for _, b := range page {
+			got = append(got, b.Reference)
+		}
+		if len(page) < filter.Limit {
+			break
+		}
+		last := page[len(page)-1]
+		filter.After = &bill.Cursor{CreatedAt: last.CreatedAt, Reference: last.Reference}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("paged %d bills, want %d: %v", len(got), len(want), got)
+	}
+	seen := map[string]bool{}
+	for i, ref := range got {
+		if seen[ref] {
+			t.Fatalf("bill %s twice", ref)
+		}
+		seen[ref] = true
+		if i > 0 && newer(t, s, got[i], got[i-1], f.m.Code) {
+			t.Fatalf("bill %s comes after the older %s", got[i], got[i-1])
+		}
+	}
+	one, err := s.BillsPage(ctx, bill.ListFilter{MerchantCode: f.m.Code, Mode: merchant.Test, Search: strings.ToLower(want[3]), Limit: 10, Now: base})
+	must(t, "BillsPage(search)", err)
+	if len(one) != 1 || one[0].Reference != want[3] {
+		t.Fatalf("search by reference: %v", one)
+	}
+	expired, err := s.BillsPage(ctx, bill.ListFilter{MerchantCode: f.m.Code, Mode: merchant.Test, State: bill.Expired, Limit: 10, Now: base.Add(48 * time.Hour)})
+	must(t, "BillsPage(expired)", err)
+	equal(t, "expired bills two days on", len(expired), len(want))
+}
+
+func testPaymentTotals(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	for i, st := range []payment.Status{payment.Succeeded, payment.Failed, payment.Succeeded} {
+		b := addBill(t, s, f.m.Code, merchant.Test, base)
+		p := startPayment(t, s, b, base.Add(time.Duration(i)*time.Second))
+		done, ev := finish(p, st, base.Add(time.Duration(i)*time.Second))
+		must(t, "FinishPayment", s.FinishPayment(ctx, done, 5, ev))
+	}
+	totals, err := s.PaymentTotals(ctx, f.m.Code, string(merchant.Test), base.Add(-time.Hour), 3*time.Hour)
+	must(t, "PaymentTotals", err)
+	var ok, failed, sum int64
+	for _, tt := range totals {
+		if tt.Status == payment.Succeeded {
+			ok += tt.Count
+			sum += tt.SumMinor
+		} else {
+			failed += tt.Count
+		}
+		if want := (base.UnixMilli() + (3 * time.Hour).Milliseconds()) / 86_400_000; tt.Day != want {
+			t.Errorf("day %d, want %d", tt.Day, want)
+		}
+	}
+	equal(t, "approved, failed, volume", []int64{ok, failed, sum}, []int64{2, 1, 2 * 150_075})
+}
+
+// newer reports whether bill a sorts before b in a newest-first list.
+func newer(t *testing.T, s store.Store, a, b, code string) bool {
+	t.Helper()
+	ba, err := s.BillByReference(t.Context(), code, merchant.Test, a)
+	must(t, "BillByReference", err)
+	bb, err := s.BillByReference(t.Context(), code, merchant.Test, b)
+	must(t, "BillByReference", err)
+	return ba.CreatedAt.After(bb.CreatedAt) || (ba.CreatedAt.Equal(bb.CreatedAt) && a > b)
 }

@@ -1,0 +1,317 @@
+package dashboard_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/server/servertest"
+	"github.com/kadipay/kadi/internal/session"
+)
+
+const visa = "4242424242424242"
+
+// browser is a cookie jar and the CSRF token of the page it last read.
+type browser struct {
+	t      *testing.T
+	g      *servertest.Gateway
+	cookie *http.Cookie
+	csrf   string
+}
+
+func (b *browser) do(method, path string, form url.Values, header http.Header) *httptest.ResponseRecorder {
+	b.t.Helper()
+	var req *http.Request
+	if method == http.MethodPost {
+		req = httptest.NewRequest(method, path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	} else {
+		req = httptest.NewRequest(method, path, nil)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if b.cookie != nil {
+		req.AddCookie(b.cookie)
+	}
+	rec := b.g.Serve(req)
+	for _, c := range rec.Result().Cookies() {
+		if strings.HasSuffix(c.Name, "kadi_session") {
+			if c.MaxAge < 0 {
+				b.cookie = nil
+			} else {
+				b.cookie = c
+			}
+		}
+	}
+	if i := strings.Index(rec.Body.String(), `name="csrf" value="`); i >= 0 {
+		rest := rec.Body.String()[i+len(`name="csrf" value="`):]
+		b.csrf = rest[:strings.Index(rest, `"`)]
+	}
+	return rec
+}
+
+func (b *browser) get(path string) *httptest.ResponseRecorder {
+	return b.do(http.MethodGet, path, nil, nil)
+}
+
+// post sends a form with the session's CSRF token.
+func (b *browser) post(path string, form url.Values) *httptest.ResponseRecorder {
+	if form == nil {
+		form = url.Values{}
+	}
+	form.Set("csrf", b.csrf)
+	return b.do(http.MethodPost, path, form, nil)
+}
+
+func signIn(t *testing.T, g *servertest.Gateway, c merchant.Credentials) *browser {
+	t.Helper()
+	b := &browser{t: t, g: g}
+	rec := b.do(http.MethodPost, "/dashboard/sign-in", url.Values{"username": {c.Username}, "password": {c.Password}}, nil)
+	if rec.Code != http.StatusSeeOther || b.cookie == nil {
+		t.Fatalf("sign in: %d %s", rec.Code, rec.Body)
+	}
+	b.get("/dashboard/")
+	return b
+}
+
+func TestSignInPageWithoutSession(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	rec := g.Serve(httptest.NewRequest(http.MethodGet, "/dashboard/", nil))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `id="username"`) {
+		t.Fatalf("GET /dashboard/ without a session: %d\n%s", rec.Code, rec.Body)
+	}
+	for _, h := range []string{"Content-Security-Policy", "X-Frame-Options"} {
+		if rec.Header().Get(h) == "" {
+			t.Errorf("no %s", h)
+		}
+	}
+	if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || strings.Contains(csp, "unsafe-inline") {
+		t.Errorf("CSP %q", csp)
+	}
+	if rec := g.Serve(httptest.NewRequest(http.MethodGet, "/dashboard/payments", nil)); rec.Code != http.StatusSeeOther {
+		t.Errorf("a page without a session: %d, want a redirect to sign in", rec.Code)
+	}
+}
+
+// The session cookie: HttpOnly, SameSite, and __Host- with Secure when the
+// gateway is reached over https.
+func TestSessionCookie(t *testing.T) {
+	for _, tt := range []struct {
+		public, name string
+		secure       bool
+	}{{"http://kadi.test", "kadi_session", false}, {"https://pay.kadi.example", "__Host-kadi_session", true}} {
+		g := servertest.Start(t, servertest.Options{PublicURL: tt.public})
+		c := g.Onboard("Cookie Shop")
+		b := signIn(t, g, c)
+		ck := b.cookie
+		if ck.Name != tt.name || ck.Secure != tt.secure || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/" || len(ck.Value) != 43 {
+			t.Errorf("%s: cookie %+v", tt.public, ck)
+		}
+	}
+}
+
+// A session id the browser brought along is never the signed-in session.
+func TestSessionFixation(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Fixed Shop")
+	planted := &http.Cookie{Name: "kadi_session", Value: strings.Repeat("A", 43)}
+	b := &browser{t: t, g: g, cookie: planted}
+	b.do(http.MethodPost, "/dashboard/sign-in", url.Values{"username": {c.Username}, "password": {c.Password}}, nil)
+	if b.cookie == nil || b.cookie.Value == planted.Value {
+		t.Fatalf("sign-in kept the planted session id")
+	}
+	first := b.cookie.Value
+	again := signIn(t, g, c)
+	if again.cookie.Value == first {
+		t.Error("two sign-ins got the same session id")
+	}
+}
+
+// Every state change must be same-origin and carry the session's token.
+func TestCSRF(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Forged Shop")
+	b := signIn(t, g, c)
+	form := url.Values{"mode": {"live"}, "csrf": {b.csrf}}
+	cross := http.Header{"Origin": {"https://evil.example"}, "Sec-Fetch-Site": {"cross-site"}}
+	if rec := b.do(http.MethodPost, "/dashboard/mode", form, cross); rec.Code != http.StatusForbidden {
+		t.Errorf("cross-origin POST: %d, want 403", rec.Code)
+	}
+	noToken := url.Values{"mode": {"live"}}
+	if rec := b.do(http.MethodPost, "/dashboard/mode", noToken, nil); rec.Code != http.StatusForbidden {
+		t.Errorf("POST without the CSRF token: %d, want 403", rec.Code)
+	}
+	wrong := url.Values{"mode": {"live"}, "csrf": {strings.Repeat("x", 43)}}
+	if rec := b.do(http.MethodPost, "/dashboard/mode", wrong, nil); rec.Code != http.StatusForbidden {
+		t.Errorf("POST with another token: %d, want 403", rec.Code)
+	}
+	if strings.Contains(b.get("/dashboard/").Body.String(), "LIVE MODE") {
+		t.Error("a refused request switched the mode")
+	}
+	if rec := b.post("/dashboard/mode", url.Values{"mode": {"live"}}); rec.Code != http.StatusSeeOther {
+		t.Fatalf("same-origin POST with the token: %d", rec.Code)
+	}
+	if !strings.Contains(b.get("/dashboard/").Body.String(), "LIVE MODE") {
+		t.Error("the mode switch did not take")
+	}
+}
+
+// Merchant A opening merchant B's bill or replaying B's notification by URL
+// gets the 404 of a missing one; test data is invisible in live mode.
+func TestScopedToMerchantAndMode(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	a, bm := g.Onboard("Shop A"), g.Onboard("Shop B")
+	billB, _ := g.Pay(bm, g.Token(bm, merchant.Test), "BSECRET", "10", servertest.Card{Number: visa, CVV: "737"})
+	browserA := signIn(t, g, a)
+	if rec := browserA.get("/dashboard/payments/" + billB.Reference); rec.Code != http.StatusNotFound {
+		t.Errorf("A opening B's bill: %d", rec.Code)
+	}
+	if rec := browserA.get("/dashboard/payments?q=" + billB.Reference); strings.Contains(rec.Body.String(), billB.Reference+"<") {
+		t.Errorf("A's search finds B's bill")
+	}
+	browserB := signIn(t, g, bm)
+	page := browserB.get("/dashboard/payments/" + billB.Reference).Body.String()
+	i := strings.Index(page, "IPN msg_")
+	if i < 0 {
+		t.Fatalf("B's bill page shows no IPN:\n%s", page)
+	}
+	event := page[i+4 : i+4+28]
+	if rec := browserA.post("/dashboard/ipn/"+event+"/replay", nil); rec.Code != http.StatusNotFound {
+		t.Errorf("A replaying B's notification: %d", rec.Code)
+	}
+	// B in live mode sees none of its test payments.
+	browserB.post("/dashboard/mode", url.Values{"mode": {"live"}})
+	if rec := browserB.get("/dashboard/payments/" + billB.Reference); rec.Code != http.StatusNotFound {
+		t.Errorf("a test bill opened in live mode: %d", rec.Code)
+	}
+	if body := browserB.get("/dashboard/payments").Body.String(); strings.Contains(body, billB.Reference) {
+		t.Error("a test bill listed in live mode")
+	}
+}
+
+// Everything a merchant or customer typed is rendered inert.
+func TestEscaping(t *testing.T) {
+	const evil = `<script>alert(1)</script>`
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard(`Shop ` + evil)
+	tok := g.Token(c, merchant.Test)
+	body := servertest.BillBody(c, "XSS1", "10")
+	body["customer"].(map[string]any)["name"] = "Zoë O'Brien-Kamau"
+	b := g.MustBill(tok, body)
+	br := signIn(t, g, c)
+	for _, path := range []string{"/dashboard/", "/dashboard/payments", "/dashboard/payments/" + b.Reference, "/dashboard/developers", "/dashboard/audit"} {
+		if page := br.get(path).Body.String(); strings.Contains(page, "<script>alert") {
+			t.Errorf("%s renders markup from data:\n%s", path, page)
+		}
+	}
+	// The IPN URL is checked as a URL, and shown escaped if odd.
+	rec := br.post("/dashboard/settings/ipn", url.Values{"url": {`https://shop.example/ipn"><script>alert(1)</script>`}, "username": {"u"}, "password": {"p"}})
+	if strings.Contains(rec.Body.String(), "<script>alert") {
+		t.Errorf("IPN settings echo markup:\n%s", rec.Body)
+	}
+}
+
+// 15 idle minutes end a session; so do 12 hours, however active.
+func TestSessionTimeouts(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Idle Shop")
+	b := signIn(t, g, c)
+	g.Clock.Advance(session.IdleTimeout - time.Second)
+	if rec := b.get("/dashboard/payments"); rec.Code != http.StatusOK {
+		t.Fatalf("a request before the idle timeout: %d", rec.Code)
+	}
+	g.Clock.Advance(session.IdleTimeout)
+	if rec := b.get("/dashboard/payments"); rec.Code != http.StatusSeeOther {
+		t.Errorf("after 15 idle minutes: %d, want a redirect to sign in", rec.Code)
+	}
+
+	b = signIn(t, g, c)
+	for elapsed := time.Duration(0); elapsed < session.MaxAge-10*time.Minute; elapsed += 10 * time.Minute {
+		g.Clock.Advance(10 * time.Minute)
+		if rec := b.get("/dashboard/payments"); rec.Code != http.StatusOK {
+			t.Fatalf("an active session after %v: %d", elapsed, rec.Code)
+		}
+	}
+	g.Clock.Advance(20 * time.Minute)
+	if rec := b.get("/dashboard/payments"); rec.Code != http.StatusSeeOther {
+		t.Errorf("an active session after 12 hours: %d, want a redirect", rec.Code)
+	}
+}
+
+// Sign-in failures lock the dashboard after 10, with a page saying when to
+// come back, for the right password too; the answer never says whether the
+// merchant exists; the API's tokens are not locked by them.
+func TestSignInLockout(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Locked Shop")
+	try := func(user, pass string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/dashboard/sign-in", strings.NewReader(url.Values{"username": {user}, "password": {pass}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.RemoteAddr = "198.51.100.1:1234"
+		return g.Serve(req)
+	}
+	unknown := try("1234567890", "wrong-password-1")
+	wrong := try(c.Username, "wrong-password-1")
+	if unknown.Code != http.StatusUnauthorized || wrong.Code != http.StatusUnauthorized ||
+		!strings.Contains(unknown.Body.String(), "The username or password is not right.") || !strings.Contains(wrong.Body.String(), "The username or password is not right.") {
+		t.Fatalf("unknown merchant %d, wrong password %d: the answers differ", unknown.Code, wrong.Code)
+	}
+	for i := 2; i <= 10; i++ {
+		g.Clock.Advance(time.Minute) // past the address's throttle
+		try(c.Username, "wrong-password-1")
+	}
+	g.Clock.Advance(time.Minute)
+	rec := try(c.Username, c.Password)
+	if rec.Code != http.StatusTooManyRequests || !strings.Contains(rec.Body.String(), "Try again after") {
+		t.Errorf("right password after 10 failures: %d\n%s", rec.Code, rec.Body)
+	}
+	g.Token(c, merchant.Test) // the API is not locked by dashboard failures
+}
+
+// Password changes: the rules, and every other session ends.
+func TestPasswordChange(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Password Shop")
+	b, other := signIn(t, g, c), signIn(t, g, c)
+	for name, form := range map[string]url.Values{
+		"too short":       {"current": {c.Password}, "new": {"short1"}, "confirm": {"short1"}},
+		"no digit":        {"current": {c.Password}, "new": {"longpasswordonly"}, "confirm": {"longpasswordonly"}},
+		"no letter":       {"current": {c.Password}, "new": {"123456789012"}, "confirm": {"123456789012"}},
+		"different twice": {"current": {c.Password}, "new": {"newpassword123"}, "confirm": {"newpassword124"}},
+		"wrong current":   {"current": {"wrong-password-1"}, "new": {"newpassword123"}, "confirm": {"newpassword123"}},
+		"same as current": {"current": {c.Password}, "new": {c.Password}, "confirm": {c.Password}},
+	} {
+		if rec := b.post("/dashboard/security/password", form); rec.Code < 400 {
+			t.Errorf("%s: %d, want refused", name, rec.Code)
+		}
+	}
+	if rec := b.post("/dashboard/security/password", url.Values{"current": {c.Password}, "new": {"newpassword123"}, "confirm": {"newpassword123"}}); rec.Code != http.StatusSeeOther {
+		t.Fatalf("valid change: %d %s", rec.Code, rec.Body)
+	}
+	if rec := other.get("/dashboard/payments"); rec.Code != http.StatusSeeOther {
+		t.Errorf("another session after the password change: %d, want signed out", rec.Code)
+	}
+	if rec := b.get("/dashboard/payments"); rec.Code != http.StatusOK {
+		t.Errorf("the session that changed it: %d", rec.Code)
+	}
+	c.Password = "newpassword123"
+	signIn(t, g, c)
+}
+
+// Live-mode changes need two-step verification.
+func TestLiveActionsNeedSecondFactor(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Live Shop")
+	b := signIn(t, g, c)
+	b.post("/dashboard/mode", url.Values{"mode": {"live"}})
+	rec := b.post("/dashboard/developers/regenerate", url.Values{"confirm": {"yes"}, "password": {c.Password}})
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "two-step") {
+		t.Errorf("live key regeneration without a second factor: %d", rec.Code)
+	}
+	g.Token(c, merchant.Live) // the live key still works
+}
