@@ -63,10 +63,13 @@ func TestBrowserDashboard(t *testing.T) {
 
 	ctx, console := newBrowser(t)
 	mark := console.mark()
+	// Each page is looked at: a screenshot for a person (with
+	// KADI_SCREENSHOTS=1) and axe-core for what a person may miss.
 	shot := func(name string) {
 		if screenshots {
 			saveScreenshot(t, ctx, "dashboard-"+name+".png")
 		}
+		axeCheck(t, ctx, "dashboard "+name)
 	}
 	base := g.BaseURL + "/dashboard/"
 
@@ -160,6 +163,20 @@ func TestBrowserDashboard(t *testing.T) {
 		}
 	}
 	shot("audit")
+
+	// On a phone (390 px), no page scrolls sideways: wide tables scroll
+	// inside their own region.
+	run(t, ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
+	for _, path := range []string{"", "payments", "payments/" + b.Reference, "developers", "settings/ipn", "ipn", "audit", "security"} {
+		run(t, ctx, chromedp.Navigate(base+path), chromedp.WaitVisible(chromedp.CSS("main h1")))
+		if w := value(t, ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - window.innerWidth`)); w > 0 {
+			t.Errorf("/dashboard/%s at 390 px scrolls sideways by %d px", path, w)
+		}
+		if path == "" {
+			shot("phone-home")
+		}
+	}
+	run(t, ctx, chromedp.EmulateViewport(1280, 900))
 
 	// Sign out: the dashboard is closed again.
 	run(t, ctx, chromedp.Click(chromedp.CSS(`form[action="/dashboard/sign-out"] button`)), chromedp.WaitVisible(chromedp.ID("username")))
