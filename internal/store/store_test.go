@@ -55,7 +55,7 @@ func postgresURL(t *testing.T) string {
 
 // freshSchema creates an empty schema, dropped when t ends, and returns base
 // with search_path pointing into it: every test gets a database of its own.
-func freshSchema(t *testing.T, base string) string {
+func freshSchema(t testing.TB, base string) string {
 	t.Helper()
 	admin, err := sql.Open("pgx", base)
 	if err != nil {
