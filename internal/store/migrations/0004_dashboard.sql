@@ -28,5 +28,6 @@ ALTER TABLE api_keys ADD COLUMN prefix TEXT NOT NULL DEFAULT '';
 -- The payments list: a merchant's bills in one mode, newest first, paged by
 -- (created_at, reference).
 CREATE INDEX bills_list ON bills (merchant_code, mode, created_at, reference);
+CREATE INDEX bills_state_list ON bills (merchant_code, mode, state, created_at, reference);
 CREATE INDEX payments_last4 ON payments (merchant_code, mode, card_last4);
 CREATE INDEX payments_merchant_time ON payments (merchant_code, mode, updated_at);
