@@ -1,12 +1,20 @@
 package dashboard_test
 
 import (
+	"crypto/sha256"
+	"encoding/csv"
+	"encoding/hex"
+	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pquerna/otp/totp"
 
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/server/servertest"
@@ -315,3 +323,114 @@ func TestLiveActionsNeedSecondFactor(t *testing.T) {
 	}
 	g.Token(c, merchant.Live) // the live key still works
 }
+
+// With two-step verification on, a sign-in asks for a code before any
+// page; a wrong code is refused; a recovery code works once; live-mode
+// changes then go through.
+func TestSecondFactor(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Two Step Shop")
+	const secret = "JBSWY3DPEHPK3PXP"
+	recovery := "ABCDE-FGHJK"
+	sum := sha256.Sum256([]byte("ABCDEFGHJK"))
+	if err := g.Store.EnableTOTP(t.Context(), c.MerchantCode, secret, []string{hex.EncodeToString(sum[:])}, g.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	b := signIn(t, g, c)
+	if page := b.get("/dashboard/payments").Body.String(); !strings.Contains(page, `action="/dashboard/verify"`) {
+		t.Fatalf("a page before the second factor:\n%s", page)
+	}
+	if rec := b.post("/dashboard/verify", url.Values{"code": {"000000"}}); rec.Code != http.StatusUnauthorized {
+		t.Errorf("wrong code: %d", rec.Code)
+	}
+	code, err := totp.GenerateCode(secret, g.Clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := b.post("/dashboard/verify", url.Values{"code": {code}}); rec.Code != http.StatusSeeOther {
+		t.Fatalf("right code: %d", rec.Code)
+	}
+	if rec := b.get("/dashboard/payments"); rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `action="/dashboard/verify"`) {
+		t.Errorf("after the code: %d", rec.Code)
+	}
+	b.post("/dashboard/mode", url.Values{"mode": {"live"}})
+	if rec := b.post("/dashboard/developers/regenerate", url.Values{"confirm": {"yes"}, "password": {c.Password}}); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `id="new-key"`) {
+		t.Errorf("live key regeneration with the second factor: %d", rec.Code)
+	}
+
+	// A recovery code stands in for the app once.
+	for i, want := range []int{http.StatusSeeOther, http.StatusUnauthorized} {
+		other := signIn(t, g, c)
+		if rec := other.post("/dashboard/verify", url.Values{"code": {recovery}}); rec.Code != want {
+			t.Errorf("recovery code, use %d: %d, want %d", i+1, rec.Code, want)
+		}
+	}
+}
+
+// The payments list: filters, keyset pages that never repeat or skip a
+// bill, and the CSV export of the same list.
+func TestPaymentsListAndExport(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("List Shop")
+	tok := g.Token(c, merchant.Test)
+	var refs []string
+	for i := range 120 {
+		b := g.CreateBill(c, tok, fmt.Sprintf("LIST%d", i), "10")
+		refs = append(refs, b.Reference)
+		g.Clock.Advance(time.Second)
+	}
+	paid, _ := g.Pay(c, tok, "LISTPAID", "25.50", servertest.Card{Number: visa, CVV: "737"})
+	b := signIn(t, g, c)
+	seen := map[string]bool{}
+	next := "/dashboard/payments"
+	for pages := 0; next != ""; pages++ {
+		if pages > 5 {
+			t.Fatal("the pages never end")
+		}
+		body := b.get(next).Body.String()
+		for _, m := range billLink.FindAllStringSubmatch(body, -1) {
+			if seen[m[1]] {
+				t.Errorf("bill %s on two pages", m[1])
+			}
+			seen[m[1]] = true
+		}
+		next = ""
+		if m := nextLink.FindStringSubmatch(body); m != nil {
+			next = html.UnescapeString(m[1])
+		}
+	}
+	if len(seen) != len(refs)+1 {
+		t.Errorf("the pages showed %d bills, want %d", len(seen), len(refs)+1)
+	}
+	if body := b.get("/dashboard/payments?status=paid").Body.String(); !strings.Contains(body, paid.Reference) || strings.Contains(body, refs[0]) {
+		t.Error("status filter")
+	}
+	if body := b.get("/dashboard/payments?q=4242").Body.String(); !strings.Contains(body, paid.Reference) || strings.Contains(body, refs[5]) {
+		t.Error("search by the card's last four")
+	}
+	if body := b.get("/dashboard/payments?q=LIST7").Body.String(); !strings.Contains(body, refs[7]) || strings.Contains(body, refs[8]) {
+		t.Error("search by order reference")
+	}
+	for _, bad := range []string{"status=lost", "from=yesterday", "q=%3Cscript%3E", "after=1_x"} {
+		if rec := b.get("/dashboard/payments?" + bad); rec.Code != http.StatusBadRequest {
+			t.Errorf("filter %s: %d, want 400", bad, rec.Code)
+		}
+	}
+	rec := b.get("/dashboard/payments.csv?status=paid")
+	rows, err := csv.NewReader(rec.Body).ReadAll()
+	if err != nil || rec.Header().Get("Content-Type") != "text/csv; charset=utf-8" {
+		t.Fatalf("CSV: %v %q", err, rec.Header().Get("Content-Type"))
+	}
+	if len(rows) != 2 || rows[1][1] != paid.Reference || rows[1][3] != "paid" || rows[1][4] != "25.50" {
+		t.Errorf("CSV of paid bills: %v", rows)
+	}
+	all, _ := csv.NewReader(b.get("/dashboard/payments.csv").Body).ReadAll()
+	if len(all) != len(refs)+2 {
+		t.Errorf("CSV of everything: %d rows, want %d", len(all), len(refs)+2)
+	}
+}
+
+var (
+	billLink = regexp.MustCompile(`href="/dashboard/payments/([A-Z0-9]{12})"`)
+	nextLink = regexp.MustCompile(`<a href="([^"]+)" rel="next">`)
+)
