@@ -8,9 +8,6 @@ package checkout
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"time"
 
@@ -45,7 +42,7 @@ type Session struct {
 // New starts a session and returns its id: 256 random bits, which go to
 // the browser and nowhere else.
 func New(merchantCode string, mode merchant.Mode, billRef string, fields map[string]string, now time.Time) (string, Session) {
-	id := base64.RawURLEncoding.EncodeToString(secret.RandomBytes(32))
+	id := secret.NewToken()
 	return id, Session{
 		IDHash: Hash(id), MerchantCode: merchantCode, Mode: mode, BillReference: billRef,
 		Fields: fields, CreatedAt: now, ExpiresAt: now.Add(TTL),
@@ -55,8 +52,7 @@ func New(merchantCode string, mode merchant.Mode, billRef string, fields map[str
 // Hash is how a session id is stored and looked up: a copy of the
 // database does not hand out live sessions.
 func Hash(id string) string {
-	sum := sha256.Sum256([]byte(id))
-	return hex.EncodeToString(sum[:])
+	return secret.HashToken(id)
 }
 
 // ValidID reports whether id has the shape New gives, so nothing else

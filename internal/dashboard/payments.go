@@ -256,20 +256,17 @@ type attemptView struct {
 	Attempts []ipn.Attempt
 }
 
-func (h *Handler) billPage(w http.ResponseWriter, r *http.Request) {
+// billOf loads the bill named in the path, for the visit's merchant and
+// mode only, with every attempt and the notification of the successful one.
+func (h *Handler) billOf(r *http.Request) (bill.Bill, []attemptView, error) {
 	v := visitOf(r)
 	b, err := h.Store.BillByReference(r.Context(), v.Merchant.Code, v.Sess.Mode, r.PathValue("ref"))
-	if errors.Is(err, bill.ErrNotFound) {
-		h.notFound(w, r)
-		return
-	} else if err != nil {
-		h.internal(w, r, err)
-		return
+	if err != nil {
+		return b, nil, err
 	}
 	ps, err := h.Store.PaymentsOfBill(r.Context(), b.Reference)
 	if err != nil {
-		h.internal(w, r, err)
-		return
+		return b, nil, err
 	}
 	views := make([]attemptView, len(ps))
 	for i, p := range ps {
@@ -279,16 +276,26 @@ func (h *Handler) billPage(w http.ResponseWriter, r *http.Request) {
 		}
 		evs, err := h.Store.IPNEvents(r.Context(), ipn.Filter{MerchantCode: v.Merchant.Code, Mode: v.Sess.Mode, PaymentID: p.ID, Limit: 1})
 		if err != nil {
-			h.internal(w, r, err)
-			return
+			return b, nil, err
 		}
 		if len(evs) == 1 {
 			views[i].Event = &evs[0]
 			if views[i].Attempts, err = h.Store.IPNAttempts(r.Context(), evs[0].ID); err != nil {
-				h.internal(w, r, err)
-				return
+				return b, nil, err
 			}
 		}
+	}
+	return b, views, nil
+}
+
+func (h *Handler) billPage(w http.ResponseWriter, r *http.Request) {
+	b, views, err := h.billOf(r)
+	if errors.Is(err, bill.ErrNotFound) {
+		h.notFound(w, r)
+		return
+	} else if err != nil {
+		h.internal(w, r, err)
+		return
 	}
 	h.render(w, r, http.StatusOK, "bill.html", map[string]any{"Bill": b, "State": b.DisplayState(h.Now()), "Payments": views,
 		"Note": r.URL.Query().Get("note")})
@@ -300,8 +307,7 @@ func (h *Handler) resendIPN(w http.ResponseWriter, r *http.Request) {
 	if !h.liveAction(w, r) {
 		return
 	}
-	v := visitOf(r)
-	b, err := h.Store.BillByReference(r.Context(), v.Merchant.Code, v.Sess.Mode, r.PathValue("ref"))
+	b, views, err := h.billOf(r)
 	if errors.Is(err, bill.ErrNotFound) {
 		h.notFound(w, r)
 		return
@@ -309,24 +315,15 @@ func (h *Handler) resendIPN(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
-	ps, err := h.Store.PaymentsOfBill(r.Context(), b.Reference)
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
-	for _, p := range ps {
-		if p.Status != payment.Succeeded {
+	for _, a := range views {
+		if a.Event == nil {
 			continue
 		}
-		evs, err := h.Store.IPNEvents(r.Context(), ipn.Filter{MerchantCode: v.Merchant.Code, Mode: v.Sess.Mode, PaymentID: p.ID, Limit: 1})
-		if err != nil || len(evs) != 1 {
-			break
-		}
-		if _, err := h.Store.ReplayIPN(r.Context(), evs[0].ID, h.Now(), "dashboard "+clientIP(r)); err != nil {
+		if _, err := h.Store.ReplayIPN(r.Context(), a.Event.ID, h.Now(), "dashboard "+clientIP(r)); err != nil {
 			h.internal(w, r, err)
 			return
 		}
-		h.audit(r, audit.IPNReplayed, evs[0].ID)
+		h.audit(r, audit.IPNReplayed, a.Event.ID)
 		back(w, r, "/dashboard/payments/"+b.Reference, "The notification is on its way again (same webhook-id).")
 		return
 	}

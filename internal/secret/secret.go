@@ -75,6 +75,17 @@ func RandomDigits(n int) string {
 // RandomUpperAlnum returns n characters of A–Z and 0–9.
 func RandomUpperAlnum(n int) string { return RandomString(n, upperAlnum) }
 
+// NewToken returns 256 random bits as URL-safe text (43 characters): an
+// id that goes to a browser and that nobody can guess.
+func NewToken() string { return base64.RawURLEncoding.EncodeToString(RandomBytes(32)) }
+
+// HashToken is how a token is stored and looked up: a copy of the database
+// hands out no live token.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
 // NewID returns a prefixed random identifier, e.g. "pay_3f9c…".
 func NewID(prefix string) string {
 	return prefix + "_" + hex.EncodeToString(RandomBytes(12))

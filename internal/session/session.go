@@ -5,9 +5,6 @@ package session
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"time"
 
@@ -43,18 +40,17 @@ type Session struct {
 // New starts a session for merchantCode and returns its id, 256 random bits
 // that go to the browser's cookie and nowhere else.
 func New(merchantCode string, now time.Time) (string, Session) {
-	id := base64.RawURLEncoding.EncodeToString(secret.RandomBytes(32))
+	id := secret.NewToken()
 	return id, Session{
 		IDHash: Hash(id), MerchantCode: merchantCode, Mode: merchant.Test,
-		CSRF:      base64.RawURLEncoding.EncodeToString(secret.RandomBytes(32)),
+		CSRF:      secret.NewToken(),
 		CreatedAt: now, LastSeenAt: now,
 	}
 }
 
 // Hash is how an id is stored and looked up.
 func Hash(id string) string {
-	sum := sha256.Sum256([]byte(id))
-	return hex.EncodeToString(sum[:])
+	return secret.HashToken(id)
 }
 
 // Alive reports whether s may still be used at now.
