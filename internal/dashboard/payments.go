@@ -35,6 +35,7 @@ type dayBar struct {
 	Label          string
 	X, Y, W, H     int
 	Approved, Sent int64
+	Volume         string // the day's approved amounts, per currency
 }
 
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
@@ -93,10 +94,12 @@ func summarize(name string, totals []payment.DayTotal, first int64) period {
 // day, server-side: no charting script.
 func chart(totals []payment.DayTotal, today int64) []dayBar {
 	ok, all := map[int64]int64{}, map[int64]int64{}
+	volume := map[int64][]payment.DayTotal{}
 	for _, t := range totals {
 		all[t.Day] += t.Count
 		if t.Status == payment.Succeeded {
 			ok[t.Day] += t.Count
+			volume[t.Day] = append(volume[t.Day], t)
 		}
 	}
 	var peak int64 = 1
@@ -108,7 +111,7 @@ func chart(totals []payment.DayTotal, today int64) []dayBar {
 		day := today - 29 + int64(i)
 		height := int(ok[day] * 100 / peak)
 		bars[i] = dayBar{Label: time.UnixMilli(day * 86_400_000).UTC().Format("2 Jan"), X: i * 10, Y: 100 - height, W: 8, H: height,
-			Approved: ok[day], Sent: all[day]}
+			Approved: ok[day], Sent: all[day], Volume: strings.Join(summarize("", volume[day], day).Volume, ", ")}
 	}
 	return bars
 }
