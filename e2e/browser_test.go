@@ -74,10 +74,14 @@ func TestBrowserCheckout(t *testing.T) {
 		doubleClick bool
 		wantPaid    bool
 		wantFailed  string // the shop's text after FAILED
+		// then, after a decline on the card page: another card to pay with,
+		// or "" to cancel and return to the shop.
+		then string
 	}{
 		{name: "approved visa", card: "4242424242424242", cvv: "123", wantPaid: true},
 		{name: "3-D Secure", card: "4000000000003220", cvv: "123", threeDS: true, wantPaid: true},
-		{name: "declined", card: "4000000000000002", cvv: "123", wantFailed: "Your card was declined"},
+		{name: "declined, then cancelled", card: "4000000000000002", cvv: "123", wantFailed: "Payment cancelled by the customer"},
+		{name: "declined, then another card", card: "4000000000000002", cvv: "123", then: "5555555555554444", wantPaid: true},
 		{name: "double click on pay", card: "5555555555554444", cvv: "123", doubleClick: true, wantPaid: true},
 	}
 	year := fmt.Sprint(time.Now().Year() + 2)
@@ -118,6 +122,24 @@ func TestBrowserCheckout(t *testing.T) {
 				doubleClickPay(t, cctx, proxy)
 			} else {
 				run(t, cctx, chromedp.Click(chromedp.ID("pay")))
+			}
+			if strings.HasPrefix(tc.name, "declined") {
+				// The card page stays, says why, keeps the names, and
+				// lets the shopper go on.
+				run(t, cctx, chromedp.WaitVisible(chromedp.ID("declined")))
+				if screenshots && tc.then == "" {
+					saveScreenshot(t, cctx, "declined-retry.png")
+				}
+				if name := value(t, cctx, chromedp.Value(chromedp.CSS(`input[name="cardFirstName"]`))); name != "Wanjiku" {
+					t.Errorf("first name after a decline: %q", name)
+				}
+				if tc.then == "" {
+					run(t, cctx, chromedp.Click(chromedp.ID("cancel")))
+				} else {
+					run(t, cctx, chromedp.SendKeys(chromedp.ID("cardNumber"), tc.then),
+						chromedp.SetValue(chromedp.ID("cardExpiryMonth"), "11"), chromedp.SetValue(chromedp.ID("cardExpiryYear"), year),
+						chromedp.SendKeys(chromedp.ID("cardSecurity"), tc.cvv), chromedp.Click(chromedp.ID("pay")))
+				}
 			}
 			if tc.threeDS {
 				run(t, cctx, chromedp.WaitVisible(chromedp.ID("code")))

@@ -52,7 +52,7 @@ func (s *Service) Create(ctx context.Context, m merchant.Merchant, mode merchant
 	b.State = Open
 	b.CreatedAt = now
 	for range 5 {
-		b.Reference = secret.RandomUpperAlnum(12)
+		b.Reference = secret.RandomString(12, secret.Unambiguous)
 		stored, created, err := s.Repo.InsertBill(ctx, b)
 		switch {
 		case errors.Is(err, ErrDuplicateReference):

@@ -89,7 +89,8 @@ func decode(tb testing.TB, b body) Request {
 	return req
 }
 
-var billReference = regexp.MustCompile(`^[A-Z0-9]{12}$`)
+// Bill references are read aloud and typed from receipts: no I, 1, O or 0.
+var billReference = regexp.MustCompile(`^[A-HJ-NP-Z2-9]{12}$`)
 
 func TestCreateStoresOpenBill(t *testing.T) {
 	s, repo, _ := newService()
@@ -101,7 +102,7 @@ func TestCreateStoresOpenBill(t *testing.T) {
 		t.Error("first create reported as a replay")
 	}
 	if !billReference.MatchString(b.Reference) {
-		t.Errorf("Reference = %q, want 12 of [A-Z0-9]", b.Reference)
+		t.Errorf("Reference = %q, want 12 of A-Z and 2-9 without I and O", b.Reference)
 	}
 	if b.Mode != merchant.Live || b.State != Open || !b.CreatedAt.Equal(testNow) || !b.ExpiresAt.Equal(testNow.Add(24*time.Hour)) {
 		t.Errorf("bill = %+v, want live, open, created now, expiring in 24 h", b)
@@ -124,7 +125,7 @@ func TestCreateReferencesAreRandomAndWellFormed(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !billReference.MatchString(b.Reference) {
-			t.Fatalf("Reference = %q, want 12 of [A-Z0-9]", b.Reference)
+			t.Fatalf("Reference = %q, want 12 of A-Z and 2-9 without I and O", b.Reference)
 		}
 		if seen[b.Reference] {
 			t.Fatalf("Reference %q drawn twice", b.Reference)

@@ -35,6 +35,11 @@ type Session struct {
 	Fields map[string]string
 	// PaymentID is the payment waiting for this session's 3-D Secure code.
 	PaymentID string
+	// EntryPage marks a session of Kadi's own card-entry page, where the
+	// shopper may try another card after a decline. A session made only to
+	// carry a merchant-posted form's 3-D Secure challenge is not one: that
+	// form keeps the spec's one-shot behaviour.
+	EntryPage bool
 	CreatedAt time.Time
 	ExpiresAt time.Time
 }

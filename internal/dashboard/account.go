@@ -106,7 +106,7 @@ func (h *Handler) confirmTOTP(w http.ResponseWriter, r *http.Request) {
 	codes := make([]string, 10)
 	hashes := make([]string, len(codes))
 	for i := range codes {
-		c := secret.RandomString(10, "ABCDEFGHJKLMNPQRSTUVWXYZ23456789")
+		c := secret.RandomString(10, secret.Unambiguous)
 		codes[i] = c[:5] + "-" + c[5:]
 		hashes[i] = recoveryHash(codes[i])
 	}

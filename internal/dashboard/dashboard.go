@@ -312,7 +312,7 @@ func funcs(h *Handler) template.FuncMap {
 			}
 			return t.In(h.Location).Format("2 Jan 2006 15:04")
 		},
-		"money": func(a money.Amount) string { return grouped(a.String()) },
+		"money": func(a money.Amount) string { return a.Grouped() },
 		"state": func(b bill.Bill) string { return string(b.DisplayState(h.Now())) },
 		"brand": func(b card.Brand) string {
 			if n := b.Name(); n != "" {

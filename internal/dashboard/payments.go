@@ -81,7 +81,7 @@ func summarize(name string, totals []payment.DayTotal, first int64) period {
 	}
 	for _, c := range sortedKeys(volume) {
 		if a, err := money.FromMinor(volume[c], c); err == nil {
-			p.Volume = append(p.Volume, c+" "+grouped(a.String()))
+			p.Volume = append(p.Volume, c+" "+a.Grouped())
 		}
 	}
 	if len(p.Volume) == 0 {
@@ -123,22 +123,6 @@ func sortedKeys(m map[string]int64) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// grouped puts thousands separators into a decimal: 1234567.50 → 1,234,567.50.
-func grouped(dec string) string {
-	whole, frac, hasFrac := strings.Cut(dec, ".")
-	var b strings.Builder
-	for i, c := range whole {
-		if i > 0 && (len(whole)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if hasFrac {
-		b.WriteString("." + frac)
-	}
-	return b.String()
 }
 
 var cursorShape = regexp.MustCompile(`^([0-9]{1,15})_([A-Z0-9]{1,20})$`)

@@ -67,6 +67,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	h.pages = template.Must(template.New("").Funcs(template.FuncMap{"cardYears": h.cardYears, "cardMonths": cardMonths}).ParseFS(templateFS, "templates/*.html"))
 	mux.HandleFunc("POST /cardPay", h.cardPay)
 	mux.HandleFunc("POST /cardPay/3ds", h.challenge)
+	mux.HandleFunc("POST /cardPay/cancel", h.cancel)
 	mux.Handle("GET /static/", http.FileServerFS(staticFS))
 }
 
@@ -130,6 +131,7 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	attempt.CallbackURL = t.callback.String()
+	t.typed = sub
 	p, err := h.Payments.Pay(r.Context(), t.bill, t.merchant, attempt)
 	h.answer(w, r, t, p, err)
 }
@@ -142,8 +144,12 @@ type trusted struct {
 	// fields are the merchant's form fields, kept by a checkout session.
 	fields map[string]string
 	// checkoutID names the checkout session our next page posts back, once
-	// there is one.
+	// there is one; entry says it is a session of our card-entry page,
+	// where a decline may be retried.
 	checkoutID string
+	entry      bool
+	// typed is what the shopper typed, to show again (never the PAN or CVV).
+	typed Submission
 }
 
 // trust checks everything that must hold before the bill and callbackUrl
@@ -198,14 +204,14 @@ func (h *Handler) resume(ctx context.Context, posted Submission) (Submission, tr
 		return posted, trusted{}, errCheckoutGone
 	}
 	sess, err := h.Checkouts.CheckoutByHash(ctx, checkout.Hash(posted.Checkout), h.Now())
-	if errors.Is(err, checkout.ErrNotFound) {
+	if errors.Is(err, checkout.ErrNotFound) || (err == nil && !sess.EntryPage) {
 		return posted, trusted{}, errCheckoutGone
 	} else if err != nil {
 		return posted, trusted{}, fmt.Errorf("load checkout session: %w", err)
 	}
 	sub := resumed(sess.Fields, posted)
 	t, err := h.load(ctx, sess.MerchantCode, sess.Mode, sess.BillReference, sub.CallbackURL)
-	t.fields, t.checkoutID = sess.Fields, posted.Checkout
+	t.fields, t.checkoutID, t.entry = sess.Fields, posted.Checkout, true
 	return sub, t, err
 }
 
@@ -243,6 +249,10 @@ func (h *Handler) startCheckout(ctx context.Context, t *trusted, paymentID strin
 	}
 	id, sess := checkout.New(t.bill.MerchantCode, t.bill.Mode, t.bill.Reference, t.fields, h.Now())
 	sess.PaymentID = paymentID
+	// A session made for our card page; one made for a challenge only
+	// carries a merchant-posted form's code.
+	sess.EntryPage = paymentID == ""
+	t.entry = sess.EntryPage
 	if err := h.Checkouts.CreateCheckout(ctx, sess); err != nil {
 		return err
 	}
@@ -366,8 +376,34 @@ func (h *Handler) challenge(w http.ResponseWriter, r *http.Request) {
 		h.renderError(w, r, err)
 		return
 	}
-	h.answer(w, r, trusted{merchant: m, bill: b, callback: cb, fields: sess.Fields, checkoutID: id}, p, nil)
+	h.answer(w, r, trusted{merchant: m, bill: b, callback: cb, fields: sess.Fields, checkoutID: id, entry: sess.EntryPage}, p, nil)
 }
+
+// cancel is the card page's "Cancel and return to the shop": the shop
+// hears Transaction Failed, unless the bill was paid meanwhile, when it
+// hears that instead.
+func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		h.renderError(w, r, errCheckoutGone)
+		return
+	}
+	posted := Submission{Checkout: r.PostForm.Get(checkoutField)}
+	_, t, err := h.resume(r.Context(), posted)
+	if err != nil {
+		h.renderError(w, r, err)
+		return
+	}
+	if t.bill.State == bill.Paid {
+		p, err := h.Payments.Repo.SuccessfulPayment(r.Context(), t.bill.Reference)
+		h.answer(w, r, t, p, err)
+		return
+	}
+	h.redirect(w, r, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: MsgCancelled, UpdatedAt: h.Now()}, h.Location))
+}
+
+// MsgCancelled is the callback's message when the shopper cancels on our
+// page. Messages to the merchant stay English: integrations parse them.
+const MsgCancelled = "Payment cancelled by the customer"
 
 // answer shows the outcome of a charge attempt.
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p payment.Payment, err error) {
@@ -384,6 +420,8 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 		h.renderChallenge(w, r, t, p, "")
 	case p.Status == payment.Processing:
 		h.renderError(w, r, &pageError{http.StatusConflict, "Payment in progress", payment.MsgInFlight + ". Please wait a moment and check with the shop; do not pay again."})
+	case p.Status == payment.Failed && t.entry && h.retry(w, r, t, p):
+		// Shown again on our page, with attempts left.
 	default:
 		if p.UpdatedAt.IsZero() {
 			p.UpdatedAt = h.Now() // refused before any attempt was stored
@@ -397,6 +435,22 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 		}
 		h.redirect(w, r, cb, callbackFor(t.bill, p, h.Location))
 	}
+}
+
+// retry keeps the shopper on our card page after a failed attempt while
+// the bill can still be paid: a decline, insufficient funds, a failed 3-D
+// Secure code or an acquirer error need not end the checkout, as hosted
+// checkouts do. It reports false when the bill is blocked, paid or expired:
+// then the shop hears the result.
+func (h *Handler) retry(w http.ResponseWriter, r *http.Request, t trusted, p payment.Payment) bool {
+	b, err := h.Bills.BillByID(r.Context(), t.bill.Reference)
+	if err != nil || b.State != bill.Open || b.Expired(h.Now()) {
+		return false
+	}
+	t.bill = b
+	left := h.Payments.MaxFailures - b.FailedAttempts
+	h.renderRetry(w, r, t, p.Message, left)
+	return true
 }
 
 // Callback is spec 2.5.

@@ -1,11 +1,13 @@
 package form_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -350,10 +352,13 @@ func TestCardEntryPage(t *testing.T) {
 	rec := g.CardPay(posted)
 	securityHeaders(t, rec, "'self'")
 	page := servertest.ParsePage(rec.Body.String())
-	if rec.Code != http.StatusOK || len(page.Forms) != 1 {
+	form, ok := page.FormTo("/cardPay")
+	if rec.Code != http.StatusOK || !ok {
 		t.Fatalf("card page: %d\n%s", rec.Code, rec.Body)
 	}
-	form := page.Forms[0]
+	if cancel, ok := page.FormTo("/cardPay/cancel"); !ok || cancel.Values()["checkout"] != form.Values()["checkout"] || len(page.Forms) != 2 {
+		t.Errorf("card page forms %v, want the payment and a cancel of the same checkout", page.Forms)
+	}
 	if form.Action() != "/cardPay" {
 		t.Errorf("card page posts to %q", form.Action())
 	}
@@ -392,7 +397,7 @@ func TestCardEntryPage(t *testing.T) {
 	if strings.Contains(body, badLuhn) || strings.Contains(body, tok) {
 		t.Error("the re-rendered page echoes the card number or the token")
 	}
-	if again := servertest.ParsePage(body).Forms[0].Values()["checkout"]; again != id {
+	if again, _ := servertest.ParsePage(body).FormTo("/cardPay"); again.Values()["checkout"] != id {
 		t.Errorf("the re-rendered page carries checkout %q, want the same session %q", again, id)
 	}
 	securityHeaders(t, rec, "'self'")
@@ -667,4 +672,124 @@ func TestBadCustomerFieldFailsBeforeTheCardPage(t *testing.T) {
 		t.Fatal("the card page was shown for a form with a bad e-mail address")
 	}
 	failed(t, callback(t, rec), b, "emailAddress")
+}
+
+// On Kadi's own card page a failed attempt keeps the shopper there, with
+// why and, when few are left, how many attempts remain; typed names and
+// expiry stay, the card number and CVV never come back; another card pays.
+func TestRetryOnTheCardPage(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Retry Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "RETRY1", "1500.00")
+	id := g.OpenCheckout(servertest.FormFields(c, tok, b))
+
+	for i, card := range []string{cardDeclined, cardInsufficient, cardAcquirerError} {
+		rec := g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: card, CVV: cvv, Month: "07", FirstName: "Amina", LastName: "Otieno"}))
+		body := rec.Body.String()
+		page := servertest.ParsePage(body)
+		f, ok := page.FormTo("/cardPay")
+		if rec.Code != http.StatusOK || !ok || f.Values()["checkout"] != id || !strings.Contains(body, `id="declined"`) {
+			t.Fatalf("attempt %d (%s…): %d\n%s", i+1, card[:6], rec.Code, body)
+		}
+		if strings.Contains(body, card) || strings.Contains(body, cvv) {
+			t.Fatalf("the retry page writes the card number or CVV back")
+		}
+		if in, _ := f.Input("cardFirstName"); in.Attrs["value"] != "Amina" {
+			t.Errorf("typed first name not kept: %q", in.Attrs["value"])
+		}
+		if left := 5 - (i + 1); (left <= 3) != strings.Contains(body, fmt.Sprintf("%d attempts left", left)) {
+			t.Errorf("attempt %d: attempts left shown wrongly:\n%s", i+1, body)
+		}
+	}
+	cb := callback(t, g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv})))
+	if cb["orderStatus"] != "Transaction Successfull" {
+		t.Fatalf("another card after three failures: %v", cb)
+	}
+	if n, ok := g.CountPayments(b.Reference, ""), g.CountPayments(b.Reference, payment.Succeeded); n != 4 || ok != 1 {
+		t.Errorf("%d attempts, %d successful; want 4 and 1", n, ok)
+	}
+}
+
+// The fifth failure blocks the bill: then the shop hears it.
+func TestRetryEndsWhenTheBillIsBlocked(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Blocked Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "BLOCK1", "10")
+	id := g.OpenCheckout(servertest.FormFields(c, tok, b))
+	for range 4 {
+		if rec := g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: cardDeclined, CVV: cvv})); !strings.Contains(rec.Body.String(), `id="declined"`) {
+			t.Fatalf("an early decline left the card page:\n%s", rec.Body)
+		}
+	}
+	failed(t, callback(t, g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: cardDeclined, CVV: cvv}))), b, "declined")
+	failed(t, callback(t, g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv}))), b, "blocked")
+}
+
+// A wrong 3-D Secure code on the card page's checkout is a retry too.
+func TestRetryAfterFailedChallenge(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Challenge Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "RETRY3DS", "10")
+	id := g.OpenCheckout(servertest.FormFields(c, tok, b))
+	g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: card3DS, CVV: cvv}))
+	rec := g.Serve(servertest.ChallengeRequest(id, "000000"))
+	if !strings.Contains(rec.Body.String(), `id="declined"`) || !strings.Contains(rec.Body.String(), "3-D Secure") {
+		t.Fatalf("wrong code on the card page's checkout:\n%s", rec.Body)
+	}
+	if cb := callback(t, g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv}))); cb["orderStatus"] != "Transaction Successfull" {
+		t.Errorf("another card after a failed challenge: %v", cb)
+	}
+}
+
+// "Cancel and return to the shop" tells the shop Transaction Failed;
+// after a payment it tells the payment.
+func TestCancel(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Cancel Shop")
+	tok := g.Token(c, merchant.Test)
+	cancel := func(id string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/cardPay/cancel", strings.NewReader(url.Values{"checkout": {id}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		return g.Serve(req)
+	}
+	b := g.CreateBill(c, tok, "CANCEL1", "10")
+	id := g.OpenCheckout(servertest.FormFields(c, tok, b))
+	failed(t, callback(t, cancel(id)), b, "cancelled by the customer")
+	if n := g.CountPayments(b.Reference, ""); n != 0 {
+		t.Errorf("a cancel made %d payments", n)
+	}
+
+	paid := g.CreateBill(c, tok, "CANCEL2", "10")
+	id = g.OpenCheckout(servertest.FormFields(c, tok, paid))
+	first := callback(t, g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv})))
+	if again := callback(t, cancel(id)); again["orderStatus"] != "Transaction Successfull" || again["transactionRef"] != first["transactionRef"] {
+		t.Errorf("cancel after paying: %v", again)
+	}
+	errorPage(t, cancel(strings.Repeat("A", 43)), http.StatusGone)
+}
+
+// Concurrent submits on one checkout after a decline still charge once.
+func TestConcurrentRetriesChargeOnce(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Race Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "RACE1", "10")
+	id := g.OpenCheckout(servertest.FormFields(c, tok, b))
+	g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: cardDeclined, CVV: cvv}))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 10 {
+		wg.Go(func() {
+			<-start
+			g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv}))
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := g.CountPayments(b.Reference, payment.Succeeded); n != 1 {
+		t.Errorf("%d successful charges after concurrent retries, want 1", n)
+	}
 }

@@ -22,7 +22,7 @@ type pageHeader struct {
 }
 
 func header(t trusted) pageHeader {
-	return pageHeader{Merchant: t.merchant.Name, Amount: t.bill.Amount.String(), Currency: t.bill.Amount.Currency.Code,
+	return pageHeader{Merchant: t.merchant.Name, Amount: t.bill.Amount.Grouped(), Currency: t.bill.Amount.Currency.Code,
 		OrderRef: t.bill.OrderReference, Reference: t.bill.Reference, Test: t.bill.Mode == merchant.Test}
 }
 
@@ -56,6 +56,25 @@ func (h *Handler) renderCardEntry(w http.ResponseWriter, r *http.Request, t trus
 	h.render(w, r, status, "'self'", "card.html", map[string]any{
 		"Header": header(t), "CheckoutField": checkoutField, "Checkout": t.checkoutID, "Errors": errs,
 		"FirstName": first, "LastName": last, "Month": sub.CardExpiryMonth, "Year": sub.CardExpiryYear,
+	})
+}
+
+// renderRetry shows our card page again after a failed attempt, with why
+// and how many attempts are left; the typed names and expiry stay, the
+// card number and CVV never come back.
+func (h *Handler) renderRetry(w http.ResponseWriter, r *http.Request, t trusted, why string, left int) {
+	sub := t.typed
+	if sub.CardFirstName == "" && sub.CardLastName == "" {
+		sub = resumed(t.fields, Submission{})
+	}
+	first, last := sub.CardFirstName, sub.CardLastName
+	if first == "" && last == "" {
+		first, last = sub.CustomerFirstName, sub.CustomerLastName
+	}
+	h.render(w, r, http.StatusOK, "'self'", "card.html", map[string]any{
+		"Header": header(t), "CheckoutField": checkoutField, "Checkout": t.checkoutID, "Errors": map[string]string{},
+		"FirstName": first, "LastName": last, "Month": sub.CardExpiryMonth, "Year": sub.CardExpiryYear,
+		"Declined": why, "AttemptsLeft": left,
 	})
 }
 

@@ -65,6 +65,23 @@ func FromMinor(minor int64, code string) (Amount, error) {
 // String renders the amount with exactly the currency's minor digits, the
 // form acquirers and merchants' reconciliation expect ("1500.00", "1500",
 // "1.500").
+// Grouped is String with thousands separators, for people to read:
+// "1,500.00", "250,000". Wire formats keep String.
+func (a Amount) Grouped() string {
+	whole, frac, hasFrac := strings.Cut(a.String(), ".")
+	var b strings.Builder
+	for i, c := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if hasFrac {
+		b.WriteString("." + frac)
+	}
+	return b.String()
+}
+
 func (a Amount) String() string {
 	digits := max(a.Currency.Digits, 0)
 	negative := a.Minor < 0

@@ -245,3 +245,22 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestGrouped(t *testing.T) {
+	for _, tt := range []struct {
+		minor    int64
+		currency string
+		want     string
+	}{
+		{150_000, "KES", "1,500.00"}, {123_456_750, "USD", "1,234,567.50"}, {250_000, "UGX", "250,000"},
+		{99, "KES", "0.99"}, {100_000, "KES", "1,000.00"}, {999, "UGX", "999"},
+	} {
+		a, err := FromMinor(tt.minor, tt.currency)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := a.Grouped(); got != tt.want {
+			t.Errorf("%d %s: %q, want %q", tt.minor, tt.currency, got, tt.want)
+		}
+	}
+}

@@ -72,6 +72,10 @@ func RandomDigits(n int) string {
 	return s
 }
 
+// Unambiguous is A–Z and 2–9 without I, O, 1 and 0, which people misread
+// when they copy a code from a receipt or say it on the phone.
+const Unambiguous = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+
 // RandomUpperAlnum returns n characters of A–Z and 0–9.
 func RandomUpperAlnum(n int) string { return RandomString(n, upperAlnum) }
 

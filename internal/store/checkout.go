@@ -16,9 +16,13 @@ func (s *DB) CreateCheckout(ctx context.Context, c checkout.Session) error {
 	if err != nil {
 		return fmt.Errorf("encode checkout fields: %w", err)
 	}
-	_, err = s.exec(ctx, `INSERT INTO checkout_sessions (id_hash, merchant_code, mode, bill_ref, fields, payment_id, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		c.IDHash, c.MerchantCode, string(c.Mode), c.BillReference, string(fields), c.PaymentID, ms(c.CreatedAt), ms(c.ExpiresAt))
+	entry := 0
+	if c.EntryPage {
+		entry = 1
+	}
+	_, err = s.exec(ctx, `INSERT INTO checkout_sessions (id_hash, merchant_code, mode, bill_ref, fields, payment_id, entry_page, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		c.IDHash, c.MerchantCode, string(c.Mode), c.BillReference, string(fields), c.PaymentID, entry, ms(c.CreatedAt), ms(c.ExpiresAt))
 	if err != nil {
 		return fmt.Errorf("insert checkout session: %w", err)
 	}
@@ -29,14 +33,14 @@ func (s *DB) CreateCheckout(ctx context.Context, c checkout.Session) error {
 func (s *DB) CheckoutByHash(ctx context.Context, idHash string, now time.Time) (checkout.Session, error) {
 	var c checkout.Session
 	var mode, fields string
-	var created, expires int64
-	err := s.queryRow(ctx, `SELECT id_hash, merchant_code, mode, bill_ref, fields, payment_id, created_at, expires_at
+	var created, expires, entry int64
+	err := s.queryRow(ctx, `SELECT id_hash, merchant_code, mode, bill_ref, fields, payment_id, entry_page, created_at, expires_at
 		FROM checkout_sessions WHERE id_hash = ? AND expires_at > ?`, idHash, ms(now)).
-		Scan(&c.IDHash, &c.MerchantCode, &mode, &c.BillReference, &fields, &c.PaymentID, &created, &expires)
+		Scan(&c.IDHash, &c.MerchantCode, &mode, &c.BillReference, &fields, &c.PaymentID, &entry, &created, &expires)
 	if err != nil {
 		return c, notFound(err, checkout.ErrNotFound)
 	}
-	c.Mode, c.CreatedAt, c.ExpiresAt = merchant.Mode(mode), fromMS(created), fromMS(expires)
+	c.Mode, c.CreatedAt, c.ExpiresAt, c.EntryPage = merchant.Mode(mode), fromMS(created), fromMS(expires), entry == 1
 	if err := json.Unmarshal([]byte(fields), &c.Fields); err != nil {
 		return c, fmt.Errorf("checkout session fields: %w", err)
 	}

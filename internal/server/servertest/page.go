@@ -110,3 +110,13 @@ func CSP(h http.Header) map[string][]string {
 	}
 	return out
 }
+
+// FormTo returns the page's form that posts to action.
+func (p Page) FormTo(action string) (Form, bool) {
+	for _, f := range p.Forms {
+		if f.Action() == action {
+			return f, true
+		}
+	}
+	return Form{}, false
+}

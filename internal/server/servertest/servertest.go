@@ -365,10 +365,11 @@ func (g *Gateway) OpenCheckout(v url.Values) string {
 	g.TB.Helper()
 	rec := g.CardPay(v)
 	page := ParsePage(rec.Body.String())
-	if rec.Code != http.StatusOK || len(page.Forms) != 1 || page.Forms[0].Values()["checkout"] == "" {
+	f, ok := page.FormTo("/cardPay")
+	if rec.Code != http.StatusOK || !ok || f.Values()["checkout"] == "" {
 		g.TB.Fatalf("want the card-entry page with a checkout session, got %d:\n%s", rec.Code, rec.Body)
 	}
-	return page.Forms[0].Values()["checkout"]
+	return f.Values()["checkout"]
 }
 
 // CheckoutPost is what the card-entry page of checkout session id posts

@@ -2,7 +2,10 @@
 -- POST /cardPay (docs/security.md). Only the hash of a session's id is
 -- stored. fields holds the merchant's form fields as a JSON object: no
 -- token, no card data. payment_id names the payment waiting for this
--- session's 3-D Secure code ('' when none). Times are unix milliseconds.
+-- session's 3-D Secure code ('' when none); entry_page is 1 for a session
+-- of Kadi's own card-entry page (where a decline may be retried), 0 for one
+-- made only to carry a merchant-posted form's 3-D Secure challenge. Times
+-- are unix milliseconds.
 CREATE TABLE checkout_sessions (
     id_hash       TEXT PRIMARY KEY,
     merchant_code TEXT NOT NULL,
@@ -10,6 +13,7 @@ CREATE TABLE checkout_sessions (
     bill_ref      TEXT NOT NULL REFERENCES bills (reference),
     fields        TEXT NOT NULL,
     payment_id    TEXT NOT NULL DEFAULT '',
+    entry_page    INTEGER NOT NULL DEFAULT 0,
     created_at    BIGINT NOT NULL,
     expires_at    BIGINT NOT NULL
 );
