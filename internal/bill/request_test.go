@@ -188,7 +188,7 @@ var knownFields = []string{
 
 var knownCodes = []string{
 	CodeRequired, CodeInvalidType, CodeTooLong, CodeInvalidCharacters, CodeInvalidFormat, CodeInvalidPrecision,
-	CodeNotPositive, CodeTooLarge, CodeUnsupportedCurrency, CodeInvalidChannel, CodeUnknownBiller, CodeUnknownOutlet, CodeInPast,
+	CodeNotPositive, CodeTooLarge, CodeUnsupportedCurrency, CodeInvalidChannel, CodeUnknownBiller, CodeUnknownOutlet, CodeInPast, CodeTooFar,
 }
 
 // checkValidation runs Validate and checks the outcome against docs/api.md

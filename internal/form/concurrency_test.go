@@ -181,10 +181,11 @@ func TestConcurrentChallengeAnswersAgree(t *testing.T) {
 	tok := g.Token(c, merchant.Test)
 	b := g.CreateBill(c, tok, "RACE3DS", "10")
 	page := servertest.ParsePage(g.CardPay(servertest.Card{Number: card3DS, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))).Body.String())
-	if len(page.Forms) != 1 {
+	f, ok := page.FormTo("/cardPay/3ds")
+	if !ok {
 		t.Fatal("no challenge page")
 	}
-	id := page.Forms[0].Values()["checkout"]
+	id := f.Values()["checkout"]
 
 	srv := httptest.NewServer(g.Handler)
 	defer srv.Close()

@@ -21,6 +21,7 @@ import (
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/card"
 	"github.com/kadipay/kadi/internal/checkout"
+	"github.com/kadipay/kadi/internal/i18n"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/phone"
@@ -68,32 +69,36 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /cardPay", h.cardPay)
 	mux.HandleFunc("POST /cardPay/3ds", h.challenge)
 	mux.HandleFunc("POST /cardPay/cancel", h.cancel)
+	mux.HandleFunc("POST /cardPay/language", h.switchLanguage)
 	mux.Handle("GET /static/", http.FileServerFS(staticFS))
 }
 
 // pageError is a problem shown on our own error page: the browser is never
 // sent anywhere we have not checked.
+// Title and Message are message ids (internal/i18n); Detail is technical
+// text for the shop's developers, shown as it is.
 type pageError struct {
 	Status  int
 	Title   string
 	Message string
+	Detail  string
 }
 
-func (e *pageError) Error() string { return e.Title + ": " + e.Message }
+func (e *pageError) Error() string { return e.Title + ": " + e.Message + " " + e.Detail }
 
 func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	var maxBytes *http.MaxBytesError
 	if errors.As(err, &maxBytes) {
-		h.renderError(w, r, &pageError{http.StatusRequestEntityTooLarge, "Payment form too large", "The payment form sent by the shop is larger than 64 KiB."})
+		h.renderError(w, r, &pageError{Status: http.StatusRequestEntityTooLarge, Title: "Payment form too large", Message: "The payment form sent by the shop is larger than 64 KiB."})
 		return
 	} else if err != nil {
-		h.renderError(w, r, &pageError{http.StatusBadRequest, "Payment form unreadable", "The payment form could not be read."})
+		h.renderError(w, r, &pageError{Status: http.StatusBadRequest, Title: "Payment form unreadable", Message: "The payment form could not be read."})
 		return
 	}
 	sub, err := ParseSubmission(string(body))
 	if err != nil {
-		h.renderError(w, r, &pageError{http.StatusBadRequest, "Payment form unreadable", err.Error()})
+		h.renderError(w, r, &pageError{Status: http.StatusBadRequest, Title: "Payment form unreadable", Message: "The payment form could not be read.", Detail: err.Error()})
 		return
 	}
 	var t trusted
@@ -159,17 +164,17 @@ func (h *Handler) trust(ctx context.Context, sub Submission) (trusted, error) {
 	// Lengths, UTF-8 and control characters first: nothing unchecked
 	// reaches the database.
 	if problems := sub.checkLengths(false); len(problems) > 0 {
-		return trusted{}, &pageError{http.StatusBadRequest, "Payment form not valid", describe(problems)}
+		return trusted{}, &pageError{Status: http.StatusBadRequest, Title: "Payment form not valid", Message: "The shop's payment form is not valid.", Detail: describe(problems)}
 	}
 	// Both kinds of token pay: the access token the spec puts in the form,
 	// and the pay-only payment-token of POST /token.
 	c, err := h.Auth.Verify(sub.Token)
 	if err != nil {
-		return trusted{}, &pageError{http.StatusUnauthorized, "Payment session not valid",
+		return trusted{}, &pageError{Status: http.StatusUnauthorized, Title: "Payment session not valid", Message:
 			"The shop's payment session is missing, has expired or was revoked. Please go back to the shop and start the payment again."}
 	}
 	if sub.MerchantCode != c.MerchantCode {
-		return trusted{}, &pageError{http.StatusForbidden, "Payment form not valid", "The merchant code does not match the payment session."}
+		return trusted{}, &pageError{Status: http.StatusForbidden, Title: "Payment form not valid", Message: "The merchant code does not match the payment session."}
 	}
 	t, err := h.load(ctx, c.MerchantCode, c.Mode, sub.BillReference, sub.CallbackURL)
 	if err != nil {
@@ -186,7 +191,7 @@ func (h *Handler) trust(ctx context.Context, sub Submission) (trusted, error) {
 		mismatch = append(mismatch, "amount")
 	}
 	if len(mismatch) > 0 {
-		return t, &pageError{http.StatusBadRequest, "Payment form does not match the bill",
+		return t, &pageError{Status: http.StatusBadRequest, Title: "Payment form does not match the bill", Message: "The payment form differs from the bill the shop created.", Detail:
 			"These fields differ from the bill the shop created: " + strings.Join(mismatch, ", ") + "."}
 	}
 	t.fields = sub.sessionFields()
@@ -194,7 +199,7 @@ func (h *Handler) trust(ctx context.Context, sub Submission) (trusted, error) {
 }
 
 // errCheckoutGone is a checkout session that is unknown or has expired.
-var errCheckoutGone = &pageError{http.StatusGone, "Payment page expired",
+var errCheckoutGone = &pageError{Status: http.StatusGone, Title: "Payment page expired", Message:
 	"This payment page is no longer valid. Nothing more was charged. Please go back to the shop and start the payment again."}
 
 // resume continues a checkout from our own page: the session, not the
@@ -220,7 +225,7 @@ func (h *Handler) resume(ctx context.Context, posted Submission) (Submission, tr
 func (h *Handler) load(ctx context.Context, code string, mode merchant.Mode, billRef, callbackURL string) (trusted, error) {
 	b, err := h.Bills.BillByReference(ctx, code, mode, billRef)
 	if errors.Is(err, bill.ErrNotFound) {
-		return trusted{}, &pageError{http.StatusNotFound, "Bill not found", "The shop sent a bill reference we do not know. Please go back to the shop."}
+		return trusted{}, &pageError{Status: http.StatusNotFound, Title: "Bill not found", Message: "The shop sent a bill reference we do not know. Please go back to the shop."}
 	} else if err != nil {
 		return trusted{}, err
 	}
@@ -230,10 +235,10 @@ func (h *Handler) load(ctx context.Context, code string, mode merchant.Mode, bil
 	}
 	cb, err := CheckCallbackURL(callbackURL, mode)
 	if err != nil {
-		return trusted{}, &pageError{http.StatusBadRequest, "Payment form not valid", "The shop's " + err.Error() + "."}
+		return trusted{}, &pageError{Status: http.StatusBadRequest, Title: "Payment form not valid", Message: "The shop's payment form is not valid.", Detail: "The shop's " + err.Error() + "."}
 	}
 	if h.Payments.Acquirers[mode] == nil {
-		return trusted{}, &pageError{http.StatusServiceUnavailable, "Card payments unavailable", payment.ErrLiveDisabled.Error() + "."}
+		return trusted{}, &pageError{Status: http.StatusServiceUnavailable, Title: "Card payments unavailable", Message: "Card payments are not available here yet. Nothing was charged.", Detail: payment.ErrLiveDisabled.Error() + "."}
 	}
 	return trusted{merchant: m, bill: b, callback: cb}, nil
 }
@@ -334,7 +339,7 @@ func cardMessage(err error) string {
 
 func (h *Handler) challenge(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
-		h.renderError(w, r, &pageError{http.StatusBadRequest, "Authentication form unreadable", "The authentication form could not be read."})
+		h.renderError(w, r, &pageError{Status: http.StatusBadRequest, Title: "Authentication form unreadable", Message: "The authentication form could not be read."})
 		return
 	}
 	// The challenge is answered through the checkout session that owes it:
@@ -349,7 +354,7 @@ func (h *Handler) challenge(w http.ResponseWriter, r *http.Request) {
 		err = checkout.ErrNotFound
 	}
 	if errors.Is(err, checkout.ErrNotFound) {
-		h.renderError(w, r, &pageError{http.StatusNotFound, "Authentication not found",
+		h.renderError(w, r, &pageError{Status: http.StatusNotFound, Title: "Authentication not found", Message:
 			"This authentication page is not valid or has expired. Nothing more was charged. Please go back to the shop."})
 		return
 	} else if err != nil {
@@ -401,6 +406,41 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	h.redirect(w, r, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: MsgCancelled, UpdatedAt: h.Now()}, h.Location))
 }
 
+// switchLanguage is the pages' language switch: it remembers the choice
+// in a cookie and shows the checkout's page again in that language.
+func (h *Handler) switchLanguage(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		h.renderError(w, r, errCheckoutGone)
+		return
+	}
+	if l := i18n.ByTag(r.PostForm.Get("language")); l != nil {
+		http.SetCookie(w, &http.Cookie{Name: languageCookie, Value: l.Tag, Path: "/", MaxAge: 365 * 24 * 3600,
+			HttpOnly: true, Secure: h.HSTS, SameSite: http.SameSiteLaxMode})
+		r = r.WithContext(context.WithValue(r.Context(), langKey{}, l))
+	}
+	id := r.PostForm.Get(checkoutField)
+	if checkout.ValidID(id) {
+		if sess, err := h.Checkouts.CheckoutByHash(r.Context(), checkout.Hash(id), h.Now()); err == nil && sess.PaymentID != "" {
+			if p, err := h.Payments.Repo.PaymentByID(r.Context(), sess.PaymentID); err == nil && p.Status == payment.Challenge {
+				t, err := h.load(r.Context(), sess.MerchantCode, sess.Mode, sess.BillReference, sess.Fields["callbackUrl"])
+				if err != nil {
+					h.renderError(w, r, err)
+					return
+				}
+				t.checkoutID, t.entry, t.fields = id, sess.EntryPage, sess.Fields
+				h.renderChallenge(w, r, t, p, "")
+				return
+			}
+		}
+	}
+	sub, t, err := h.resume(r.Context(), Submission{Checkout: id})
+	if err != nil {
+		h.renderError(w, r, err)
+		return
+	}
+	h.renderCardEntry(w, r, t, sub, nil)
+}
+
 // MsgCancelled is the callback's message when the shopper cancels on our
 // page. Messages to the merchant stay English: integrations parse them.
 const MsgCancelled = "Payment cancelled by the customer"
@@ -409,7 +449,7 @@ const MsgCancelled = "Payment cancelled by the customer"
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p payment.Payment, err error) {
 	switch {
 	case errors.Is(err, payment.ErrLiveDisabled):
-		h.renderError(w, r, &pageError{http.StatusServiceUnavailable, "Card payments unavailable", err.Error() + "."})
+		h.renderError(w, r, &pageError{Status: http.StatusServiceUnavailable, Title: "Card payments unavailable", Message: "Card payments are not available here yet. Nothing was charged.", Detail: err.Error() + "."})
 	case err != nil:
 		h.renderError(w, r, err)
 	case p.Status == payment.Challenge:
@@ -419,7 +459,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 		}
 		h.renderChallenge(w, r, t, p, "")
 	case p.Status == payment.Processing:
-		h.renderError(w, r, &pageError{http.StatusConflict, "Payment in progress", payment.MsgInFlight + ". Please wait a moment and check with the shop; do not pay again."})
+		h.renderError(w, r, &pageError{Status: http.StatusConflict, Title: "Payment in progress", Message: "A payment for this bill is still being processed. Please wait a moment and check with the shop; do not pay again."})
 	case p.Status == payment.Failed && t.entry && h.retry(w, r, t, p):
 		// Shown again on our page, with attempts left.
 	default:

@@ -272,7 +272,7 @@ func TestSecurityHeadersOnEveryPage(t *testing.T) {
 
 	b = g.CreateBill(c, tok, "HDR2", "10")
 	rec = g.CardPay(servertest.Card{Number: card3DS, CVV: cvv}.Apply(servertest.FormFields(c, tok, b)))
-	if f := servertest.ParsePage(rec.Body.String()).Forms; rec.Code != http.StatusOK || len(f) != 1 || f[0].Action() != "/cardPay/3ds" {
+	if _, ok := servertest.ParsePage(rec.Body.String()).FormTo("/cardPay/3ds"); rec.Code != http.StatusOK || !ok {
 		t.Fatalf("challenge page: %d\n%s", rec.Code, rec.Body)
 	}
 	securityHeaders(t, rec, "'self'")
@@ -327,7 +327,7 @@ func TestEchoedValuesAreEscaped(t *testing.T) {
 	if strings.Contains(body, "<script>alert") {
 		t.Errorf("card page echoes markup unescaped:\n%s", body)
 	}
-	f := servertest.ParsePage(body).Forms[0]
+	f, _ := servertest.ParsePage(body).FormTo("/cardPay")
 	if in, _ := f.Input("cardFirstName"); in.Attrs["value"] != evil {
 		t.Errorf("cardFirstName prefill %q, want the escaped customer name", in.Attrs["value"])
 	}
@@ -356,7 +356,7 @@ func TestCardEntryPage(t *testing.T) {
 	if rec.Code != http.StatusOK || !ok {
 		t.Fatalf("card page: %d\n%s", rec.Code, rec.Body)
 	}
-	if cancel, ok := page.FormTo("/cardPay/cancel"); !ok || cancel.Values()["checkout"] != form.Values()["checkout"] || len(page.Forms) != 2 {
+	if cancel, ok := page.FormTo("/cardPay/cancel"); !ok || cancel.Values()["checkout"] != form.Values()["checkout"] {
 		t.Errorf("card page forms %v, want the payment and a cancel of the same checkout", page.Forms)
 	}
 	if form.Action() != "/cardPay" {
@@ -482,15 +482,16 @@ func TestThreeDSecure(t *testing.T) {
 		form = servertest.Card{Number: card3DS, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
 		rec := g.CardPay(form)
 		page := servertest.ParsePage(rec.Body.String())
-		if rec.Code != http.StatusOK || len(page.Forms) != 1 || page.Forms[0].Action() != "/cardPay/3ds" {
+		cf, ok := page.FormTo("/cardPay/3ds")
+		if rec.Code != http.StatusOK || !ok {
 			t.Fatalf("want the challenge page, got %d\n%s", rec.Code, rec.Body)
 		}
-		if _, ok := page.Forms[0].Input("code"); !ok {
+		if _, ok := cf.Input("code"); !ok {
 			t.Fatal("challenge page has no code input")
 		}
-		checkoutID = page.Forms[0].Values()["checkout"]
-		if !checkout.ValidID(checkoutID) || len(page.Forms[0].Hidden()) != 1 {
-			t.Fatalf("challenge page hidden inputs %v, want one checkout session id", page.Forms[0].Hidden())
+		checkoutID = cf.Values()["checkout"]
+		if !checkout.ValidID(checkoutID) || len(cf.Hidden()) != 1 {
+			t.Fatalf("challenge page hidden inputs %v, want one checkout session id", cf.Hidden())
 		}
 		if strings.Contains(rec.Body.String(), tok) {
 			t.Error("the challenge page writes the bearer token into its HTML")
@@ -498,7 +499,7 @@ func TestThreeDSecure(t *testing.T) {
 		// Posting the form again while the challenge waits shows a
 		// challenge again, for the same payment: no second charge.
 		again := servertest.ParsePage(g.CardPay(form).Body.String())
-		if len(again.Forms) != 1 || again.Forms[0].Action() != "/cardPay/3ds" {
+		if _, ok := again.FormTo("/cardPay/3ds"); !ok {
 			t.Errorf("resubmitting during the challenge did not show the challenge")
 		}
 		if n := g.CountPayments(form.Get("billReference"), ""); n != 1 {
@@ -574,7 +575,7 @@ func TestThreeDSecure(t *testing.T) {
 		b := g.CreateBill(c, tok, "TDS4", "1500.00")
 		id := g.OpenCheckout(servertest.FormFields(c, tok, b))
 		page := servertest.ParsePage(g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: card3DS, CVV: cvv})).Body.String())
-		if len(page.Forms) != 1 || page.Forms[0].Values()["checkout"] != id {
+		if cf, ok := page.FormTo("/cardPay/3ds"); !ok || cf.Values()["checkout"] != id {
 			t.Fatalf("challenge from the card page does not continue its session")
 		}
 		if cb := callback(t, g.Serve(servertest.ChallengeRequest(id, "123456"))); cb["orderStatus"] != "Transaction Successfull" {

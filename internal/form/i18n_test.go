@@ -1,0 +1,135 @@
+package form_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/kadipay/kadi/internal/i18n"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/payment"
+	"github.com/kadipay/kadi/internal/server/servertest"
+)
+
+var (
+	templateID = regexp.MustCompile(`\.T "((?:[^"\\]|\\.)*)"`)
+	goID       = regexp.MustCompile(`(?:Title|Message): +"((?:[^"\\]|\\.)*)"|return "((?:[^"\\]|\\.)*)"|Problem\{[^,]+, "((?:[^"\\]|\\.)*)"\}`)
+)
+
+// Every message a hosted page can show is in every catalogue: the ids in
+// the templates, the page errors and field problems in this package, and
+// the payment outcomes shown back to the shopper.
+func TestEveryMessageInEveryLanguage(t *testing.T) {
+	ids := map[string]bool{}
+	for _, glob := range []string{"templates/*.html", "*.go"} {
+		files, _ := filepath.Glob(glob)
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			re := templateID
+			if strings.HasSuffix(f, ".go") {
+				re = goID
+			}
+			for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+				for _, id := range m[1:] {
+					// Fragments ("callbackUrl ") build English details for
+					// the shop's developers, shown as they are.
+					if id != "" && !strings.HasSuffix(id, " ") && id != "'self'" {
+						id, _ = strconv.Unquote(`"` + id + `"`)
+						ids[id] = true
+					}
+				}
+			}
+		}
+	}
+	for _, id := range []string{payment.MsgApproved, payment.MsgExpired, payment.MsgBlocked, payment.MsgUnknown,
+		payment.MsgChallengeFail, payment.MsgChallengeStale, "Your card was declined", "Your card has insufficient funds",
+		"Your card has expired", "Your card's security code is incorrect",
+		"The card network could not process the payment; nothing was charged, please try again", "must be at most 50 characters"} {
+		ids[id] = true
+	}
+	if len(ids) < 60 {
+		t.Fatalf("found only %d message ids: the scan is broken", len(ids))
+	}
+	for _, l := range i18n.All() {
+		if l == i18n.English {
+			continue
+		}
+		for id := range ids {
+			if l.T(id) == id {
+				t.Errorf("%s has no translation of %q", l.Tag, id)
+			}
+		}
+	}
+}
+
+// A Swahili browser gets Swahili pages (lang, text, formatted amount); the
+// switch on the page changes the language and the page remembers it; what
+// the shop receives stays English.
+func TestSwahili(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Duka la Mama")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "SWA1", "1500.00")
+	req := servertest.CardPayRequest(servertest.FormFields(c, tok, b))
+	req.Header.Set("Accept-Language", "sw-KE,sw;q=0.9,en;q=0.5")
+	rec := g.Serve(req)
+	body := rec.Body.String()
+	for _, want := range []string{`<html lang="sw">`, "Lipa kwa kadi", "Nambari ya kadi", "Lipa KES 1,500.00", "Ghairi na urudi dukani"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("Swahili card page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "Pay by card") || rec.Header().Get("Content-Language") != "sw" {
+		t.Errorf("Swahili card page still in English, or Content-Language %q", rec.Header().Get("Content-Language"))
+	}
+	page := servertest.ParsePage(body)
+	f, _ := page.FormTo("/cardPay")
+	id := f.Values()["checkout"]
+
+	// A decline on the Swahili page is explained in Swahili.
+	rec = g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: cardDeclined, CVV: cvv}))
+	_ = rec // the cookie-less post above is English: the browser's header is on each request
+	decl := httptest.NewRequest(http.MethodPost, "/cardPay", strings.NewReader(servertest.CheckoutPost(id, servertest.Card{Number: cardInsufficient, CVV: cvv}).Encode()))
+	decl.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	decl.Header.Set("Accept-Language", "sw")
+	if body := g.Serve(decl).Body.String(); !strings.Contains(body, "Kadi yako haina pesa za kutosha. Hakuna pesa iliyotozwa.") {
+		t.Errorf("Swahili decline:\n%s", body)
+	}
+
+	// The switch: English → Kiswahili, remembered by a cookie.
+	sw := httptest.NewRequest(http.MethodPost, "/cardPay/language", strings.NewReader(url.Values{"checkout": {id}, "language": {"sw"}}.Encode()))
+	sw.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec = g.Serve(sw)
+	var cookie *http.Cookie
+	for _, ck := range rec.Result().Cookies() {
+		if ck.Name == "kadi_lang" {
+			cookie = ck
+		}
+	}
+	if !strings.Contains(rec.Body.String(), "Lipa kwa kadi") || cookie == nil || cookie.Value != "sw" {
+		t.Fatalf("switch to Swahili: cookie %v\n%s", cookie, rec.Body)
+	}
+	pay := httptest.NewRequest(http.MethodPost, "/cardPay", strings.NewReader(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv}).Encode()))
+	pay.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	pay.AddCookie(cookie)
+	rec = g.Serve(pay)
+	if body := rec.Body.String(); !strings.Contains(body, "Malipo yamefanikiwa") || !strings.Contains(body, "Rudi dukani") {
+		t.Errorf("the remembered language on the result page:\n%s", body)
+	}
+	// The shop hears English, whatever the shopper reads.
+	if cb := callback(t, rec); cb["orderStatus"] != "Transaction Successfull" || cb["message"] != "Payment approved" {
+		t.Errorf("callback in Swahili: %v", cb)
+	}
+}

@@ -1,0 +1,98 @@
+package i18n
+
+// Swahili, as written in Kenya and Tanzania.
+var Swahili = &Lang{Tag: "sw", Name: "Kiswahili", msgs: map[string]string{
+	// Every page.
+	"Kadi secure payment": "Malipo salama ya Kadi",
+	"No real money moves": "Hakuna pesa halisi inayohamishwa",
+	"Test mode":           "Hali ya majaribio",
+	"Order %s · Bill %s":  "Agizo %s · Bili %s",
+	"Secured by Kadi. Your card details go straight to the payment gateway; the shop never sees them.": "Imelindwa na Kadi. Maelezo ya kadi yako yanaenda moja kwa moja kwenye lango la malipo; duka halioni kamwe.",
+
+	// The card page.
+	"Pay by card": "Lipa kwa kadi",
+	"Please check the highlighted card details.":                             "Tafadhali kagua maelezo ya kadi yaliyoangaziwa.",
+	"%s. Nothing was charged. You can try again, with this card or another.": "%s. Hakuna pesa iliyotozwa. Unaweza kujaribu tena, kwa kadi hii au nyingine.",
+	"This is the last attempt.":                                              "Hili ndilo jaribio la mwisho.",
+	"%d attempts left.":                                                      "Majaribio %d yamebaki.",
+	"First name on card":                                                     "Jina la kwanza kwenye kadi",
+	"Last name on card":                                                      "Jina la mwisho kwenye kadi",
+	"Card number":                                                            "Nambari ya kadi",
+	"Expiry month":                                                           "Mwezi wa kuisha",
+	"Expiry year":                                                            "Mwaka wa kuisha",
+	"Security code":                                                          "Nambari ya usalama",
+	"Expiry date":                                                            "Tarehe ya kuisha",
+	"First name":                                                             "Jina la kwanza",
+	"Last name":                                                              "Jina la mwisho",
+	"Pay %s":                                                                 "Lipa %s",
+	"Cancel and return to the shop":                                          "Ghairi na urudi dukani",
+
+	// What is wrong with a field; the field's name comes first.
+	"is in the past: the card has expired":      "imepita: kadi imeisha muda wake",
+	"is not a valid month and year":             "si mwezi na mwaka halali",
+	"must be 3 digits (4 for American Express)": "lazima iwe tarakimu 3 (4 kwa American Express)",
+	"is not a card brand we accept":             "si aina ya kadi tunayokubali",
+	"is not a valid card number":                "si nambari halali ya kadi",
+	"must be at most 50 characters":             "isizidi herufi 50",
+	"contains characters that are not allowed":  "ina herufi zisizoruhusiwa",
+
+	// 3-D Secure.
+	"Confirm your payment": "Thibitisha malipo yako",
+	"Confirm it's you":     "Thibitisha ni wewe",
+	"Your card issuer asks you to confirm this payment with the code it sent you for the %s card ending in %s.": "Benki iliyotoa kadi yako inakuomba uthibitishe malipo haya kwa nambari iliyokutumia, kwa kadi ya %s inayoishia %s.",
+	"payment":                        "malipo",
+	"Test mode: the code is 123456.": "Hali ya majaribio: nambari ni 123456.",
+	"Verification code":              "Nambari ya uthibitisho",
+	"Confirm payment":                "Thibitisha malipo",
+
+	// Back to the shop.
+	"Returning to the shop": "Unarudi dukani",
+	"Payment successful":    "Malipo yamefanikiwa",
+	"Payment not completed": "Malipo hayakukamilika",
+	"Order %s · %s":         "Agizo %s · %s",
+	"Return to the shop":    "Rudi dukani",
+
+	// Outcomes (the shop hears them in English).
+	"Payment approved":                       "Malipo yamekubaliwa",
+	"Your card was declined":                 "Kadi yako imekataliwa",
+	"Your card has insufficient funds":       "Kadi yako haina pesa za kutosha",
+	"Your card has expired":                  "Kadi yako imeisha muda wake",
+	"Your card's security code is incorrect": "Nambari ya usalama ya kadi yako si sahihi",
+	"The card network could not process the payment; nothing was charged, please try again": "Mtandao wa kadi haukuweza kushughulikia malipo; hakuna pesa iliyotozwa, tafadhali jaribu tena",
+	"3-D Secure authentication failed":                                                                      "Uthibitisho wa 3-D Secure haukufaulu",
+	"3-D Secure authentication was not completed in time":                                                   "Uthibitisho wa 3-D Secure haukukamilika kwa wakati",
+	"The bill has expired and can no longer be paid":                                                        "Bili imeisha muda wake na haiwezi kulipwa tena",
+	"Too many failed payment attempts: this bill is blocked":                                                "Majaribio mengi ya malipo yameshindwa: bili hii imezuiwa",
+	"The card network did not answer in time; the payment is being confirmed and will not be charged twice": "Mtandao wa kadi haukujibu kwa wakati; malipo yanathibitishwa na hayatatozwa mara mbili",
+	"Payment cancelled by the customer":                                                                     "Malipo yameghairiwa na mteja",
+	"The payment did not go through":                                                                        "Malipo hayakupita",
+
+	// Error pages.
+	"Nothing more was charged. Go back to the shop's page and start the payment again; if it happens again, contact the shop.": "Hakuna pesa zaidi iliyotozwa. Rudi kwenye ukurasa wa duka uanze malipo upya; ikitokea tena, wasiliana na duka.",
+	"Reference for support:": "Kumbukumbu ya msaada:",
+	"Something went wrong":   "Kuna hitilafu",
+	"We could not process this request. You have not been charged twice; please contact the shop and quote the reference below.": "Hatukuweza kushughulikia ombi hili. Hujatozwa mara mbili; tafadhali wasiliana na duka na utaje kumbukumbu iliyo hapa chini.",
+	"Payment form too large":                                   "Fomu ya malipo ni kubwa mno",
+	"The payment form sent by the shop is larger than 64 KiB.": "Fomu ya malipo iliyotumwa na duka ni kubwa kuliko KiB 64.",
+	"Payment form unreadable":                                  "Fomu ya malipo haisomeki",
+	"The payment form could not be read.":                      "Fomu ya malipo haikuweza kusomwa.",
+	"Payment form not valid":                                   "Fomu ya malipo si halali",
+	"The shop's payment form is not valid.":                    "Fomu ya malipo ya duka si halali.",
+	"Payment session not valid":                                "Kipindi cha malipo si halali",
+	"The shop's payment session is missing, has expired or was revoked. Please go back to the shop and start the payment again.": "Kipindi cha malipo cha duka hakipo, kimeisha au kimebatilishwa. Tafadhali rudi dukani uanze malipo upya.",
+	"The merchant code does not match the payment session.":                                                                      "Nambari ya mfanyabiashara hailingani na kipindi cha malipo.",
+	"Payment form does not match the bill":                                                                                       "Fomu ya malipo hailingani na bili",
+	"The payment form differs from the bill the shop created.":                                                                   "Fomu ya malipo inatofautiana na bili iliyoundwa na duka.",
+	"Payment page expired": "Ukurasa wa malipo umeisha muda",
+	"This payment page is no longer valid. Nothing more was charged. Please go back to the shop and start the payment again.": "Ukurasa huu wa malipo si halali tena. Hakuna pesa zaidi iliyotozwa. Tafadhali rudi dukani uanze malipo upya.",
+	"Bill not found": "Bili haipatikani",
+	"The shop sent a bill reference we do not know. Please go back to the shop.": "Duka limetuma nambari ya bili tusiyoijua. Tafadhali rudi dukani.",
+	"Card payments unavailable":                                      "Malipo kwa kadi hayapatikani",
+	"Card payments are not available here yet. Nothing was charged.": "Malipo kwa kadi bado hayapatikani hapa. Hakuna pesa iliyotozwa.",
+	"Authentication form unreadable":                                 "Fomu ya uthibitisho haisomeki",
+	"The authentication form could not be read.":                     "Fomu ya uthibitisho haikuweza kusomwa.",
+	"Authentication not found":                                       "Uthibitisho haupatikani",
+	"This authentication page is not valid or has expired. Nothing more was charged. Please go back to the shop.": "Ukurasa huu wa uthibitisho si halali au umeisha muda. Hakuna pesa zaidi iliyotozwa. Tafadhali rudi dukani.",
+	"Payment in progress": "Malipo yanaendelea",
+	"A payment for this bill is still being processed. Please wait a moment and check with the shop; do not pay again.": "Malipo ya bili hii bado yanashughulikiwa. Tafadhali subiri kidogo na uulize duka; usilipe tena.",
+}}
