@@ -170,8 +170,7 @@ func (h *Handler) trust(ctx context.Context, sub Submission) (trusted, error) {
 	// and the pay-only payment-token of POST /token.
 	c, err := h.Auth.Verify(sub.Token)
 	if err != nil {
-		return trusted{}, &pageError{Status: http.StatusUnauthorized, Title: "Payment session not valid", Message:
-			"The shop's payment session is missing, has expired or was revoked. Please go back to the shop and start the payment again."}
+		return trusted{}, &pageError{Status: http.StatusUnauthorized, Title: "Payment session not valid", Message: "The shop's payment session is missing, has expired or was revoked. Please go back to the shop and start the payment again."}
 	}
 	if sub.MerchantCode != c.MerchantCode {
 		return trusted{}, &pageError{Status: http.StatusForbidden, Title: "Payment form not valid", Message: "The merchant code does not match the payment session."}
@@ -191,16 +190,14 @@ func (h *Handler) trust(ctx context.Context, sub Submission) (trusted, error) {
 		mismatch = append(mismatch, "amount")
 	}
 	if len(mismatch) > 0 {
-		return t, &pageError{Status: http.StatusBadRequest, Title: "Payment form does not match the bill", Message: "The payment form differs from the bill the shop created.", Detail:
-			"These fields differ from the bill the shop created: " + strings.Join(mismatch, ", ") + "."}
+		return t, &pageError{Status: http.StatusBadRequest, Title: "Payment form does not match the bill", Message: "The payment form differs from the bill the shop created.", Detail: "These fields differ from the bill the shop created: " + strings.Join(mismatch, ", ") + "."}
 	}
 	t.fields = sub.sessionFields()
 	return t, nil
 }
 
 // errCheckoutGone is a checkout session that is unknown or has expired.
-var errCheckoutGone = &pageError{Status: http.StatusGone, Title: "Payment page expired", Message:
-	"This payment page is no longer valid. Nothing more was charged. Please go back to the shop and start the payment again."}
+var errCheckoutGone = &pageError{Status: http.StatusGone, Title: "Payment page expired", Message: "This payment page is no longer valid. Nothing more was charged. Please go back to the shop and start the payment again."}
 
 // resume continues a checkout from our own page: the session, not the
 // browser, says which bill, mode and merchant fields it is about.
@@ -354,8 +351,7 @@ func (h *Handler) challenge(w http.ResponseWriter, r *http.Request) {
 		err = checkout.ErrNotFound
 	}
 	if errors.Is(err, checkout.ErrNotFound) {
-		h.renderError(w, r, &pageError{Status: http.StatusNotFound, Title: "Authentication not found", Message:
-			"This authentication page is not valid or has expired. Nothing more was charged. Please go back to the shop."})
+		h.renderError(w, r, &pageError{Status: http.StatusNotFound, Title: "Authentication not found", Message: "This authentication page is not valid or has expired. Nothing more was charged. Please go back to the shop."})
 		return
 	} else if err != nil {
 		h.renderError(w, r, err)
