@@ -108,6 +108,19 @@ func TestBrowserCheckout(t *testing.T) {
 				saveScreenshot(t, cctx, "card-entry-mobile.png")
 				run(t, cctx, chromedp.ResetViewport())
 			}
+			if tc.name == "approved visa" {
+				// The language switch: Kiswahili and back, remembered.
+				run(t, cctx, chromedp.Click(chromedp.CSS(`button[name="language"][value="sw"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="sw"] #cardNumber`)))
+				if h1 := value(t, cctx, chromedp.Text(chromedp.CSS("h1"))); h1 != "Lipa kwa kadi" {
+					t.Errorf("after switching to Kiswahili the page says %q", h1)
+				}
+				if screenshots {
+					saveScreenshot(t, cctx, "card-entry-sw.png")
+				}
+				axeCheck(t, cctx, "card entry in Swahili")
+				run(t, cctx, chromedp.Click(chromedp.CSS(`button[name="language"][value="en"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="en"] #cardNumber`)))
+				axeCheck(t, cctx, "card entry")
+			}
 			run(t, cctx,
 				chromedp.Clear(chromedp.CSS(`input[name="cardFirstName"]`)),
 				chromedp.SendKeys(chromedp.CSS(`input[name="cardFirstName"]`), "Wanjiku"),

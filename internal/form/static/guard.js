@@ -1,7 +1,9 @@
-// Disables the submit button after the first click. The server already
-// refuses a second charge; this only spares the customer a confusing wait.
-document.querySelectorAll("form").forEach(function (f) {
+// Disables a payment form's submit button after the first click. The server
+// already refuses a second charge; this only spares the customer a confusing
+// wait. Only forms marked data-guard: disabling a named button (the language
+// switch) would drop its value from the submission.
+document.querySelectorAll("form[data-guard]").forEach(function (f) {
   f.addEventListener("submit", function () {
-    f.querySelectorAll("button[type=submit]").forEach(function (b) { b.disabled = true; b.textContent = "Processing…"; });
+    f.querySelectorAll("button[type=submit]").forEach(function (b) { b.disabled = true; b.textContent = "…"; });
   });
 });
