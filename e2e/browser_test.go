@@ -22,6 +22,7 @@ import (
 	"time"
 
 	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/emulation"
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -127,10 +128,20 @@ func TestBrowserCheckout(t *testing.T) {
 				chromedp.Clear(chromedp.CSS(`input[name="cardLastName"]`)),
 				chromedp.SendKeys(chromedp.CSS(`input[name="cardLastName"]`), "Kamau"),
 				chromedp.SendKeys(chromedp.ID("cardNumber"), tc.card),
-				chromedp.SetValue(chromedp.ID("cardExpiryMonth"), "11"),
-				chromedp.SetValue(chromedp.ID("cardExpiryYear"), year),
+				chromedp.SendKeys(chromedp.ID("cardExpiry"), "11"+year[2:]),
 				chromedp.SendKeys(chromedp.ID("cardSecurity"), tc.cvv),
 			)
+			// What the script did with the typing: the number grouped, the
+			// brand named, the expiry as MM / YY.
+			if got := value(t, cctx, chromedp.Value(chromedp.ID("cardNumber"))); got != group(tc.card) {
+				t.Errorf("card number shows %q, want %q", got, group(tc.card))
+			}
+			if got := value(t, cctx, chromedp.Value(chromedp.ID("cardExpiry"))); got != "11 / "+year[2:] {
+				t.Errorf("expiry shows %q", got)
+			}
+			if got := value(t, cctx, chromedp.Text(chromedp.ID("brand"))); got == "" {
+				t.Error("no brand shown for the typed card")
+			}
 			if tc.doubleClick {
 				doubleClickPay(t, cctx, proxy)
 			} else {
@@ -150,7 +161,7 @@ func TestBrowserCheckout(t *testing.T) {
 					run(t, cctx, chromedp.Click(chromedp.ID("cancel")))
 				} else {
 					run(t, cctx, chromedp.SendKeys(chromedp.ID("cardNumber"), tc.then),
-						chromedp.SetValue(chromedp.ID("cardExpiryMonth"), "11"), chromedp.SetValue(chromedp.ID("cardExpiryYear"), year),
+						chromedp.Clear(chromedp.ID("cardExpiry")), chromedp.SendKeys(chromedp.ID("cardExpiry"), "11"+year[2:]),
 						chromedp.SendKeys(chromedp.ID("cardSecurity"), tc.cvv), chromedp.Click(chromedp.ID("pay")))
 				}
 			}
@@ -568,4 +579,84 @@ func (s *testShop) callbacks(billRef string) []client.Callback {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]client.Callback(nil), s.received[billRef]...)
+}
+
+// group is how the card page shows a number as it is typed.
+func group(n string) string {
+	sizes := []int{4, 4, 4, 4, 3}
+	if strings.HasPrefix(n, "34") || strings.HasPrefix(n, "37") {
+		sizes = []int{4, 6, 5}
+	}
+	var parts []string
+	for _, size := range sizes {
+		if n == "" {
+			break
+		}
+		size = min(size, len(n))
+		parts, n = append(parts, n[:size]), n[size:]
+	}
+	return strings.Join(parts, " ")
+}
+
+// TestBrowserCardChecks is the card page's script at work, and the page
+// without it: a number that fails Luhn, a past expiry and a short CVV are
+// refused in the page, beside their fields, before anything is sent; with
+// JavaScript off the same checkout still pays, checked by the server.
+func TestBrowserCardChecks(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("KADI_REQUIRE_BROWSER") == "1" {
+			t.Fatalf("KADI_REQUIRE_BROWSER=1 but %s is missing: %v", chromiumPath, err)
+		}
+		t.Skipf("no browser at %s", chromiumPath)
+	}
+	var m merchantCreds
+	g := startGateway(t, func(dir string) { m = createMerchant(t, dir, "Checks Shop") })
+	shop := newTestShop(t, g, m, g.BaseURL)
+	ctx, console := newBrowser(t)
+	mark := console.mark()
+
+	run(t, ctx, chromedp.Navigate(shop.URL+"/"), chromedp.WaitVisible(chromedp.ID("checkout")))
+	billRef := value(t, ctx, chromedp.Value(chromedp.CSS(`#checkout input[name="billReference"]`)))
+	run(t, ctx, chromedp.Click(chromedp.CSS("#checkout button")), chromedp.WaitVisible(chromedp.ID("cardNumber")),
+		chromedp.SendKeys(chromedp.ID("cardNumber"), "4242424242424241"), chromedp.SendKeys(chromedp.ID("cardExpiry"), "0120"),
+		chromedp.SendKeys(chromedp.ID("cardSecurity"), "12"), chromedp.Click(chromedp.ID("pay")),
+		chromedp.WaitVisible(chromedp.ID("cardNumber-error")))
+	for _, id := range []string{"cardNumber", "cardExpiry", "cardSecurity"} {
+		if v := value(t, ctx, chromedp.Evaluate[string](`document.getElementById("`+id+`").getAttribute("aria-invalid") + " " + document.getElementById("`+id+`").getAttribute("aria-describedby")`)); v != "true "+id+"-error" {
+			t.Errorf("%s: aria-invalid and aria-describedby %q", id, v)
+		}
+	}
+	if focused := value(t, ctx, chromedp.Evaluate[string](`document.activeElement.id`)); focused != "cardNumber" {
+		t.Errorf("focus on %q, want the first field in error", focused)
+	}
+	if os.Getenv("KADI_SCREENSHOTS") == "1" {
+		saveScreenshot(t, ctx, "card-errors.png")
+	}
+	axeCheck(t, ctx, "card entry with errors")
+	if n := chargeAttempts(t, g, billRef); n != 0 {
+		t.Errorf("the page sent %d charge attempts with errors it could see", n)
+	}
+
+	// JavaScript off: a new checkout pays all the same.
+	scripts := func(off bool) {
+		if _, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: off}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scripts(true)
+	run(t, ctx, chromedp.Navigate(shop.URL+"/"), chromedp.WaitVisible(chromedp.ID("checkout")))
+	run(t, ctx, chromedp.Click(chromedp.CSS("#checkout button")), chromedp.WaitVisible(chromedp.ID("cardNumber")),
+		chromedp.SendKeys(chromedp.ID("cardNumber"), "4242 4242 4242 4242"), chromedp.SendKeys(chromedp.ID("cardExpiry"), "12/"+fmt.Sprint(time.Now().Year()%100+2)),
+		chromedp.SendKeys(chromedp.ID("cardSecurity"), "123"), chromedp.Click(chromedp.ID("pay")))
+	// Without scripts the redirect page waits for its button.
+	run(t, ctx, chromedp.WaitVisible(chromedp.CSS("#kadi-callback button")), chromedp.Click(chromedp.CSS("#kadi-callback button")),
+		chromedp.WaitVisible(chromedp.ID("result")))
+	if got := value(t, ctx, chromedp.Text(chromedp.ID("result"))); !strings.HasPrefix(got, "PAID ") {
+		t.Errorf("JavaScript off: the shop says %q", got)
+	}
+	scripts(false)
+	for _, msg := range console.cspSince(mark) {
+		t.Errorf("browser console: %s", msg)
+	}
 }

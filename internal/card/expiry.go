@@ -2,6 +2,7 @@ package card
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -73,4 +74,20 @@ func parseYear(s string) (int, bool) {
 		y += 2000
 	}
 	return y, true
+}
+
+// SplitExpiry reads one expiry field as people type it ("12/29",
+// "12 / 2029", "1229", "12-29") into the month and year ParseExpiry takes.
+// What it cannot split comes back as it was, for ParseExpiry to refuse.
+func SplitExpiry(s string) (month, year string) {
+	s = strings.Join(strings.Fields(s), "")
+	for _, sep := range []string{"/", "-", "."} {
+		if m, y, ok := strings.Cut(s, sep); ok {
+			return m, y
+		}
+	}
+	if len(s) == 4 || len(s) == 6 {
+		return s[:2], s[2:]
+	}
+	return s, ""
 }

@@ -110,3 +110,20 @@ func FuzzParseExpiry(f *testing.F) {
 		}
 	})
 }
+
+func TestSplitExpiry(t *testing.T) {
+	for in, want := range map[string][2]string{
+		"12/29": {"12", "29"}, "12 / 29": {"12", "29"}, " 1/2029 ": {"1", "2029"}, "1229": {"12", "29"},
+		"122029": {"12", "2029"}, "12-29": {"12", "29"}, "12.29": {"12", "29"}, "": {"", ""}, "12": {"12", ""},
+		"ab/cd": {"ab", "cd"},
+	} {
+		if m, y := SplitExpiry(in); m != want[0] || y != want[1] {
+			t.Errorf("SplitExpiry(%q) = %q, %q; want %q, %q", in, m, y, want[0], want[1])
+		}
+	}
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	m, y := SplitExpiry("12 / 29")
+	if e, err := ParseExpiry(m, y, now); err != nil || e.Year != 2029 || e.Month != 12 {
+		t.Errorf("12 / 29: %v %v", e, err)
+	}
+}

@@ -65,7 +65,7 @@ type Handler struct {
 
 // Register adds the pages' routes to mux.
 func (h *Handler) Register(mux *http.ServeMux) {
-	h.pages = template.Must(template.New("").Funcs(template.FuncMap{"cardYears": h.cardYears, "cardMonths": cardMonths}).ParseFS(templateFS, "templates/*.html"))
+	h.pages = template.Must(template.New("").ParseFS(templateFS, "templates/*.html"))
 	mux.HandleFunc("POST /cardPay", h.cardPay)
 	mux.HandleFunc("POST /cardPay/3ds", h.challenge)
 	mux.HandleFunc("POST /cardPay/cancel", h.cancel)
@@ -523,19 +523,6 @@ func callbackFor(b bill.Bill, p payment.Payment, loc *time.Location) Callback {
 		cb.Message = "The payment did not go through"
 	}
 	return cb
-}
-
-func cardMonths() []string {
-	return []string{"01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12"}
-}
-
-func (h *Handler) cardYears() []int {
-	y := h.Now().In(h.Location).Year()
-	out := make([]int, 16)
-	for i := range out {
-		out[i] = y + i
-	}
-	return out
 }
 
 // securityHeaders are docs/hosted-form.md's headers for pages that carry card data.

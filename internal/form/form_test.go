@@ -794,3 +794,27 @@ func TestConcurrentRetriesChargeOnce(t *testing.T) {
 		t.Errorf("%d successful charges after concurrent retries, want 1", n)
 	}
 }
+
+// The card page's one MM / YY field: the ways people type it pay, a wrong
+// one is shown back with what was typed.
+func TestOneExpiryField(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Expiry Shop")
+	tok := g.Token(c, merchant.Test)
+	yy := time.Now().AddDate(1, 0, 0).Format("06")
+	for i, typed := range []string{"12 / " + yy, "12/" + yy, "12" + yy, "12/20" + yy} {
+		b := g.CreateBill(c, tok, fmt.Sprintf("EXP%d", i), "10")
+		id := g.OpenCheckout(servertest.FormFields(c, tok, b))
+		v := url.Values{"checkout": {id}, "cardNumber": {visa}, "cardSecurity": {cvv}, "cardExpiry": {typed}, "cardFirstName": {"A"}, "cardLastName": {"B"}}
+		if cb := callback(t, g.CardPay(v)); cb["orderStatus"] != "Transaction Successfull" {
+			t.Errorf("expiry %q: %v", typed, cb)
+		}
+	}
+	b := g.CreateBill(c, tok, "EXPBAD", "10")
+	id := g.OpenCheckout(servertest.FormFields(c, tok, b))
+	rec := g.CardPay(url.Values{"checkout": {id}, "cardNumber": {visa}, "cardSecurity": {cvv}, "cardExpiry": {"13 / " + yy}, "cardFirstName": {"A"}, "cardLastName": {"B"}})
+	body := rec.Body.String()
+	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(body, `id="cardExpiry-error"`) || !strings.Contains(body, `value="13 / `+yy+`"`) {
+		t.Errorf("a wrong expiry: %d\n%s", rec.Code, body)
+	}
+}

@@ -95,9 +95,21 @@ func (h *Handler) renderCard(w http.ResponseWriter, r *http.Request, status int,
 	}
 	h.render(w, r, status, "'self'", "card.html", map[string]any{
 		"Title": "Pay by card", "Header": header(t), "CheckoutField": checkoutField, "Checkout": t.checkoutID, "Errors": errs,
-		"FirstName": first, "LastName": last, "Month": sub.CardExpiryMonth, "Year": sub.CardExpiryYear,
+		"FirstName": first, "LastName": last, "Expiry": typedExpiry(sub),
 		"Declined": declined, "AttemptsLeft": left,
 	})
+}
+
+// typedExpiry is the expiry the shopper typed, to show again as MM / YY.
+func typedExpiry(sub Submission) string {
+	if sub.CardExpiryMonth == "" && sub.CardExpiryYear == "" {
+		return sub.CardExpiry
+	}
+	y := sub.CardExpiryYear
+	if len(y) == 4 {
+		y = y[2:]
+	}
+	return sub.CardExpiryMonth + " / " + y
 }
 
 func (h *Handler) renderChallenge(w http.ResponseWriter, r *http.Request, t trusted, p payment.Payment, problem string) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/kadipay/kadi/internal/card"
 	"github.com/kadipay/kadi/internal/merchant"
 )
 
@@ -41,6 +42,10 @@ type Submission struct {
 	City               string
 	IPAddress          string
 	CallbackURL        string
+
+	// CardExpiry is our card page's one "MM / YY" field (not a spec field);
+	// the merchant's form sends the month and year apart.
+	CardExpiry string
 
 	// Checkout is the checkout session id our own pages post instead of
 	// the token and the merchant's fields (not a spec field). A post that
@@ -74,6 +79,7 @@ var fields = []field{
 	{"cardSecurity", func(s *Submission) *string { return &s.CardSecurity }, 4, true},
 	{"cardExpiryYear", func(s *Submission) *string { return &s.CardExpiryYear }, 4, true},
 	{"cardExpiryMonth", func(s *Submission) *string { return &s.CardExpiryMonth }, 2, true},
+	{"cardExpiry", func(s *Submission) *string { return &s.CardExpiry }, 9, true},
 	{"customerFirstName", func(s *Submission) *string { return &s.CustomerFirstName }, 50, false},
 	{"customerLastName", func(s *Submission) *string { return &s.CustomerLastName }, 50, false},
 	{"country", func(s *Submission) *string { return &s.Country }, 56, false},
@@ -134,13 +140,16 @@ func resumed(stored map[string]string, posted Submission) Submission {
 		}
 	}
 	s.Checkout = posted.Checkout
+	if s.CardExpiry != "" && s.CardExpiryMonth == "" && s.CardExpiryYear == "" {
+		s.CardExpiryMonth, s.CardExpiryYear = card.SplitExpiry(s.CardExpiry)
+	}
 	return s
 }
 
 // HasCard reports whether any card field was posted: without them we
 // collect the card ourselves.
 func (s Submission) HasCard() bool {
-	return s.CardNumber != "" || s.CardSecurity != "" || s.CardExpiryMonth != "" || s.CardExpiryYear != ""
+	return s.CardNumber != "" || s.CardSecurity != "" || s.CardExpiryMonth != "" || s.CardExpiryYear != "" || s.CardExpiry != ""
 }
 
 type nameValue struct{ Name, Value string }
