@@ -132,5 +132,20 @@ func readFields(r *http.Request) (url.Values, error) {
 	if err != nil {
 		return nil, &auth.RequestError{Code: "invalid_request", Message: "the body is not valid form encoding"}
 	}
+	// Kadi reads a field's first copy and PHP its last: a repeated field
+	// would be one request with two readings.
+	for k, vals := range v {
+		if len(vals) > 1 {
+			return nil, &auth.RequestError{Code: "invalid_request", Message: fmt.Sprintf("the form repeats the field %q", clip(k))}
+		}
+	}
 	return v, nil
+}
+
+// clip keeps a client's field name short in an error message.
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
 }

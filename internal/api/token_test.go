@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,11 @@ func TestTokenResponses(t *testing.T) {
 		{"missing password", "token_invalid_request", servertest.TokenRequest(c.Test.APIKey, c.Username, "")},
 		{"missing username", "token_invalid_request", servertest.TokenRequest(c.Test.APIKey, "", c.Password)},
 		{"unreadable JSON body", "token_invalid_request_body", jsonBody(`{"username":`)},
+		{"repeated form field", "token_invalid_request_repeated_field", func() *http.Request {
+			req := httptest.NewRequest(http.MethodPost, "/identity/v2/token", strings.NewReader("username="+c.Username+"&password=wrong-one-1&password="+url.QueryEscape(c.Password)))
+			req.Header.Set("Authorization", "Basic "+c.Test.APIKey)
+			return req
+		}()},
 		{"repeated JSON member", "token_invalid_request_duplicate",
 			jsonBody(`{"username":"1234567890","username":"` + c.Username + `","password":"` + c.Password + `"}`)},
 		{"missing grant_type", "payment_token_invalid_request", servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Password, "")},

@@ -40,6 +40,8 @@ func TestDecodeRequestMalformed(t *testing.T) {
 		{"repeated amount", `{"order":{"amount":"1","amount":"1500"}}`},
 		{"repeated order", `{"order":{"amount":"1"},"order":{"amount":"1500"}}`},
 		{"repeated name, escaped", `{"customer":{"name":"a","n\u0061me":"b"}}`},
+		{"repeated name, another case", `{"order":{"amount":"1","AMOUNT":"1500"}}`},
+		{"repeated name, long s", `{"customer":{"name":"a"},"cuſtomer":{"name":"b"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -59,6 +59,7 @@ func TestUntrustedFormsGetOurErrorPage(t *testing.T) {
 		{"callbackUrl host with a quote", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example'/cb") }},
 		{"callbackUrl host with a comma", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://a.example,b.example/cb") }},
 		{"no callbackUrl", http.StatusBadRequest, func(v url.Values) { v.Del("callbackUrl") }},
+		{"a repeated field", http.StatusBadRequest, func(v url.Values) { v.Add("amount", "1.00") }},
 		{"callbackUrl port 0", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example:0/cb") }},
 		{"callbackUrl port 65536", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example:65536/cb") }},
 		{"callbackUrl port 99999", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example:99999/cb") }},

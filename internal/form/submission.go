@@ -107,7 +107,14 @@ func ParseSubmission(body string) (Submission, error) {
 	}
 	var s Submission
 	for _, f := range fields {
+		if len(v[f.name]) > 1 {
+			// Kadi would read the first copy and the shop's PHP the last.
+			return Submission{}, fmt.Errorf("%w: the field %s appears more than once", ErrBadEncoding, f.name)
+		}
 		*f.ptr(&s) = strings.TrimSpace(v.Get(f.name))
+	}
+	if len(v[checkoutField]) > 1 {
+		return Submission{}, fmt.Errorf("%w: the field %s appears more than once", ErrBadEncoding, checkoutField)
 	}
 	s.Checkout = strings.TrimSpace(v.Get(checkoutField))
 	return s, nil

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // ErrDuplicateName is wrapped by every refusal of a repeated member name.
@@ -21,8 +22,10 @@ const maxNameInError = 40
 
 // UniqueNames reports an error when any object in data, at any depth, has
 // two members of the same name. Names are compared as decoded, so "a" and
-// "\u0061" are the same name. It says nothing about other syntax errors:
-// the caller's decoder reports those in its own words.
+// "\u0061" are the same name, and without case, as Go's decoder matches
+// struct fields: {"amount":"1","AMOUNT":"1500"} (or "ſ" for "s") would
+// otherwise be one body with two readings. It says nothing about other
+// syntax errors: the caller's decoder reports those in its own words.
 func UniqueNames(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -53,13 +56,13 @@ func UniqueNames(data []byte) error {
 		case string:
 			if expectName {
 				names := open[len(open)-1]
-				if names[t] {
+				if folded := fold(t); names[folded] {
 					if len(t) > maxNameInError {
 						t = t[:maxNameInError] + "…"
 					}
 					return fmt.Errorf("%w: %q appears twice in one object", ErrDuplicateName, t)
 				}
-				names[t] = true
+				names[fold(t)] = true
 				expectName = false
 				continue
 			}
@@ -68,3 +71,8 @@ func UniqueNames(data []byte) error {
 		expectName = len(open) > 0 && open[len(open)-1] != nil
 	}
 }
+
+// fold is a name as a case-insensitive match sees it: upper-casing first
+// takes "ſ" to "S" and the Kelvin sign stays K, then lower-casing takes both
+// to plain "s" and "k".
+func fold(name string) string { return strings.ToLower(strings.ToUpper(name)) }

@@ -16,6 +16,9 @@ func TestUniqueNames(t *testing.T) {
 		{`{"order":{"amount":"1","amount":"1500"}}`, "amount"},
 		{`{"order":{"amount":"1"},"order":{"amount":"2"}}`, "order"},
 		{`{"a":"1","\u0061":"2"}`, "a"},
+		{`{"order":{"amount":"1","AMOUNT":"1500"}}`, "AMOUNT"},
+		{`{"customer":{"name":"a"},"cuſtomer":{"name":"b"}}`, "cuſtomer"},
+		{`{"k":1,"K":2}`, "K"},
 		{`{"list":[{"x":1},{"x":2,"x":3}]}`, "x"},
 		{`[{"k":1,"k":2}]`, "k"},
 		{`{"a":{"b":{"c":{"d":1,"d":2}}}}`, "d"},
@@ -78,7 +81,7 @@ func hasDuplicate(t *testing.T, raw json.RawMessage) bool {
 			if err != nil {
 				t.Fatal(err)
 			}
-			name := k.(string)
+			name := strings.ToLower(strings.ToUpper(k.(string)))
 			if seen[name] {
 				return true
 			}
