@@ -41,7 +41,7 @@ func CheckURL(raw string, mode merchant.Mode) error {
 		return errors.New("IPN URL must not have a fragment")
 	}
 	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
-	if port := u.Port(); port != "" {
+	if port := u.Port(); port != "" || strings.HasSuffix(u.Host, ":") {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 			return fmt.Errorf("IPN URL port %q is not a port number", port)
 		}

@@ -161,6 +161,9 @@ func TestCheckURL(t *testing.T) {
 		{"https://user:pw@shop.example/ipn", merchant.Live, false},
 		{"https://shop.example/ipn#x", merchant.Live, false},
 		{"https://shop.example:99999/ipn", merchant.Live, false},
+		{"https://shop.example:/ipn", merchant.Live, false},
+		{"https://shop.example:0/ipn", merchant.Live, false},
+		{"https://shop.example:8443/ipn", merchant.Live, true},
 		{"https://[fe80::1%25eth0]/ipn", merchant.Test, false},
 	}
 	for _, tt := range tests {
