@@ -40,12 +40,7 @@ const chromiumPath = "/usr/bin/chromium"
 // brings the browser back to the shop, which verifies before it says "paid".
 func TestBrowserCheckout(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("KADI_REQUIRE_BROWSER") == "1" {
-			t.Fatalf("KADI_REQUIRE_BROWSER=1 but %s is missing: %v", chromiumPath, err)
-		}
-		t.Skipf("no browser at %s (install Debian's chromium, or set KADI_REQUIRE_BROWSER=1 to make this a failure)", chromiumPath)
-	}
+	needBrowser(t)
 	screenshots := os.Getenv("KADI_SCREENSHOTS") == "1"
 
 	var m merchantCreds
@@ -209,6 +204,18 @@ func TestBrowserCheckout(t *testing.T) {
 	}
 }
 
+// needBrowser skips a browser test where Debian's chromium is missing,
+// unless KADI_REQUIRE_BROWSER=1 (CI) makes that a failure.
+func needBrowser(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("KADI_REQUIRE_BROWSER") == "1" {
+			t.Fatalf("KADI_REQUIRE_BROWSER=1 but %s is missing: %v", chromiumPath, err)
+		}
+		t.Skipf("no browser at %s (install Debian's chromium, or set KADI_REQUIRE_BROWSER=1 to make this a failure)", chromiumPath)
+	}
+}
+
 // newBrowser starts a headless Chromium for the test and a watch on its
 // console.
 func newBrowser(t *testing.T) (context.Context, *consoleWatch) {
@@ -345,8 +352,22 @@ func (w *consoleWatch) exceptionsSince(m consoleMark) []string {
 
 func run(t testing.TB, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		t.Fatalf("browser: %v", err)
+	for _, step := range steps {
+		// Right after a page replaces another (every hosted-form POST
+		// answers 303), chromedp can hold a node id of the old document
+		// and fail with "Could not find node with given id". The step
+		// then did nothing (the node was never reached), so it is safe
+		// to run it again once the new document is in place.
+		for attempt := 1; ; attempt++ {
+			err := chromedp.Do(ctx, step)
+			if err == nil {
+				break
+			}
+			if attempt == 3 || !strings.Contains(err.Error(), "Could not find node with given id") {
+				t.Fatalf("browser: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 }
 
@@ -604,12 +625,7 @@ func group(n string) string {
 // JavaScript off the same checkout still pays, checked by the server.
 func TestBrowserCardChecks(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("KADI_REQUIRE_BROWSER") == "1" {
-			t.Fatalf("KADI_REQUIRE_BROWSER=1 but %s is missing: %v", chromiumPath, err)
-		}
-		t.Skipf("no browser at %s", chromiumPath)
-	}
+	needBrowser(t)
 	var m merchantCreds
 	g := startGateway(t, func(dir string) { m = createMerchant(t, dir, "Checks Shop") })
 	shop := newTestShop(t, g, m, g.BaseURL)

@@ -25,12 +25,7 @@ import (
 // Content-Security-Policy. KADI_SCREENSHOTS=1 saves each page.
 func TestBrowserDashboard(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("KADI_REQUIRE_BROWSER") == "1" {
-			t.Fatalf("KADI_REQUIRE_BROWSER=1 but %s is missing: %v", chromiumPath, err)
-		}
-		t.Skipf("no browser at %s", chromiumPath)
-	}
+	needBrowser(t)
 	screenshots := os.Getenv("KADI_SCREENSHOTS") == "1"
 
 	// A receiver that counts notifications.

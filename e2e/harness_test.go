@@ -236,25 +236,41 @@ func (g *gateway) launch() error {
 		close(exited)
 	}()
 
+	if err := waitReady(exited, outFile.Name(), g.BaseURL); err != nil {
+		return fmt.Errorf("%w (%v)", err, g.state)
+	}
+	return nil
+}
+
+// waitReady waits until the child started on base has printed its ready
+// line into outPath and answers /healthz. Only the ready line proves the
+// child holds the port: before it, a healthy answer may come from another
+// test's gateway that took the port in the meantime.
+func waitReady(exited <-chan struct{}, outPath, base string) error {
 	deadline := time.Now().Add(startTimeout)
 	hc := &http.Client{Timeout: 2 * time.Second}
+	var last error
 	for {
 		select {
 		case <-exited:
-			return fmt.Errorf("kadi serve exited during start (%v)", g.state)
+			return errors.New("kadi serve exited during start")
 		default:
 		}
-		resp, err := hc.Get(g.BaseURL + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
+		if out, _ := os.ReadFile(outPath); bytes.Contains(out, []byte("Kadi is ready")) {
+			resp, err := hc.Get(base + "/healthz")
+			last = err
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return nil
+				}
+				last = fmt.Errorf("/healthz answered %s", resp.Status)
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("kadi serve not healthy after %s (last: %v)", startTimeout, err)
+			return fmt.Errorf("kadi serve not ready after %s (last: %v)", startTimeout, last)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -397,11 +413,17 @@ func (g *gateway) clientWithKey(t testing.TB, m merchantCreds, apiKey string) *c
 	return c
 }
 
-// browserless posts like a browser that the test steers by hand: it never
-// follows redirects, so a 3xx from the gateway would show up as such.
+// browserless posts like a browser that the test steers by hand: it
+// follows the hosted form's one 303 to its own page (POST-redirect-GET), as
+// a browser does, and no other redirect, so any other 3xx from the gateway
+// shows up as such.
 var browserless = &http.Client{
 	Timeout: 60 * time.Second,
-	CheckRedirect: func(*http.Request, []*http.Request) error {
+	CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) == 1 && req.Response.StatusCode == http.StatusSeeOther &&
+			req.URL.Host == via[0].URL.Host && strings.HasPrefix(req.URL.Path, "/cardPay/page/") {
+			return nil
+		}
 		return http.ErrUseLastResponse
 	},
 }
@@ -611,6 +633,11 @@ func (s *shopper) paymentForm(t testing.TB, b *client.Bill, card *client.CardFie
 	if err != nil {
 		t.Fatalf("Token: %v", err)
 	}
+	return s.paymentFormWith(token, b, card)
+}
+
+// paymentFormWith is paymentForm with a token already in hand.
+func (s *shopper) paymentFormWith(token string, b *client.Bill, card *client.CardFields) client.PaymentForm {
 	return client.PaymentForm{
 		Token: token, OutletCode: s.m.OutletCode, MerchantCode: s.m.MerchantCode,
 		Amount: b.Amount, OrderReference: b.OrderRef, BillReference: b.Reference,

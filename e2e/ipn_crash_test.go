@@ -354,8 +354,7 @@ func ipnPay(t *testing.T, kadi *client.Client, base, code, biller, outlet, order
 		"mobileNumber": {"+254 712345678"}, "emailAddress": {"wanjiku@example.com"}, "city": {"Nairobi"},
 		"callbackUrl": {"https://shop.example/kadi/callback"},
 	}
-	noRedirect := &http.Client{Timeout: time.Minute, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := noRedirect.PostForm(base+"/cardPay", form)
+	resp, err := browserless.PostForm(base+"/cardPay", form)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,12 +46,20 @@ func TestReadmeWalkthrough(t *testing.T) {
 	// Its own process group, so the gateway it starts in the background
 	// goes too, whatever the script did.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A step that fails leaves the backgrounded gateway holding the
+	// output pipe: kill the whole group, and stop waiting for the pipe, so
+	// a broken walkthrough fails instead of hanging.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Start()
 	if err == nil {
 		defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		err = cmd.Wait()
+		if err != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
 	}
 	if err != nil {
 		t.Fatalf("the walkthrough failed: %v\nscript:\n%s\noutput:\n%s", err, script, out.String())

@@ -1,5 +1,8 @@
 // Command kadi-load drives a running Kadi on this machine through the
-// merchant flow and prints throughput relative to a same-run baseline.
+// merchant flow and prints throughput relative to two baselines measured in
+// the same run (a minimal net/http handler it starts itself, and the
+// gateway's /healthz), latency percentiles and the server's CPU time per
+// request.
 //
 //	kadi merchant create --data-dir D --name Load --json > merchant.json
 //	kadi serve --data-dir D &
@@ -11,6 +14,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -19,11 +23,23 @@ import (
 
 	"github.com/kadipay/kadi/internal/config"
 	"github.com/kadipay/kadi/internal/load"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/server"
+	"github.com/kadipay/kadi/internal/store"
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == load.MinimalFlag {
+		// The second baseline, started by a run as a process of its own.
+		if err := load.ServeMinimal(); err != nil {
+			fmt.Fprintln(os.Stderr, "kadi-load:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var o load.Options
-	var creds string
+	var creds, dataDir, databaseURL string
+	var seed int
 	fs := flag.NewFlagSet("kadi-load", flag.ExitOnError)
 	fs.StringVar(&o.BaseURL, "url", "http://127.0.0.1:8080", "the gateway (loopback only)")
 	fs.StringVar(&creds, "credentials", "", "a file holding `kadi merchant create --json` output (required)")
@@ -31,12 +47,18 @@ func main() {
 	fs.IntVar(&o.Concurrency, "concurrency", 8, "concurrent clients")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "time per scenario")
 	fs.IntVar(&o.MaxRequests, "max-requests", 20000, "requests per scenario at most")
+	fs.StringVar(&o.IPNListen, "ipn-listen", "", "also run the IPN scenarios, receiving on this address (point the merchant's test IPN URL at http://ADDR/ipn; serve with --allow-private-ipn)")
+	fs.IntVar(&o.IPNRate, "ipn-rate", 1000, "payments a second in the IPN latency scenario")
+	fs.IntVar(&seed, "seed-bills", 0, "instead of a run, add this many bills for the merchant straight into the store (--data-dir or --database-url), in batches")
+	fs.StringVar(&dataDir, "data-dir", "", "with --seed-bills: the gateway's data directory (SQLite)")
+	fs.StringVar(&databaseURL, "database-url", "", "with --seed-bills: the gateway's PostgreSQL")
+	fs.IntVar(&o.ServerPID, "pid", 0, "the gateway's process id, for its CPU time (default: the process listening on --url's port)")
 	if err := config.Parse(fs, os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "kadi-load:", err)
 		os.Exit(2)
 	}
 	raw, err := os.ReadFile(creds)
-	if err != nil || o.Card == "" {
+	if err != nil || (o.Card == "" && seed == 0) {
 		fmt.Fprintln(os.Stderr, "kadi-load: --credentials FILE and --card NUMBER are required")
 		os.Exit(2)
 	}
@@ -44,6 +66,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kadi-load: credentials:", err)
 		os.Exit(2)
 	}
+	if seed > 0 {
+		if err := seedBills(seed, dataDir, databaseURL, o.Credentials); err != nil {
+			fmt.Fprintln(os.Stderr, "kadi-load:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	o.Warn = func(msg string) { fmt.Fprintln(os.Stderr, "kadi-load:", msg) }
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	rs, err := load.Run(ctx, o)
@@ -52,4 +82,29 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kadi-load:", err)
 		os.Exit(1)
 	}
+}
+
+// seedBills fills the store for a run against a full store.
+func seedBills(n int, dataDir, databaseURL string, c merchant.Credentials) error {
+	if (dataDir == "") == (databaseURL == "") {
+		return errors.New("--seed-bills needs --data-dir or --database-url (one of them)")
+	}
+	if dataDir != "" {
+		if _, err := os.Stat(server.DatabaseURL(dataDir, "")); err != nil {
+			return fmt.Errorf("no Kadi database in %s: %w", dataDir, err)
+		}
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, server.DatabaseURL(dataDir, databaseURL))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	start := time.Now()
+	err = load.Seed(ctx, st, c, n, func(done int) {
+		if done%1_000_000 == 0 || done == n {
+			fmt.Printf("%d bills in %s\n", done, time.Since(start).Round(time.Second))
+		}
+	})
+	return err
 }

@@ -72,10 +72,29 @@ func (s *Service) Create(ctx context.Context, m merchant.Merchant, mode merchant
 
 // Find looks ref up as a bill reference, then as the merchant's order
 // reference (the spec's own example fills billReference with the latter).
+// Only something shaped like a bill reference is looked up as one.
 func (s *Service) Find(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (Bill, error) {
+	if !couldBeReference(ref) {
+		return s.Repo.BillByOrderReference(ctx, merchantCode, mode, ref)
+	}
 	b, err := s.Repo.BillByReference(ctx, merchantCode, mode, ref)
 	if errors.Is(err, ErrNotFound) {
 		b, err = s.Repo.BillByOrderReference(ctx, merchantCode, mode, ref)
 	}
 	return b, err
+}
+
+// couldBeReference reports whether ref has the shape of a bill reference
+// of any version: 12 upper-case letters and digits (the ambiguous ones
+// included: references drawn before the unambiguous alphabet have them).
+func couldBeReference(ref string) bool {
+	if len(ref) != 12 {
+		return false
+	}
+	for i := 0; i < len(ref); i++ {
+		if c := ref[i]; !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/secret"
 )
 
 // memRepo keeps bills in memory. It honours the Repo contract only as far
@@ -286,4 +287,24 @@ func TestFind(t *testing.T) {
 			t.Fatalf("error = %v, want %v", err, repo.err)
 		}
 	})
+}
+
+// Only a value shaped like a bill reference costs a look-up as one; every
+// reference ever drawn has that shape, old alphabet included.
+func TestCouldBeReference(t *testing.T) {
+	for ref, want := range map[string]bool{
+		"ABCDEFGHJKLM": true, "23456789ABCD": true,
+		"ABCDEFGHI10O": true, // drawn before the unambiguous alphabet
+		"ORD1":         false, "NOSUCHBILL": false, "ABCDEFGHJKLMN": false,
+		"abcdefghjklm": false, "ABCDEFGHJKL-": false, "ABCDEFGHJKLÉ": false, "": false,
+	} {
+		if got := couldBeReference(ref); got != want {
+			t.Errorf("couldBeReference(%q) = %v, want %v", ref, got, want)
+		}
+	}
+	for range 100 {
+		if ref := secret.RandomString(12, secret.Unambiguous); !couldBeReference(ref) {
+			t.Fatalf("a drawn reference %q is not shaped like one", ref)
+		}
+	}
 }

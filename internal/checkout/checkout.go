@@ -40,8 +40,23 @@ type Session struct {
 	// carry a merchant-posted form's 3-D Secure challenge is not one: that
 	// form keeps the spec's one-shot behaviour.
 	EntryPage bool
+	// Notice is what the card page shows again after a refused attempt.
+	Notice    Notice
 	CreatedAt time.Time
 	ExpiresAt time.Time
+}
+
+// Notice is what Kadi's card page shows again after a refused attempt:
+// why, and what the shopper typed that may be shown again. Never the card
+// number or the security code.
+type Notice struct {
+	// Errors maps a card field to its message id (internal/i18n).
+	Errors map[string]string `json:"errors,omitempty"`
+	// Declined is the message id of the attempt the card issuer refused.
+	Declined  string `json:"declined,omitempty"`
+	FirstName string `json:"firstName,omitempty"`
+	LastName  string `json:"lastName,omitempty"`
+	Expiry    string `json:"expiry,omitempty"` // as typed: MM / YY
 }
 
 // New starts a session and returns its id: 256 random bits, which go to
@@ -81,5 +96,9 @@ type Repo interface {
 	// CheckoutByHash finds a session not yet expired at now.
 	CheckoutByHash(ctx context.Context, idHash string, now time.Time) (Session, error)
 	BindCheckoutPayment(ctx context.Context, idHash, paymentID string) error
+	// SetCheckoutNotice replaces what the session's card page shows again.
+	SetCheckoutNotice(ctx context.Context, idHash string, n Notice) error
+	// EndCheckout expires the session at now: its pages stop working.
+	EndCheckout(ctx context.Context, idHash string, now time.Time) error
 	DeleteExpiredCheckouts(ctx context.Context, now time.Time) (int64, error)
 }

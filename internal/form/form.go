@@ -25,6 +25,7 @@ import (
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/phone"
+	"github.com/kadipay/kadi/internal/secret"
 )
 
 //go:embed templates/*.html
@@ -59,14 +60,18 @@ type Handler struct {
 	HSTS bool
 	// DefaultRegion reads mobile numbers in national form (0712345678).
 	DefaultRegion string
+	// Sealer seals the pages' URLs (page.go); derive its key from the
+	// master key so every node reads every node's pages.
+	Sealer *secret.Sealer
 
-	pages *template.Template
+	templates *template.Template
 }
 
 // Register adds the pages' routes to mux.
 func (h *Handler) Register(mux *http.ServeMux) {
-	h.pages = template.Must(template.New("").ParseFS(templateFS, "templates/*.html"))
+	h.templates = template.Must(template.New("").ParseFS(templateFS, "templates/*.html"))
 	mux.HandleFunc("POST /cardPay", h.cardPay)
+	mux.HandleFunc("GET "+pagePrefix+"{id}", h.servePage)
 	mux.HandleFunc("POST /cardPay/3ds", h.challenge)
 	mux.HandleFunc("POST /cardPay/cancel", h.cancel)
 	mux.HandleFunc("POST /cardPay/language", h.switchLanguage)
@@ -76,12 +81,16 @@ func (h *Handler) Register(mux *http.ServeMux) {
 // pageError is a problem shown on our own error page: the browser is never
 // sent anywhere we have not checked.
 // Title and Message are message ids (internal/i18n); Detail is technical
-// text for the shop's developers, shown as it is.
+// text for the shop's developers, shown as it is. Shop and ShopURL, once
+// the callback is trusted, are the way back to the shop.
 type pageError struct {
-	Status  int
-	Title   string
-	Message string
-	Detail  string
+	Status    int    `json:"s"`
+	Title     string `json:"t"`
+	Message   string `json:"m"`
+	Detail    string `json:"d,omitempty"`
+	RequestID string `json:"i,omitempty"`
+	Shop      string `json:"n,omitempty"`
+	ShopURL   string `json:"u,omitempty"`
 }
 
 func (e *pageError) Error() string { return e.Title + ": " + e.Message + " " + e.Detail }
@@ -90,15 +99,15 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	var maxBytes *http.MaxBytesError
 	if errors.As(err, &maxBytes) {
-		h.renderError(w, r, &pageError{Status: http.StatusRequestEntityTooLarge, Title: "Payment form too large", Message: "The payment form sent by the shop is larger than 64 KiB."})
+		h.fail(w, r, nil, &pageError{Status: http.StatusRequestEntityTooLarge, Title: "Payment form too large", Message: "The payment form sent by the shop is larger than 64 KiB."})
 		return
 	} else if err != nil {
-		h.renderError(w, r, &pageError{Status: http.StatusBadRequest, Title: "Payment form unreadable", Message: "The payment form could not be read."})
+		h.fail(w, r, nil, &pageError{Status: http.StatusBadRequest, Title: "Payment form unreadable", Message: "The payment form could not be read."})
 		return
 	}
 	sub, err := ParseSubmission(string(body))
 	if err != nil {
-		h.renderError(w, r, &pageError{Status: http.StatusBadRequest, Title: "Payment form unreadable", Message: "The payment form could not be read.", Detail: err.Error()})
+		h.fail(w, r, nil, &pageError{Status: http.StatusBadRequest, Title: "Payment form unreadable", Message: "The payment form could not be read.", Detail: err.Error()})
 		return
 	}
 	var t trusted
@@ -108,31 +117,31 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 		t, err = h.trust(r.Context(), sub)
 	}
 	if err != nil {
-		h.renderError(w, r, err)
+		h.fail(w, r, nil, err)
 		return
 	}
 
 	// The merchant's customer fields are judged before anyone types a card:
 	// a customer cannot fix them, so there is no point asking for the card.
 	if problems := h.checkCustomer(&sub); len(problems) > 0 {
-		h.redirect(w, r, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location))
+		h.finish(w, r, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location))
 		return
 	}
-	if !sub.HasCard() {
+	if !sub.HasCard() && t.checkoutID == "" {
 		if err := h.startCheckout(r.Context(), &t, ""); err != nil {
-			h.renderError(w, r, err)
+			h.fail(w, r, &t, err)
 			return
 		}
-		h.renderCardEntry(w, r, t, sub, nil)
+		h.toCheckout(w, r, t)
 		return
 	}
 	attempt, problems := h.checkCard(sub)
 	if len(problems) > 0 {
 		if t.checkoutID != "" && onlyCardProblems(problems) {
-			h.renderCardEntry(w, r, t, sub, problems)
+			h.again(w, r, t, sub, problems, "")
 			return
 		}
-		h.redirect(w, r, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location))
+		h.finish(w, r, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location))
 		return
 	}
 	attempt.CallbackURL = t.callback.String()
@@ -197,24 +206,19 @@ func (h *Handler) trust(ctx context.Context, sub Submission) (trusted, error) {
 }
 
 // errCheckoutGone is a checkout session that is unknown or has expired.
-var errCheckoutGone = &pageError{Status: http.StatusGone, Title: "Payment page expired", Message: "This payment page is no longer valid. Nothing more was charged. Please go back to the shop and start the payment again."}
+var errCheckoutGone = &pageError{Status: http.StatusGone, Title: "Payment page expired", Message: "This payment page is no longer valid."}
 
-// resume continues a checkout from our own page: the session, not the
-// browser, says which bill, mode and merchant fields it is about.
+// resume continues a checkout from our own card page: the session, not
+// the browser, says which bill, mode and merchant fields it is about.
 func (h *Handler) resume(ctx context.Context, posted Submission) (Submission, trusted, error) {
-	if !checkout.ValidID(posted.Checkout) {
-		return posted, trusted{}, errCheckoutGone
+	sess, t, err := h.session(ctx, posted.Checkout)
+	if err == nil && !sess.EntryPage {
+		err = errCheckoutGone
 	}
-	sess, err := h.Checkouts.CheckoutByHash(ctx, checkout.Hash(posted.Checkout), h.Now())
-	if errors.Is(err, checkout.ErrNotFound) || (err == nil && !sess.EntryPage) {
-		return posted, trusted{}, errCheckoutGone
-	} else if err != nil {
-		return posted, trusted{}, fmt.Errorf("load checkout session: %w", err)
+	if err != nil {
+		return posted, t, err
 	}
-	sub := resumed(sess.Fields, posted)
-	t, err := h.load(ctx, sess.MerchantCode, sess.Mode, sess.BillReference, sub.CallbackURL)
-	t.fields, t.checkoutID, t.entry = sess.Fields, posted.Checkout, true
-	return sub, t, err
+	return resumed(sess.Fields, posted), t, nil
 }
 
 // load finds the bill and merchant a payment is for and checks the
@@ -336,106 +340,111 @@ func cardMessage(err error) string {
 
 func (h *Handler) challenge(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
-		h.renderError(w, r, &pageError{Status: http.StatusBadRequest, Title: "Authentication form unreadable", Message: "The authentication form could not be read."})
+		h.fail(w, r, nil, &pageError{Status: http.StatusBadRequest, Title: "Authentication form unreadable", Message: "The authentication form could not be read."})
 		return
 	}
 	// The challenge is answered through the checkout session that owes it:
 	// a payment id alone, which the browser never sees, answers nothing.
 	id, code := r.PostForm.Get(checkoutField), r.PostForm.Get("code")
-	var sess checkout.Session
-	err := checkout.ErrNotFound
-	if checkout.ValidID(id) && len(code) <= 12 && utf8.ValidString(code) {
-		sess, err = h.Checkouts.CheckoutByHash(r.Context(), checkout.Hash(id), h.Now())
+	if len(code) > 12 || !utf8.ValidString(code) {
+		id = ""
 	}
+	sess, t, err := h.session(r.Context(), id)
 	if err == nil && sess.PaymentID == "" {
-		err = checkout.ErrNotFound
+		err = errChallengeGone
 	}
-	if errors.Is(err, checkout.ErrNotFound) {
-		h.renderError(w, r, &pageError{Status: http.StatusNotFound, Title: "Authentication not found", Message: "This authentication page is not valid or has expired. Nothing more was charged. Please go back to the shop."})
-		return
-	} else if err != nil {
-		h.renderError(w, r, err)
+	if errors.Is(err, errCheckoutGone) {
+		err = errChallengeGone
+	}
+	if err != nil {
+		h.fail(w, r, nil, err)
 		return
 	}
+	// What the shopper typed before the challenge, for the card page
+	// should the code fail.
+	t.typed = Submission{CardFirstName: sess.Notice.FirstName, CardLastName: sess.Notice.LastName, CardExpiry: sess.Notice.Expiry}
 	p, err := h.Payments.CompleteChallenge(r.Context(), sess.PaymentID, code)
-	if err != nil {
-		h.renderError(w, r, err)
-		return
+	if err == nil {
+		// The bill as the answer left it, for the callback and a retry.
+		t.bill, err = h.Bills.BillByID(r.Context(), p.BillReference)
 	}
-	b, err := h.Bills.BillByID(r.Context(), p.BillReference)
-	if err != nil {
-		h.renderError(w, r, err)
-		return
-	}
-	cb, err := url.Parse(p.CallbackURL)
-	if err != nil {
-		h.renderError(w, r, err)
-		return
-	}
-	m, err := h.Bills.MerchantByCode(r.Context(), b.MerchantCode)
-	if err != nil {
-		h.renderError(w, r, err)
-		return
-	}
-	h.answer(w, r, trusted{merchant: m, bill: b, callback: cb, fields: sess.Fields, checkoutID: id, entry: sess.EntryPage}, p, nil)
+	h.answer(w, r, t, p, err)
 }
 
-// cancel is the card page's "Cancel and return to the shop": the shop
-// hears Transaction Failed, unless the bill was paid meanwhile, when it
-// hears that instead.
+var errChallengeGone = &pageError{Status: http.StatusNotFound, Title: "Authentication not found", Message: "This authentication page is not valid or has expired."}
+
+// session loads checkout session id, of either kind, and what it trusts.
+func (h *Handler) session(ctx context.Context, id string) (checkout.Session, trusted, error) {
+	if !checkout.ValidID(id) {
+		return checkout.Session{}, trusted{}, errCheckoutGone
+	}
+	sess, err := h.Checkouts.CheckoutByHash(ctx, checkout.Hash(id), h.Now())
+	if errors.Is(err, checkout.ErrNotFound) {
+		return sess, trusted{}, errCheckoutGone
+	} else if err != nil {
+		return sess, trusted{}, fmt.Errorf("load checkout session: %w", err)
+	}
+	t, err := h.load(ctx, sess.MerchantCode, sess.Mode, sess.BillReference, sess.Fields["callbackUrl"])
+	t.fields, t.checkoutID, t.entry = sess.Fields, id, sess.EntryPage
+	return sess, t, err
+}
+
+// cancel is "Cancel and return to the shop" on the card page and the 3-D
+// Secure page: a challenge still owed fails, the session ends, and the
+// shop hears Transaction Failed, unless the bill was paid meanwhile, when
+// it hears that instead.
 func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
-		h.renderError(w, r, errCheckoutGone)
+		h.fail(w, r, nil, errCheckoutGone)
 		return
 	}
-	posted := Submission{Checkout: r.PostForm.Get(checkoutField)}
-	_, t, err := h.resume(r.Context(), posted)
+	ctx := r.Context()
+	sess, t, err := h.session(ctx, r.PostForm.Get(checkoutField))
 	if err != nil {
-		h.renderError(w, r, err)
+		h.fail(w, r, nil, err)
 		return
+	}
+	if sess.PaymentID != "" {
+		p, err := h.Payments.AbandonChallenge(ctx, sess.PaymentID, MsgCancelled)
+		if err != nil || p.Status == payment.Succeeded || p.Status == payment.Processing {
+			h.answer(w, r, t, p, err)
+			return
+		}
 	}
 	if t.bill.State == bill.Paid {
-		p, err := h.Payments.Repo.SuccessfulPayment(r.Context(), t.bill.Reference)
+		p, err := h.Payments.Repo.SuccessfulPayment(ctx, t.bill.Reference)
 		h.answer(w, r, t, p, err)
 		return
 	}
-	h.redirect(w, r, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: MsgCancelled, UpdatedAt: h.Now()}, h.Location))
+	if err := h.Checkouts.EndCheckout(ctx, checkout.Hash(t.checkoutID), h.Now()); err != nil && !errors.Is(err, checkout.ErrNotFound) {
+		h.fail(w, r, &t, err)
+		return
+	}
+	h.finish(w, r, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: MsgCancelled, UpdatedAt: h.Now()}, h.Location))
 }
 
 // switchLanguage is the pages' language switch: it remembers the choice
-// in a cookie and shows the checkout's page again in that language.
+// in a cookie and shows the page it came from again.
 func (h *Handler) switchLanguage(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
-		h.renderError(w, r, errCheckoutGone)
+		h.fail(w, r, nil, errPageGone)
 		return
 	}
 	if l := i18n.ByTag(r.PostForm.Get("language")); l != nil {
 		http.SetCookie(w, &http.Cookie{Name: languageCookie, Value: l.Tag, Path: "/", MaxAge: 365 * 24 * 3600,
 			HttpOnly: true, Secure: h.HSTS, SameSite: http.SameSiteLaxMode})
-		r = r.WithContext(context.WithValue(r.Context(), langKey{}, l))
 	}
-	id := r.PostForm.Get(checkoutField)
-	if checkout.ValidID(id) {
-		if sess, err := h.Checkouts.CheckoutByHash(r.Context(), checkout.Hash(id), h.Now()); err == nil && sess.PaymentID != "" {
-			if p, err := h.Payments.Repo.PaymentByID(r.Context(), sess.PaymentID); err == nil && p.Status == payment.Challenge {
-				t, err := h.load(r.Context(), sess.MerchantCode, sess.Mode, sess.BillReference, sess.Fields["callbackUrl"])
-				if err != nil {
-					h.renderError(w, r, err)
-					return
-				}
-				t.checkoutID, t.entry, t.fields = id, sess.EntryPage, sess.Fields
-				h.renderChallenge(w, r, t, p, "")
-				return
-			}
-		}
-	}
-	sub, t, err := h.resume(r.Context(), Submission{Checkout: id})
-	if err != nil {
-		h.renderError(w, r, err)
+	id := r.PostForm.Get(pageField)
+	if _, err := h.openPage(id); err != nil {
+		h.fail(w, r, nil, err)
 		return
 	}
-	h.renderCardEntry(w, r, t, sub, nil)
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, pagePrefix+id, http.StatusSeeOther)
 }
+
+// pageField names the page id in the language switch's form.
+const pageField = "page"
 
 // MsgCancelled is the callback's message when the shopper cancels on our
 // page. Messages to the merchant stay English: integrations parse them.
@@ -445,19 +454,24 @@ const MsgCancelled = "Payment cancelled by the customer"
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p payment.Payment, err error) {
 	switch {
 	case errors.Is(err, payment.ErrLiveDisabled):
-		h.renderError(w, r, &pageError{Status: http.StatusServiceUnavailable, Title: "Card payments unavailable", Message: "Card payments are not available here yet. Nothing was charged.", Detail: err.Error() + "."})
+		h.fail(w, r, &t, &pageError{Status: http.StatusServiceUnavailable, Title: "Card payments unavailable", Message: "Card payments are not available here yet. Nothing was charged.", Detail: err.Error() + "."})
 	case err != nil:
-		h.renderError(w, r, err)
+		h.fail(w, r, &t, err)
 	case p.Status == payment.Challenge:
 		if err := h.startCheckout(r.Context(), &t, p.ID); err != nil {
-			h.renderError(w, r, err)
+			h.fail(w, r, &t, err)
 			return
 		}
-		h.renderChallenge(w, r, t, p, "")
+		if t.entry {
+			// Kept for the card page, should the code fail.
+			h.again(w, r, t, t.typed, nil, "")
+			return
+		}
+		h.toCheckout(w, r, t)
 	case p.Status == payment.Processing:
-		h.renderError(w, r, &pageError{Status: http.StatusConflict, Title: "Payment in progress", Message: "A payment for this bill is still being processed. Please wait a moment and check with the shop; do not pay again."})
-	case p.Status == payment.Failed && t.entry && h.retry(w, r, t, p):
-		// Shown again on our page, with attempts left.
+		h.fail(w, r, &t, errInProgress)
+	case p.Status == payment.Failed && t.entry && h.canRetry(r.Context(), t):
+		h.again(w, r, t, t.typed, nil, p.Message)
 	default:
 		if p.UpdatedAt.IsZero() {
 			p.UpdatedAt = h.Now() // refused before any attempt was stored
@@ -469,24 +483,38 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 				cb = u
 			}
 		}
-		h.redirect(w, r, cb, callbackFor(t.bill, p, h.Location))
+		h.finish(w, r, cb, callbackFor(t.bill, p, h.Location))
 	}
 }
 
-// retry keeps the shopper on our card page after a failed attempt while
-// the bill can still be paid: a decline, insufficient funds, a failed 3-D
-// Secure code or an acquirer error need not end the checkout, as hosted
-// checkouts do. It reports false when the bill is blocked, paid or expired:
-// then the shop hears the result.
-func (h *Handler) retry(w http.ResponseWriter, r *http.Request, t trusted, p payment.Payment) bool {
-	b, err := h.Bills.BillByID(r.Context(), t.bill.Reference)
-	if err != nil || b.State != bill.Open || b.Expired(h.Now()) {
-		return false
+var errInProgress = &pageError{Status: http.StatusConflict, Title: "Payment in progress", Message: "A payment for this bill is still being processed. Please wait a moment and check with the shop; do not pay again."}
+
+// canRetry reports whether the shopper may stay on our card page after a
+// failed attempt: a decline, insufficient funds, a failed 3-D Secure code
+// or an acquirer error need not end the checkout, as hosted checkouts do,
+// while the bill is open. Once it is blocked, paid or expired the shop
+// hears the result.
+func (h *Handler) canRetry(ctx context.Context, t trusted) bool {
+	b, err := h.Bills.BillByID(ctx, t.bill.Reference)
+	return err == nil && b.State == bill.Open && !b.Expired(h.Now())
+}
+
+// again shows checkout t's card page once more, with the field problems
+// or the decline, and what the shopper typed that may be shown again:
+// the names and expiry, never the card number or CVV.
+func (h *Handler) again(w http.ResponseWriter, r *http.Request, t trusted, typed Submission, problems []Problem, declined string) {
+	n := checkout.Notice{Declined: declined, FirstName: typed.CardFirstName, LastName: typed.CardLastName, Expiry: typedExpiry(typed)}
+	if len(problems) > 0 {
+		n.Errors = map[string]string{}
+		for _, p := range problems {
+			n.Errors[p.Field] = p.Message
+		}
 	}
-	t.bill = b
-	left := h.Payments.MaxFailures - b.FailedAttempts
-	h.renderRetry(w, r, t, p.Message, left)
-	return true
+	if err := h.Checkouts.SetCheckoutNotice(r.Context(), checkout.Hash(t.checkoutID), n); err != nil {
+		h.fail(w, r, &t, err)
+		return
+	}
+	h.toCheckout(w, r, t)
 }
 
 // Callback is spec 2.5.

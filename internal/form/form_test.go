@@ -736,10 +736,19 @@ func TestRetryAfterFailedChallenge(t *testing.T) {
 	tok := g.Token(c, merchant.Test)
 	b := g.CreateBill(c, tok, "RETRY3DS", "10")
 	id := g.OpenCheckout(servertest.FormFields(c, tok, b))
-	g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: card3DS, CVV: cvv}))
+	g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: card3DS, CVV: cvv, Month: "07", Year: "2031", FirstName: "Achieng", LastName: "Otieno"}))
 	rec := g.Serve(servertest.ChallengeRequest(id, "000000"))
 	if !strings.Contains(rec.Body.String(), `id="declined"`) || !strings.Contains(rec.Body.String(), "3-D Secure") {
 		t.Fatalf("wrong code on the card page's checkout:\n%s", rec.Body)
+	}
+	// What was typed before the challenge is still there; the card is not.
+	for _, want := range []string{`value="Achieng"`, `value="Otieno"`, `value="07 / 31"`} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("the card page after a failed code lacks %s", want)
+		}
+	}
+	if strings.Contains(rec.Body.String(), card3DS) || strings.Contains(rec.Body.String(), `value="`+cvv+`"`) {
+		t.Error("the card page after a failed code shows the card number or CVV")
 	}
 	if cb := callback(t, g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv}))); cb["orderStatus"] != "Transaction Successfull" {
 		t.Errorf("another card after a failed challenge: %v", cb)

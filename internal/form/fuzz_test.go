@@ -1,6 +1,7 @@
 package form_test
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -108,7 +109,8 @@ func FuzzCheckCallbackURL(f *testing.F) {
 	})
 }
 
-// FuzzParseSubmission: any body parses or is refused with ErrBadEncoding,
+// FuzzParseSubmission: any body parses or is refused with (a wrapped)
+// ErrBadEncoding,
 // and a parsed submission's fields carry no surrounding whitespace.
 func FuzzParseSubmission(f *testing.F) {
 	f.Add("token=a&amount=1500.00&cardNumber=4242+4242+4242+4242&kadiEntry=1")
@@ -117,7 +119,7 @@ func FuzzParseSubmission(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		s, err := form.ParseSubmission(body)
 		if err != nil {
-			if err != form.ErrBadEncoding {
+			if !errors.Is(err, form.ErrBadEncoding) {
 				t.Fatalf("unexpected error %v", err)
 			}
 			return

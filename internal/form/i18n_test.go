@@ -108,19 +108,34 @@ func TestSwahili(t *testing.T) {
 		t.Errorf("Swahili decline:\n%s", body)
 	}
 
-	// The switch: English → Kiswahili, remembered by a cookie.
-	sw := httptest.NewRequest(http.MethodPost, "/cardPay/language", strings.NewReader(url.Values{"checkout": {id}, "language": {"sw"}}.Encode()))
+	// The switch: English → Kiswahili, remembered by a cookie, then the
+	// same page again by GET.
+	lf, ok := page.FormTo("/cardPay/language")
+	if !ok || lf.Values()["page"] == "" {
+		t.Fatalf("the card page has no language switch naming its page:\n%s", body)
+	}
+	sw := httptest.NewRequest(http.MethodPost, "/cardPay/language", strings.NewReader(url.Values{"page": {lf.Values()["page"]}, "language": {"sw"}}.Encode()))
 	sw.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	rec = g.Serve(sw)
+	rec = g.ServeOnce(sw)
 	var cookie *http.Cookie
 	for _, ck := range rec.Result().Cookies() {
 		if ck.Name == "kadi_lang" {
 			cookie = ck
 		}
 	}
-	if !strings.Contains(rec.Body.String(), "Lipa kwa kadi") || cookie == nil || cookie.Value != "sw" {
-		t.Fatalf("switch to Swahili: cookie %v\n%s", cookie, rec.Body)
+	back := rec.Header().Get("Location")
+	if rec.Code != http.StatusSeeOther || back != "/cardPay/page/"+lf.Values()["page"] || cookie == nil || cookie.Value != "sw" {
+		t.Fatalf("switch to Swahili: %d to %q, cookie %v", rec.Code, back, cookie)
 	}
+	again := httptest.NewRequest(http.MethodGet, back, nil)
+	again.AddCookie(cookie)
+	if body := g.Serve(again).Body.String(); !strings.Contains(body, "Lipa kwa kadi") {
+		t.Fatalf("the page after the switch is not in Swahili:\n%s", body)
+	}
+	// A forged or damaged page id switches nothing and says so.
+	sw = httptest.NewRequest(http.MethodPost, "/cardPay/language", strings.NewReader(url.Values{"page": {"forged"}, "language": {"sw"}}.Encode()))
+	sw.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	errorPage(t, g.Serve(sw), http.StatusGone)
 	pay := httptest.NewRequest(http.MethodPost, "/cardPay", strings.NewReader(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv}).Encode()))
 	pay.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	pay.AddCookie(cookie)

@@ -2,13 +2,12 @@ package form
 
 import (
 	"bytes"
-	"errors"
 	"net/http"
 	"net/url"
 
 	"github.com/kadipay/kadi/internal/card"
+	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/i18n"
-	"github.com/kadipay/kadi/internal/logging"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
 )
@@ -32,8 +31,9 @@ func header(t trusted) pageHeader {
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, formAction, name string, data map[string]any) {
 	data["L"] = h.lang(r)
 	data["Languages"] = i18n.All()
+	data["Page"], data["PageField"] = pageID(r), pageField
 	var buf bytes.Buffer
-	if err := h.pages.ExecuteTemplate(&buf, name, data); err != nil {
+	if err := h.templates.ExecuteTemplate(&buf, name, data); err != nil {
 		h.Log.ErrorContext(r.Context(), "render page", "page", name, "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
@@ -48,14 +48,9 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, for
 // languageCookie remembers the language a shopper chose on a page.
 const languageCookie = "kadi_lang"
 
-type langKey struct{}
-
-// lang is the shopper's language: the one just chosen, the one the cookie
-// remembers, else the browser's preference.
+// lang is the shopper's language: the one the cookie remembers, else the
+// browser's preference.
 func (h *Handler) lang(r *http.Request) *i18n.Lang {
-	if l, ok := r.Context().Value(langKey{}).(*i18n.Lang); ok {
-		return l
-	}
 	if c, err := r.Cookie(languageCookie); err == nil {
 		if l := i18n.ByTag(c.Value); l != nil {
 			return l
@@ -64,39 +59,27 @@ func (h *Handler) lang(r *http.Request) *i18n.Lang {
 	return i18n.Negotiate(r.Header.Get("Accept-Language"))
 }
 
-// renderCardEntry shows our own card form. The merchant's fields stay in
-// the checkout session; the page carries only its id.
-func (h *Handler) renderCardEntry(w http.ResponseWriter, r *http.Request, t trusted, sub Submission, problems []Problem) {
-	errs := map[string]string{}
-	for _, p := range problems {
-		errs[p.Field] = p.Message
+// renderCard shows our own card form. The merchant's fields stay in the
+// checkout session; the page carries only its id. After a refused attempt
+// the notice says why, with the typed names and expiry; the card number
+// and CVV never come back.
+func (h *Handler) renderCard(w http.ResponseWriter, r *http.Request, t trusted, n checkout.Notice, left int) {
+	first, last := n.FirstName, n.LastName
+	if first == "" && last == "" {
+		first, last = t.fields["customerFirstName"], t.fields["customerLastName"]
+	}
+	errs := n.Errors
+	if errs == nil {
+		errs = map[string]string{}
 	}
 	status := http.StatusOK
-	if len(problems) > 0 {
+	if len(errs) > 0 {
 		status = http.StatusUnprocessableEntity
-	}
-	h.renderCard(w, r, status, t, sub, errs, "", 0)
-}
-
-// renderRetry shows our card page again after a failed attempt, with why
-// and how many attempts are left; the typed names and expiry stay, the
-// card number and CVV never come back.
-func (h *Handler) renderRetry(w http.ResponseWriter, r *http.Request, t trusted, why string, left int) {
-	h.renderCard(w, r, http.StatusOK, t, t.typed, map[string]string{}, why, left)
-}
-
-func (h *Handler) renderCard(w http.ResponseWriter, r *http.Request, status int, t trusted, sub Submission, errs map[string]string, declined string, left int) {
-	if sub.CardFirstName == "" && sub.CardLastName == "" && sub.CustomerFirstName == "" {
-		sub = resumed(t.fields, sub)
-	}
-	first, last := sub.CardFirstName, sub.CardLastName
-	if first == "" && last == "" {
-		first, last = sub.CustomerFirstName, sub.CustomerLastName
 	}
 	h.render(w, r, status, "'self'", "card.html", map[string]any{
 		"Title": "Pay by card", "Header": header(t), "CheckoutField": checkoutField, "Checkout": t.checkoutID, "Errors": errs,
-		"FirstName": first, "LastName": last, "Expiry": typedExpiry(sub),
-		"Declined": declined, "AttemptsLeft": left,
+		"FirstName": first, "LastName": last, "Expiry": n.Expiry,
+		"Declined": n.Declined, "AttemptsLeft": left,
 	})
 }
 
@@ -112,34 +95,31 @@ func typedExpiry(sub Submission) string {
 	return sub.CardExpiryMonth + " / " + y
 }
 
-func (h *Handler) renderChallenge(w http.ResponseWriter, r *http.Request, t trusted, p payment.Payment, problem string) {
+func (h *Handler) renderChallenge(w http.ResponseWriter, r *http.Request, t trusted, p payment.Payment) {
 	h.render(w, r, http.StatusOK, "'self'", "challenge.html", map[string]any{
 		"Title": "Confirm your payment", "Header": header(t), "CheckoutField": checkoutField, "Checkout": t.checkoutID,
-		"Brand": brandName(p.Card.Brand), "Last4": p.Card.Last4, "Problem": problem,
+		"Brand": brandName(p.Card.Brand), "Last4": p.Card.Last4,
 	})
 }
 
-// redirect sends the browser to the merchant's callback by POST: a form that
-// a script submits at once, with a button for browsers without scripts.
-func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, to *url.URL, cb Callback) {
+// renderResult sends the browser to the merchant's callback by POST: a
+// form that a script submits at once (autoPost), with a button for
+// browsers without scripts and for a shopper who comes back to the page.
+// A card page revisited after its checkout ended shows the result without
+// posting it: the shopper came back on purpose, and bouncing them to the
+// shop again would trap the back button.
+func (h *Handler) renderResult(w http.ResponseWriter, r *http.Request, to *url.URL, cb Callback, autoPost bool) {
 	origin := (&url.URL{Scheme: to.Scheme, Host: to.Host}).String()
 	h.render(w, r, http.StatusOK, "'self' "+origin, "redirect.html", map[string]any{
 		"Title": "Returning to the shop", "Action": to.String(), "Fields": cb.Fields(), "Success": cb.OrderStatus == StatusSuccessful,
-		"Message": cb.Message, "Amount": cb.OrderAmount, "OrderRef": cb.OrderReference,
+		"Message": cb.Message, "Amount": cb.OrderAmount, "OrderRef": cb.OrderReference, "AutoPost": autoPost,
 	})
 }
 
-func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, err error) {
-	var pe *pageError
-	if !errors.As(err, &pe) {
-		h.Log.ErrorContext(r.Context(), "payment page failed", "err", err)
-		pe = &pageError{Status: http.StatusInternalServerError, Title: "Something went wrong",
-			Message: "We could not process this request. You have not been charged twice; please contact the shop and quote the reference below."}
-	} else {
-		h.Log.InfoContext(r.Context(), "payment page refused", "status", pe.Status, "title", pe.Title, "detail", pe.Message+" "+pe.Detail)
-	}
-	h.render(w, r, pe.Status, "'none'", "error.html", map[string]any{"Title": pe.Title, "Message": pe.Message, "Detail": pe.Detail,
-		"RequestID": logging.RequestID(r.Context())})
+// renderError shows pe; problem made it and logged it.
+func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, pe *pageError) {
+	h.render(w, r, pe.Status, "'self'", "error.html", map[string]any{"Title": pe.Title, "Message": pe.Message, "Detail": pe.Detail,
+		"RequestID": pe.RequestID, "Shop": pe.Shop, "ShopURL": pe.ShopURL})
 }
 
 // brandName is how customers know their card's scheme.

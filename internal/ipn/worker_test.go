@@ -3,9 +3,11 @@ package ipn_test
 import (
 	"context"
 	"encoding/base64"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -486,5 +488,84 @@ func TestLiveNeverPrivate(t *testing.T) {
 	stop()
 	if n := len(rc.requests()); n != 0 {
 		t.Errorf("receiver got %d live-mode requests", n)
+	}
+}
+
+// countingQueue counts the claims a worker makes.
+type countingQueue struct {
+	ipn.Queue
+	claims atomic.Int32
+}
+
+func (q *countingQueue) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
+	q.claims.Add(1)
+	return q.Queue.ClaimIPN(ctx, c)
+}
+
+// A worker claims a round ahead for an endpoint at its cap and starts the
+// next event as a delivery ends, without a claim each time (its effect on
+// throughput is in docs/performance.md); the cap on requests in flight
+// holds; what is still queued when the worker stops is given back at
+// once, not left to its lease.
+func TestClaimsAheadPerEndpoint(t *testing.T) {
+	f := newFixture(t)
+	s := f.shop(t, "")
+	rc := newReceiver(t, s, nil)
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+	var ids []string
+	for range 40 {
+		ids = append(ids, f.event(t, s, f.pay(t, s).Reference).ID)
+	}
+	q := &countingQueue{Queue: f.db}
+	cfg := fast(ipn.Config{Workers: 8, PerEndpoint: 2})
+	cfg.Poll = time.Hour // claims only when deliveries end, to count those
+	w := &ipn.Worker{Queue: q, Config: cfg, Log: slog.New(slog.DiscardHandler)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	for _, id := range ids {
+		waitFor(t, "every delivery", f.statusIs(t, id, ipn.Delivered))
+	}
+	cancel()
+	<-done
+	if n := rc.maxIn.Load(); n > 2 {
+		t.Errorf("%d requests in flight at once; the cap is 2", n)
+	}
+	t.Logf("%d claims for %d events", q.claims.Load(), len(ids))
+
+	// Stopping with events queued behind a hung endpoint gives them back.
+	hold := make(chan struct{})
+	defer close(hold)
+	h := f.shop(t, "")
+	hung := newReceiver(t, h, func(int, http.ResponseWriter, *http.Request) bool { <-hold; return false })
+	f.setIPN(t, h.Code, hung.URL+"/kadi/ipn")
+	ids = ids[:0]
+	for range 4 {
+		ids = append(ids, f.event(t, h, f.pay(t, h).Reference).ID)
+	}
+	w = &ipn.Worker{Queue: f.db, Config: fast(ipn.Config{Workers: 8, PerEndpoint: 2, Timeout: 2 * time.Second}), Log: slog.New(slog.DiscardHandler)}
+	ctx, cancel = context.WithCancel(context.Background())
+	done = make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	waitFor(t, "the hung endpoint holding two requests", func() bool { return hung.inFlight.Load() == 2 })
+	waitFor(t, "two more claimed and queued", func() bool {
+		leased := 0
+		for _, id := range ids {
+			if ev, _ := f.db.IPNEvent(t.Context(), id); ev.LeaseOwner != "" {
+				leased++
+			}
+		}
+		return leased == 4
+	})
+	cancel()
+	<-done
+	leased := 0
+	for _, id := range ids {
+		if ev, _ := f.db.IPNEvent(t.Context(), id); ev.LeaseOwner != "" && ev.Attempts == 0 {
+			leased++
+		}
+	}
+	if leased != 0 {
+		t.Errorf("%d never-started events still leased after the worker stopped", leased)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,15 @@ type Options struct {
 	MaxRequests int           // per scenario
 	// Card is an approving test card number, supplied by the caller.
 	Card string
+	// ServerPID is the gateway's process, whose CPU time is read from
+	// /proc; 0 finds the process listening on BaseURL's port.
+	ServerPID int
+	// Warn hears what the run could not measure.
+	Warn func(string)
+	// IPNListen, when set, is where the IPN scenarios' receiver listens
+	// (ipn.go); IPNRate is their payments a second.
+	IPNListen string
+	IPNRate   int
 }
 
 // Result of one scenario.
@@ -41,6 +51,17 @@ type Result struct {
 	Errors    int
 	Elapsed   time.Duration
 	Latencies []time.Duration
+	// ServerCPU is the CPU time the measured server used during the
+	// scenario; zero when it could not be read.
+	ServerCPU time.Duration
+}
+
+// CPUPerRequest is the server's CPU time per successful request.
+func (r Result) CPUPerRequest() time.Duration {
+	if r.Count == 0 {
+		return 0
+	}
+	return r.ServerCPU / time.Duration(r.Count)
 }
 
 // PerSecond is throughput.
@@ -89,52 +110,114 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		return nil, fmt.Errorf("get a token: %w", err)
 	}
 	base := strings.TrimSuffix(o.BaseURL, "/")
-	newBill := func(ctx context.Context) (*client.Bill, string, error) {
-		ref := "LOAD" + secret.RandomUpperAlnum(12)
-		b, err := c.CreateBill(ctx, client.BillRequest{Customer: client.Customer{Name: "Load Test"},
-			Order: client.Order{BillerCode: o.Credentials.BillerCode, Reference: ref, Amount: "100.00", Currency: "KES",
-				Description: "load test", Outlet: o.Credentials.OutletCode}})
-		return b, ref, err
+	minimal, minimalPID, stopMinimal, err := startMinimal()
+	if err != nil {
+		return nil, err
+	}
+	defer stopMinimal()
+	gatewayPID := o.ServerPID
+	if gatewayPID == 0 {
+		if gatewayPID, err = gatewayProcess(o.BaseURL); err != nil && o.Warn != nil {
+			o.Warn("no server CPU figures: " + err.Error() + " (give --pid)")
+		}
 	}
 	scenarios := []struct {
 		name string
+		pid  int
 		op   func(ctx context.Context) error
 	}{
-		{"baseline GET /healthz", func(ctx context.Context) error { return get(ctx, httpc, base+"/healthz") }},
-		{"POST /payment/v2/bills", func(ctx context.Context) error { _, _, err := newBill(ctx); return err }},
-		{"GET /payment/v2/query", func(ctx context.Context) error {
+		{"minimal net/http handler", minimalPID, func(ctx context.Context) error { return get(ctx, httpc, minimal+"/healthz") }},
+		{"GET /healthz", gatewayPID, func(ctx context.Context) error { return get(ctx, httpc, base+"/healthz") }},
+		{"POST /payment/v2/bills", gatewayPID, func(ctx context.Context) error { _, err := newBill(ctx, c, o); return err }},
+		{"GET /payment/v2/query", gatewayPID, func(ctx context.Context) error {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/payment/v2/query?billReference=NOSUCHBILL", nil)
 			req.Header.Set("Authorization", "Bearer "+token)
 			return do(httpc, req, http.StatusNotFound)
 		}},
-		{"bill + POST /cardPay (approved)", func(ctx context.Context) error {
-			b, ref, err := newBill(ctx)
+		{"bill + POST /cardPay (approved)", gatewayPID, func(ctx context.Context) error {
+			b, err := newBill(ctx, c, o)
 			if err != nil {
 				return err
 			}
-			form := client.PaymentForm{Token: token, OutletCode: o.Credentials.OutletCode, MerchantCode: o.Credentials.MerchantCode,
-				Amount: b.Amount, OrderReference: ref, BillReference: b.Reference, CallbackURL: "http://127.0.0.1/callback",
-				Card: &client.CardFields{FirstName: "Load", LastName: "Test", Number: o.Card, Security: "123", ExpiryMonth: "12",
-					ExpiryYear: fmt.Sprint(time.Now().Year() + 3)}}
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.PaymentFormAction(), strings.NewReader(form.Values().Encode()))
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			return do(httpc, req, http.StatusOK)
+			// The browser's whole trip: the POST, then the result page
+			// its 303 names (POST-redirect-GET).
+			loc, err := seeOther(httpc, cardPost(ctx, o, c, token, b))
+			if err != nil {
+				return err
+			}
+			return get(ctx, httpc, base+loc)
 		}},
 	}
 	var out []Result
 	for _, s := range scenarios {
+		before, cpuErr := cpuOf(s.pid)
 		r := run(ctx, s.name, o, s.op)
+		if after, err := cpuOf(s.pid); cpuErr == nil && err == nil {
+			r.ServerCPU = after - before
+		}
 		out = append(out, r)
 		if ctx.Err() != nil {
 			return out, ctx.Err()
 		}
+		if s.name == "POST /payment/v2/bills" && r.Count > 0 {
+			// Latency where it matters: at half the peak, not at the
+			// peak, where every request queues.
+			half := max(int(r.PerSecond()/2), 1)
+			before, cpuErr := cpuOf(s.pid)
+			hr := runPaced(ctx, fmt.Sprintf("bills at half the peak (%d/s)", half), o, half, s.op)
+			if after, err := cpuOf(s.pid); cpuErr == nil && err == nil {
+				hr.ServerCPU = after - before
+			}
+			out = append(out, hr)
+		}
+	}
+	if o.IPNListen != "" {
+		rs, err := ipnScenarios(ctx, o, c, httpc, token)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, rs...)
 	}
 	return out, nil
+}
+
+// newBill creates a bill under a fresh order reference.
+func newBill(ctx context.Context, c *client.Client, o Options) (*client.Bill, error) {
+	return c.CreateBill(ctx, client.BillRequest{Customer: client.Customer{Name: "Load Test"},
+		Order: client.Order{BillerCode: o.Credentials.BillerCode, Reference: "LOAD" + secret.RandomUpperAlnum(12), Amount: "100.00", Currency: "KES",
+			Description: "load test", Outlet: o.Credentials.OutletCode}})
 }
 
 func get(ctx context.Context, c *http.Client, u string) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	return do(c, req, http.StatusOK)
+}
+
+// cardPost is the hosted form for bill b posted with the run's approving
+// card, as a shop's page posts it.
+func cardPost(ctx context.Context, o Options, c *client.Client, token string, b *client.Bill) *http.Request {
+	form := client.PaymentForm{Token: token, OutletCode: o.Credentials.OutletCode, MerchantCode: o.Credentials.MerchantCode,
+		Amount: b.Amount, OrderReference: b.OrderRef, BillReference: b.Reference, CallbackURL: "http://127.0.0.1/callback",
+		Card: &client.CardFields{FirstName: "Load", LastName: "Test", Number: o.Card, Security: "123", ExpiryMonth: "12",
+			ExpiryYear: fmt.Sprint(time.Now().Year() + 3)}}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.PaymentFormAction(), strings.NewReader(form.Values().Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return req
+}
+
+// seeOther sends req and returns the page its 303 names.
+func seeOther(c *http.Client, req *http.Request) (string, error) {
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/") {
+		return "", fmt.Errorf("%s %s: status %d to %q, want 303 to a page", req.Method, req.URL.Path, resp.StatusCode, loc)
+	}
+	return loc, nil
 }
 
 func do(c *http.Client, req *http.Request, want int) error {
@@ -183,17 +266,75 @@ func run(ctx context.Context, name string, o Options, op func(context.Context) e
 	return res
 }
 
+func cpuOf(pid int) (time.Duration, error) {
+	if pid == 0 {
+		return 0, errors.New("no process")
+	}
+	return CPUTime(pid)
+}
+
+// gatewayProcess finds the process listening on base's port.
+func gatewayProcess(base string) (int, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return 0, err
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return 0, err
+	}
+	return ListenerPID(n)
+}
+
+// runPaced is run with requests issued at rate a second, whether or not
+// earlier ones have answered (up to 8×Concurrency in flight), for
+// o.Duration.
+func runPaced(ctx context.Context, name string, o Options, rate int, op func(context.Context) error) Result {
+	ctx, cancel := context.WithTimeout(ctx, o.Duration)
+	defer cancel()
+	n := rate * int(o.Duration/time.Second)
+	var mu sync.Mutex
+	res := Result{Name: name}
+	start := time.Now()
+	paced(ctx, o.Concurrency*8, n, rate, func(int) {
+		t := time.Now()
+		err := op(ctx)
+		d := time.Since(t)
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			res.Count++
+			res.Latencies = append(res.Latencies, d)
+		} else if ctx.Err() == nil {
+			res.Errors++
+		}
+	})
+	res.Elapsed = time.Since(start)
+	sort.Slice(res.Latencies, func(i, j int) bool { return res.Latencies[i] < res.Latencies[j] })
+	return res
+}
+
 // Report writes a table with every scenario's throughput as a ratio of the
-// baseline's (the first result).
+// two baselines measured in the same run: the minimal net/http handler
+// (the first result) and the gateway's /healthz (the second), and the
+// server's CPU time per request.
 func Report(w io.Writer, rs []Result) {
-	if len(rs) == 0 {
+	if len(rs) < 2 {
 		return
 	}
-	base := rs[0]
-	fmt.Fprintf(w, "%-34s %8s %7s %10s %9s %9s %12s\n", "scenario", "ok", "errors", "per sec", "p50", "p99", "vs baseline")
+	minimal, health := rs[0], rs[1]
+	fmt.Fprintf(w, "%-34s %8s %6s %9s %9s %9s %11s %11s %10s\n", "scenario", "ok", "errors", "per sec", "p50", "p99", "vs minimal", "vs /healthz", "CPU/req")
 	for _, r := range rs {
-		ratio := r.PerSecond() / base.PerSecond()
-		fmt.Fprintf(w, "%-34s %8d %7d %10.1f %9s %9s %11.3fx\n", r.Name, r.Count, r.Errors, r.PerSecond(),
-			r.Percentile(50).Round(10*time.Microsecond), r.Percentile(99).Round(10*time.Microsecond), ratio)
+		cpu := "—"
+		if r.ServerCPU > 0 {
+			cpu = r.CPUPerRequest().Round(time.Microsecond).String()
+		}
+		fmt.Fprintf(w, "%-34s %8d %6d %9.0f %9s %9s %10.3fx %10.3fx %10s\n", r.Name, r.Count, r.Errors, r.PerSecond(),
+			r.Percentile(50).Round(10*time.Microsecond), r.Percentile(99).Round(10*time.Microsecond),
+			r.PerSecond()/minimal.PerSecond(), r.PerSecond()/health.PerSecond(), cpu)
 	}
 }

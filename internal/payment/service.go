@@ -175,6 +175,34 @@ func (s *Service) CompleteChallenge(ctx context.Context, id, code string) (Payme
 	return s.settle(ctx, p, b, m, res)
 }
 
+// AbandonChallenge fails a payment still waiting for its 3-D Secure code,
+// as when the shopper cancels on the challenge page: nothing was charged,
+// and the bill reopens (or blocks) as after any failed attempt. A payment
+// no longer waiting is returned as it is: an answer got there first.
+func (s *Service) AbandonChallenge(ctx context.Context, id, msg string) (Payment, error) {
+	p, err := s.Repo.PaymentByID(ctx, id)
+	if err != nil {
+		return Payment{}, err
+	}
+	switch p.Status {
+	case Processing:
+		return s.awaitPayment(ctx, p.ID)
+	case Challenge:
+	default:
+		return p, nil
+	}
+	b, m, err := s.billAndMerchant(ctx, p)
+	if err != nil {
+		return Payment{}, err
+	}
+	if err := s.Repo.ClaimChallenge(ctx, p.ID, s.Now()); errors.Is(err, ErrStale) {
+		return s.awaitPayment(ctx, p.ID)
+	} else if err != nil {
+		return Payment{}, fmt.Errorf("claim challenge: %w", err)
+	}
+	return s.settle(ctx, p, b, m, Result{Outcome: Declined, DeclineCode: "authentication_cancelled", Message: msg})
+}
+
 // Reconcile settles payments a crash or a silent acquirer left behind:
 // unknown or processing ones by asking the acquirer (never by charging
 // again), abandoned challenges by failing them so the bill reopens.

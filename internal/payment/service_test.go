@@ -385,6 +385,45 @@ func TestChallenge(t *testing.T) {
 		}
 	})
 
+	t.Run("cancelled by the shopper", func(t *testing.T) {
+		e, b, p := challenge(t)
+		got, err := e.svc.AbandonChallenge(context.Background(), p.ID, "Payment cancelled by the customer")
+		if err != nil || got.Status != payment.Failed || got.Message != "Payment cancelled by the customer" {
+			t.Fatalf("AbandonChallenge: %+v, %v", got, err)
+		}
+		if st := e.load(t, b.Reference); st.State != bill.Open || st.FailedAttempts != 1 {
+			t.Errorf("bill %s with %d failures, want open with 1", st.State, st.FailedAttempts)
+		}
+		// The code arriving afterwards reaches nobody; cancelling again
+		// changes nothing.
+		late, err := e.svc.CompleteChallenge(context.Background(), p.ID, "123456")
+		if err != nil || late.Status != payment.Failed {
+			t.Errorf("answer after cancel: %+v, %v", late, err)
+		}
+		again, err := e.svc.AbandonChallenge(context.Background(), p.ID, "again")
+		if err != nil || again.Message != "Payment cancelled by the customer" {
+			t.Errorf("second cancel: %+v, %v", again, err)
+		}
+		if _, _, completions := e.acq.calls(); completions != 0 {
+			t.Errorf("%d completions sent to the acquirer, want 0", completions)
+		}
+	})
+
+	t.Run("cancel after the answer", func(t *testing.T) {
+		e, b, p := challenge(t)
+		e.acq.complete = func(context.Context, string, string) (payment.Result, error) { return approved("NET-3DS-2"), nil }
+		if _, err := e.svc.CompleteChallenge(context.Background(), p.ID, "123456"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.svc.AbandonChallenge(context.Background(), p.ID, "cancelled")
+		if err != nil || got.Status != payment.Succeeded {
+			t.Errorf("cancel after approval: %+v, %v; the approval must stand", got, err)
+		}
+		if st := e.load(t, b.Reference).State; st != bill.Paid {
+			t.Errorf("bill %s", st)
+		}
+	})
+
 	t.Run("answered too late", func(t *testing.T) {
 		e, _, p := challenge(t)
 		e.g.Clock.Advance(e.svc.ChallengeTTL + time.Second)

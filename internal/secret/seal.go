@@ -74,3 +74,23 @@ func (s *Sealer) Open(v, additional string) (string, error) {
 	}
 	return string(plain), nil
 }
+
+// SealURL encrypts plain into text that can travel in a URL path
+// (base64url, no padding). additional binds it to its use, as for Seal.
+func (s *Sealer) SealURL(plain []byte, additional string) string {
+	nonce := RandomBytes(s.aead.NonceSize())
+	return base64.RawURLEncoding.EncodeToString(s.aead.Seal(nonce, nonce, plain, []byte(additional)))
+}
+
+// OpenURL decrypts what SealURL made; anything else is ErrUnseal.
+func (s *Sealer) OpenURL(v, additional string) ([]byte, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil || len(raw) < s.aead.NonceSize() {
+		return nil, ErrUnseal
+	}
+	plain, err := s.aead.Open(nil, raw[:s.aead.NonceSize()], raw[s.aead.NonceSize():], []byte(additional))
+	if err != nil {
+		return nil, ErrUnseal
+	}
+	return plain, nil
+}

@@ -53,3 +53,41 @@ func TestSealer(t *testing.T) {
 		t.Errorf("Open without a key: %v", err)
 	}
 }
+
+func TestSealURL(t *testing.T) {
+	s, err := NewSealer(Derive([]byte("master-key-0123456789abcdef01234"), "hosted-pages"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := []byte(`{"k":"result","orderReference":"ORD1"}`)
+	v := s.SealURL(plain, "page")
+	if strings.ContainsAny(v, "+/=%?#") || strings.Contains(v, "ORD1") {
+		t.Fatalf("sealed %q is not URL-safe opaque text", v)
+	}
+	if got, err := s.OpenURL(v, "page"); err != nil || string(got) != string(plain) {
+		t.Fatalf("OpenURL = %q, %v", got, err)
+	}
+	other, _ := NewSealer(Derive([]byte("master-key-0123456789abcdef01234"), "sealed-secrets"))
+	for name, open := range map[string]func() ([]byte, error){
+		"other use":    func() ([]byte, error) { return s.OpenURL(v, "other") },
+		"other key":    func() ([]byte, error) { return other.OpenURL(v, "page") },
+		"tampered":     func() ([]byte, error) { return s.OpenURL(flip(v, 20), "page") },
+		"not base64":   func() ([]byte, error) { return s.OpenURL("!!!", "page") },
+		"too short":    func() ([]byte, error) { return s.OpenURL("AAAA", "page") },
+		"empty":        func() ([]byte, error) { return s.OpenURL("", "page") },
+		"std encoding": func() ([]byte, error) { return s.OpenURL(strings.ReplaceAll(v, "-", "+")+"==", "page") },
+	} {
+		if _, err := open(); !errors.Is(err, ErrUnseal) {
+			t.Errorf("%s: OpenURL err = %v, want ErrUnseal", name, err)
+		}
+	}
+}
+
+// flip changes the character at i to another base64url character.
+func flip(v string, i int) string {
+	c := byte('A')
+	if v[i] == 'A' {
+		c = 'B'
+	}
+	return v[:i] + string(c) + v[i+1:]
+}

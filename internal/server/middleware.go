@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/kadipay/kadi/internal/card"
@@ -59,7 +60,7 @@ func withRequest(next http.Handler, log *slog.Logger) http.Handler {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				log.ErrorContext(ctx, "panic serving request", "panic", p, "method", r.Method, "path", r.URL.Path)
+				log.ErrorContext(ctx, "panic serving request", "panic", p, "method", r.Method, "path", loggedPath(r.URL.Path))
 				if rec.status == 0 {
 					rec.Header().Set("Content-Type", "application/json")
 					rec.WriteHeader(http.StatusInternalServerError)
@@ -68,9 +69,19 @@ func withRequest(next http.Handler, log *slog.Logger) http.Handler {
 			}
 			// The path only: query strings can hold references but never
 			// card data, which travels in bodies, and bodies are not logged.
-			log.InfoContext(ctx, "request", "method", r.Method, "path", r.URL.Path, "status", rec.status,
+			log.InfoContext(ctx, "request", "method", r.Method, "path", loggedPath(r.URL.Path), "status", rec.status,
 				"duration_ms", time.Since(start).Milliseconds(), "remote", r.RemoteAddr)
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// loggedPath is a path as the logs may hold it: a hosted page's id opens
+// that page (and a card page's checkout) to whoever holds it, so it is
+// cut off.
+func loggedPath(p string) string {
+	if rest, ok := strings.CutPrefix(p, "/cardPay/page/"); ok && rest != "" {
+		return "/cardPay/page/…"
+	}
+	return p
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -120,6 +121,21 @@ func openStore(ctx context.Context, dataDir, url string, master []byte) (*store.
 	return store.Open(ctx, DatabaseURL(dataDir, url), store.WithSealer(sealer))
 }
 
+// MetricsListener is what --metrics-addr serves: /metrics and Go's
+// profiler (/debug/pprof/), so anyone who runs a node can profile it live.
+// The profiler is never on a public listener: it shows the process's
+// memory and stacks.
+func (g *Gateway) MetricsListener() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", g.metricsHandler)
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
 // Gateway is a running configuration: its store, services and handler.
 type Gateway struct {
 	Store    *store.DB
@@ -206,17 +222,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	ipnMetrics := ipn.NewMetrics(g.Metrics)
 	g.IPN = &ipn.Worker{Queue: st, Config: ipnCfg, Log: log, Metrics: ipnMetrics}
 
-	health := func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		w.Header().Set("Content-Type", "application/json")
-		if err := st.Ping(ctx); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte(`{"status":"unavailable"}`))
-			return
-		}
-		_, _ = w.Write([]byte(`{"status":"ok"}`))
-	}
+	health := &health{ping: st.Ping, every: healthEvery}
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
@@ -224,7 +230,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	}
 	newMux := func() *http.ServeMux {
 		m := http.NewServeMux()
-		m.HandleFunc("GET /healthz", health)
+		m.Handle("GET /healthz", health)
 		m.Handle("GET /{$}", home{publicURL: cfg.PublicURL})
 		m.HandleFunc("/", notFound)
 		return m
@@ -236,8 +242,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if cfg.FormAddr != "" {
 		formMux = newMux()
 	}
+	pages, err := secret.NewSealer(secret.Derive(master, "hosted-pages"))
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	(&form.Handler{Auth: g.Auth, Bills: st, Checkouts: st, Payments: g.Payments, Location: loc, Log: log, Now: now,
-		HSTS: strings.HasPrefix(cfg.PublicURL, "https://"), DefaultRegion: cfg.DefaultRegion}).Register(formMux)
+		HSTS: strings.HasPrefix(cfg.PublicURL, "https://"), DefaultRegion: cfg.DefaultRegion, Sealer: pages}).Register(formMux)
 	dashMux := mux
 	if cfg.DashboardAddr != "" {
 		dashMux = newMux()
@@ -282,7 +293,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	for _, extra := range []struct {
 		addr, what string
 		h          http.Handler
-	}{{g.cfg.FormAddr, "hosted form", g.FormHandler}, {g.cfg.DashboardAddr, "dashboard", g.DashboardHandler}, {g.cfg.MetricsAddr, "metrics", g.metricsHandler}} {
+	}{{g.cfg.FormAddr, "hosted form", g.FormHandler}, {g.cfg.DashboardAddr, "dashboard", g.DashboardHandler}, {g.cfg.MetricsAddr, "metrics", g.MetricsListener()}} {
 		if extra.addr == "" {
 			continue
 		}

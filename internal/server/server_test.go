@@ -61,9 +61,18 @@ func TestHealth(t *testing.T) {
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rec = g.Serve(httptest.NewRequest(http.MethodGet, "/healthz", nil))
-	if rec.Code != http.StatusServiceUnavailable {
-		t.Errorf("healthz with the database closed: %d %s", rec.Code, rec.Body)
+	// One ping answers probes for a quarter of a second; within that the
+	// closed database shows.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		rec = g.Serve(httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		if rec.Code == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("healthz with the database closed: %d %s", rec.Code, rec.Body)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -218,6 +227,23 @@ func TestMetricsListener(t *testing.T) {
 			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "kadi_") {
 				t.Fatalf("metrics listener: %s\n%s", resp.Status, body)
 			}
+			// The profiler lives there, and only there.
+			resp, err = http.Get("http://" + cfg.MetricsAddr + "/debug/pprof/goroutine?debug=1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "goroutine profile") {
+				t.Errorf("pprof on the metrics listener: %s", resp.Status)
+			}
+			for _, h := range []http.Handler{g2.Handler, g2.FormHandler, g2.DashboardHandler} {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/", nil))
+				if rec.Code != http.StatusNotFound {
+					t.Errorf("pprof on a public listener: %d", rec.Code)
+				}
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -245,8 +271,10 @@ func TestFormListener(t *testing.T) {
 	if rec := do(g.Handler, http.MethodPost, "/cardPay"); rec.Code != http.StatusNotFound {
 		t.Errorf("API listener answers /cardPay: %d", rec.Code)
 	}
-	if rec := do(g.FormHandler, http.MethodPost, "/cardPay"); rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Header().Get("Content-Type"), "text/html") {
-		t.Errorf("form listener /cardPay with a bad token: %d %s, want our 401 page", rec.Code, rec.Header().Get("Content-Type"))
+	if rec := do(g.FormHandler, http.MethodPost, "/cardPay"); rec.Code != http.StatusSeeOther {
+		t.Errorf("form listener /cardPay with a bad token: %d, want 303 to our error page", rec.Code)
+	} else if rec := do(g.FormHandler, http.MethodGet, rec.Header().Get("Location")); rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Header().Get("Content-Type"), "text/html") {
+		t.Errorf("form listener's error page: %d %s, want our 401 page", rec.Code, rec.Header().Get("Content-Type"))
 	}
 	if rec := do(g.FormHandler, http.MethodPost, "/payment/v2/bills"); rec.Code != http.StatusNotFound {
 		t.Errorf("form listener answers the bill API: %d", rec.Code)

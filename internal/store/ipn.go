@@ -27,7 +27,6 @@ const ipnEventColumns = `id, merchant_code, mode, payment_id, payload, status, a
 // re-check, so two claimers never both win an event; SQLite runs writers
 // one at a time anyway.
 func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
-	defer s.lockWrite()() // an UPDATE … RETURNING: a write
 	if c.Limit <= 0 {
 		return nil, nil
 	}
@@ -56,7 +55,10 @@ func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 	// the few ids up by primary key.
 	window := min(max(c.Limit*16, 256), 4096)
 	args = append(args, window, perEndpoint, c.Limit, string(ipn.Pending), now, now)
-	rows, err := s.query(ctx, `UPDATE ipn_events SET lease_owner = ?, lease_until = ?
+	var out []ipn.Event
+	// An UPDATE … RETURNING: a write.
+	err := s.inTx(ctx, func(t tx) error {
+		rows, err := t.query(ctx, `UPDATE ipn_events SET lease_owner = ?, lease_until = ?
 		WHERE id IN (
 			SELECT id FROM (
 				SELECT id, next_attempt_at,
@@ -72,10 +74,12 @@ func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 			WHERE rn <= ? ORDER BY next_attempt_at, id LIMIT ?)
 		AND (status || '') = ? AND next_attempt_at <= ? AND lease_until < ?
 		RETURNING `+ipnEventColumns, args...)
-	if err != nil {
-		return nil, fmt.Errorf("claim IPN events: %w", err)
-	}
-	out, err := collect(rows, scanIPNEvent)
+		if err != nil {
+			return err
+		}
+		out, err = collect(rows, scanIPNEvent)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("claim IPN events: %w", err)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kadipay/kadi/internal/audit"
@@ -57,7 +58,36 @@ func insertKey(ctx context.Context, t tx, k merchant.APIKey) error {
 }
 
 // MerchantByCode loads a merchant and its outlets.
+//
+// Every API call and payment needs its merchant, so merchants are served
+// from memory: a change made through this DB is seen at once, one made by
+// another node or process within merchantMaxAge, as revoked keys are.
 func (s *DB) MerchantByCode(ctx context.Context, code string) (merchant.Merchant, error) {
+	if v, ok := s.merchants.Load(code); ok {
+		if c := v.(cachedMerchant); time.Since(c.at) < s.merchantMaxAge {
+			m := c.m
+			m.Outlets = slices.Clone(m.Outlets)
+			return m, nil
+		}
+	}
+	at := time.Now()
+	m, err := s.loadMerchant(ctx, code)
+	if err == nil {
+		s.merchants.Store(code, cachedMerchant{m: m, at: at})
+		m.Outlets = slices.Clone(m.Outlets)
+	}
+	return m, err
+}
+
+// merchantMaxAge bounds how stale a cached merchant may be.
+const merchantMaxAge = time.Second
+
+type cachedMerchant struct {
+	m  merchant.Merchant
+	at time.Time
+}
+
+func (s *DB) loadMerchant(ctx context.Context, code string) (merchant.Merchant, error) {
 	var m merchant.Merchant
 	var created int64
 	err := s.queryRow(ctx, `SELECT code, name, password_hash, biller_code, service_id, system_code, settlement_account, created_at
@@ -203,6 +233,7 @@ func (s *DB) SetNotificationSecret(ctx context.Context, code string, mode mercha
 // SetPassword replaces a merchant's password hash.
 func (s *DB) SetPassword(ctx context.Context, code, hash string) error {
 	res, err := s.exec(ctx, `UPDATE merchants SET password_hash = ? WHERE code = ?`, hash, code)
+	s.merchants.Delete(code)
 	if err != nil {
 		return fmt.Errorf("update password: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kadipay/kadi/internal/auth"
@@ -54,12 +55,31 @@ var migrations embed.FS
 
 // DB is the SQL implementation of Store.
 type DB struct {
-	db *sql.DB
-	d  dialect
-	// writeMu queues this process's SQLite writers; see lockWrite.
-	writeMu sync.Mutex
-	sealer  *secret.Sealer
+	db     *sql.DB
+	d      dialect
+	sealer *secret.Sealer
+	// writes commits SQLite's writes in groups (writer.go); nil on
+	// PostgreSQL and while migrating.
+	writes *writer
+	// stmts holds SQLite statements prepared once for the life of the
+	// pool's connections, by query text: parsing SQL was a fifth of the
+	// CPU of a request. pgx keeps its own per-connection statement cache;
+	// there only the rebound text is kept.
+	stmts  sync.Map // string → *sql.Stmt (SQLite) or string (PostgreSQL)
+	nstmts atomic.Int32
+	// migrating keeps migrations' statements out of the cache: a statement
+	// is prepared on another connection, which cannot see tables the
+	// migration's transaction has just created.
+	migrating bool
+	// merchants caches MerchantByCode (merchants.go).
+	merchants      sync.Map // code → cachedMerchant
+	merchantMaxAge time.Duration
 }
+
+// maxStatements bounds the statement cache: texts are built from a few
+// shapes, never from values, so a few hundred covers them all. Longer
+// texts (bulk inserts for benchmarks) are not kept.
+const maxStatements = 512
 
 // seal encrypts a stored secret, bound to its row and column; open undoes
 // it. Without a sealer both pass values through.
@@ -72,20 +92,6 @@ func (s *DB) seal(v, code string, mode merchant.Mode, column string) (string, er
 
 func (s *DB) open(v, code string, mode merchant.Mode, column string) (string, error) {
 	return s.sealer.Open(v, code+"/"+string(mode)+"/"+column)
-}
-
-// lockWrite serialises this process's writers on SQLite and returns the
-// unlock. They would queue on SQLite's single write lock anyway, but its
-// busy handler waits by sleeping with backoff, which under load costs tens
-// of milliseconds a write; a mutex hands over at once. Other processes (the
-// CLI) still meet busy_timeout. PostgreSQL locks rows, so there it is a
-// no-op.
-func (s *DB) lockWrite() func() {
-	if s.d.name != "sqlite" {
-		return func() {}
-	}
-	s.writeMu.Lock()
-	return s.writeMu.Unlock
 }
 
 var _ Store = (*DB)(nil)
@@ -104,13 +110,18 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &DB{db: db, d: d}
+	s := &DB{db: db, d: d, merchantMaxAge: merchantMaxAge}
 	for _, o := range opts {
 		o(s)
 	}
+	s.migrating = true
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
+	}
+	s.migrating = false
+	if d.name == "sqlite" {
+		s.writes = startWriter(s)
 	}
 	return s, nil
 }
@@ -118,44 +129,161 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 // Ping checks the database answers.
 func (s *DB) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
-// Close releases the connection pool.
-func (s *DB) Close() error { return s.db.Close() }
-
-func (s *DB) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	defer s.lockWrite()()
-	return s.db.ExecContext(ctx, s.d.rebind(q), args...)
+// Close lets queued writes commit, then releases the connection pool.
+func (s *DB) Close() error {
+	if s.writes != nil {
+		s.writes.close()
+	}
+	s.stmts.Range(func(_, v any) bool {
+		if st, ok := v.(*sql.Stmt); ok {
+			st.Close()
+		}
+		return true
+	})
+	return s.db.Close()
 }
 
+// prepared returns q ready to run: on SQLite a statement prepared once, on
+// PostgreSQL the text with numbered placeholders. Past the cache's bound q
+// comes back as text.
+func (s *DB) prepared(ctx context.Context, q string) (stmt *sql.Stmt, text string, err error) {
+	if v, ok := s.stmts.Load(q); ok {
+		if st, ok := v.(*sql.Stmt); ok {
+			return st, "", nil
+		}
+		return nil, v.(string), nil
+	}
+	text = s.d.rebind(q)
+	if s.migrating || s.nstmts.Load() >= maxStatements || len(q) > 4096 {
+		return nil, text, nil
+	}
+	if s.d.name != "sqlite" {
+		if _, loaded := s.stmts.LoadOrStore(q, text); !loaded {
+			s.nstmts.Add(1)
+		}
+		return nil, text, nil
+	}
+	st, err := s.db.PrepareContext(ctx, text)
+	if err != nil {
+		return nil, "", err
+	}
+	if v, loaded := s.stmts.LoadOrStore(q, st); loaded {
+		st.Close()
+		return v.(*sql.Stmt), "", nil
+	}
+	s.nstmts.Add(1)
+	return st, "", nil
+}
+
+// exec runs one writing statement: on SQLite through the group-commit
+// writer, as a transaction of its own.
+func (s *DB) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if s.writes == nil {
+		st, text, err := s.prepared(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		if st != nil {
+			return st.ExecContext(ctx, args...)
+		}
+		return s.db.ExecContext(ctx, text, args...)
+	}
+	var res sql.Result
+	err := s.writes.do(ctx, func(t tx) error {
+		var err error
+		res, err = t.exec(ctx, q, args...)
+		return err
+	})
+	return res, err
+}
+
+// queryRow and query read outside any transaction; on SQLite, beside the
+// writer (WAL).
 func (s *DB) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
-	return s.db.QueryRowContext(ctx, s.d.rebind(q), args...)
+	st, text, err := s.prepared(ctx, q)
+	if st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	if err != nil {
+		text = s.d.rebind(q) // the error comes back from the query itself
+	}
+	return s.db.QueryRowContext(ctx, text, args...)
 }
 
 func (s *DB) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return s.db.QueryContext(ctx, s.d.rebind(q), args...)
+	st, text, err := s.prepared(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return s.db.QueryContext(ctx, text, args...)
 }
 
-// tx is a transaction that rebinds like DB does.
+// tx is a transaction that rebinds and prepares like DB does. In a group
+// commit ctx replaces the caller's: a write that has started runs to its
+// end.
 type tx struct {
 	*sql.Tx
-	d dialect
+	s   *DB
+	ctx context.Context
+}
+
+func (t tx) context(ctx context.Context) context.Context {
+	if t.ctx != nil {
+		return t.ctx
+	}
+	return ctx
 }
 
 func (t tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return t.ExecContext(ctx, t.d.rebind(q), args...)
+	ctx = t.context(ctx)
+	st, text, err := t.s.prepared(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if st != nil {
+		return t.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return t.ExecContext(ctx, text, args...)
 }
 
 func (t tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
-	return t.QueryRowContext(ctx, t.d.rebind(q), args...)
+	ctx = t.context(ctx)
+	st, text, err := t.s.prepared(ctx, q)
+	if st != nil {
+		return t.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	if err != nil {
+		text = t.s.d.rebind(q)
+	}
+	return t.QueryRowContext(ctx, text, args...)
 }
 
-// inTx runs fn in one transaction, committing if fn returns nil.
+func (t tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	ctx = t.context(ctx)
+	st, text, err := t.s.prepared(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if st != nil {
+		return t.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return t.QueryContext(ctx, text, args...)
+}
+
+// inTx runs fn in one transaction, committing if fn returns nil: on SQLite
+// in the writer's next group commit.
 func (s *DB) inTx(ctx context.Context, fn func(tx) error) error {
-	defer s.lockWrite()()
+	if s.writes != nil {
+		return s.writes.do(ctx, fn)
+	}
 	sqlTx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(tx{sqlTx, s.d}); err != nil {
+	if err := fn(tx{Tx: sqlTx, s: s}); err != nil {
 		_ = sqlTx.Rollback()
 		return err
 	}

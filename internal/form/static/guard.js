@@ -7,3 +7,7 @@ document.querySelectorAll("form[data-guard]").forEach(function (f) {
     f.querySelectorAll("button[type=submit]").forEach(function (b) { b.disabled = true; b.textContent = "…"; });
   });
 });
+// Back to a page the browser kept in its back/forward cache would show it
+// as it was left, mid-payment. Load it again instead: the server shows the
+// checkout as it is now (the result, once paid).
+window.addEventListener("pageshow", function (e) { if (e.persisted) location.reload(); });

@@ -139,8 +139,33 @@ func (b *LogBuffer) String() string {
 	return b.buf.String()
 }
 
-// Serve runs req through the gateway's handler.
+// Serve runs req through the gateway's handler and, as a browser does,
+// follows a 303 to a hosted page (POST-redirect-GET), sending the
+// request's Accept-Language and cookies with any the 303 set. ServeOnce
+// does not follow.
 func (g *Gateway) Serve(req *http.Request) *httptest.ResponseRecorder {
+	rec := g.ServeOnce(req)
+	loc := rec.Header().Get("Location")
+	if rec.Code != http.StatusSeeOther || !strings.HasPrefix(loc, "/cardPay/page/") {
+		return rec
+	}
+	next := httptest.NewRequest(http.MethodGet, loc, nil)
+	next.Header.Set("Accept-Language", req.Header.Get("Accept-Language"))
+	cookies := map[string]*http.Cookie{}
+	for _, c := range req.Cookies() {
+		cookies[c.Name] = c
+	}
+	for _, c := range rec.Result().Cookies() {
+		cookies[c.Name] = c
+	}
+	for _, c := range cookies {
+		next.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+	}
+	return g.ServeOnce(next)
+}
+
+// ServeOnce runs req through the gateway's handler.
+func (g *Gateway) ServeOnce(req *http.Request) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
 	g.Handler.ServeHTTP(rec, req)
 	return rec

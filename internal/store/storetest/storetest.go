@@ -103,6 +103,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Payment/Unsettled", testUnsettled},
 		{"Checkout/RoundTrip", testCheckoutRoundTrip},
 		{"Checkout/Expiry", testCheckoutExpiry},
+		{"Checkout/NoticeAndEnd", testCheckoutNoticeAndEnd},
 		{"Session/RoundTrip", testSessionRoundTrip},
 		{"Session/Timeouts", testSessionTimeouts},
 		{"Session/SignOutEverywhere", testSessionsDeleteOthers},
@@ -1385,6 +1386,34 @@ func testCheckoutExpiry(t *testing.T, s store.Store) {
 	if _, err := s.CheckoutByHash(ctx, fresh.IDHash, end); err != nil {
 		t.Fatalf("an unexpired session was deleted: %v", err)
 	}
+}
+
+func testCheckoutNoticeAndEnd(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	b := addBill(t, s, f.m.Code, merchant.Test, base)
+	_, c := checkout.New(f.m.Code, merchant.Test, b.Reference, map[string]string{}, base)
+	must(t, "CreateCheckout", s.CreateCheckout(ctx, c))
+	got, err := s.CheckoutByHash(ctx, c.IDHash, base)
+	must(t, "CheckoutByHash", err)
+	equal(t, "a new session's notice", got.Notice, checkout.Notice{})
+
+	n := checkout.Notice{Errors: map[string]string{"cardNumber": "is not a valid card number"}, Declined: "Card declined",
+		FirstName: "Wanjiku", LastName: "O'Brien", Expiry: "04 / 31"}
+	must(t, "SetCheckoutNotice", s.SetCheckoutNotice(ctx, c.IDHash, n))
+	got, err = s.CheckoutByHash(ctx, c.IDHash, base)
+	must(t, "CheckoutByHash", err)
+	equal(t, "notice", got.Notice, n)
+	must(t, "SetCheckoutNotice(replace)", s.SetCheckoutNotice(ctx, c.IDHash, checkout.Notice{Declined: "Insufficient funds"}))
+	got, _ = s.CheckoutByHash(ctx, c.IDHash, base)
+	equal(t, "replaced notice", got.Notice, checkout.Notice{Declined: "Insufficient funds"})
+	mustErr(t, "SetCheckoutNotice(unknown)", s.SetCheckoutNotice(ctx, checkout.Hash("nope"), n), checkout.ErrNotFound)
+
+	at := base.Add(time.Minute)
+	must(t, "EndCheckout", s.EndCheckout(ctx, c.IDHash, at))
+	_, err = s.CheckoutByHash(ctx, c.IDHash, at)
+	mustErr(t, "an ended session", err, checkout.ErrNotFound)
+	mustErr(t, "EndCheckout(again)", s.EndCheckout(ctx, c.IDHash, at), checkout.ErrNotFound)
 }
 
 func testSessionRoundTrip(t *testing.T, s store.Store) {

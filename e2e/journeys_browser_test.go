@@ -1,0 +1,208 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+)
+
+// TestBrowserShopperJourneys walks the hosted checkout as shoppers do
+// beyond the straight path: back after paying, a failed 3-D Secure code
+// and another try, cancelling on the challenge, a Swahili browser, narrow
+// phones and 200 % zoom, and an error page; axe-core checks each state.
+func TestBrowserShopperJourneys(t *testing.T) {
+	t.Parallel()
+	needBrowser(t)
+	screenshots := os.Getenv("KADI_SCREENSHOTS") == "1"
+	shot := func(t *testing.T, ctx context.Context, name string) {
+		if screenshots {
+			saveScreenshot(t, ctx, name)
+		}
+	}
+	var m merchantCreds
+	g := startGateway(t, func(dir string) { m = createMerchant(t, dir, "Journeys Shop") })
+	shop := newTestShop(t, g, m, g.BaseURL)
+	ctx, console := newBrowser(t)
+	expiry := fmt.Sprintf("11%02d", (time.Now().Year()+2)%100)
+
+	// toCardPage starts a checkout at the shop and returns its bill.
+	toCardPage := func(t *testing.T, ctx context.Context) string {
+		t.Helper()
+		run(t, ctx, chromedp.Navigate(shop.URL+"/"), chromedp.WaitVisible(chromedp.ID("checkout")))
+		billRef := value(t, ctx, chromedp.Value(chromedp.CSS(`#checkout input[name="billReference"]`)))
+		run(t, ctx, chromedp.Click(chromedp.CSS("#checkout button")), chromedp.WaitVisible(chromedp.ID("cardNumber")))
+		return billRef
+	}
+	typeCard := func(t *testing.T, ctx context.Context, number string) {
+		t.Helper()
+		run(t, ctx, chromedp.Clear(chromedp.ID("cardNumber")), chromedp.SendKeys(chromedp.ID("cardNumber"), number),
+			chromedp.Clear(chromedp.ID("cardExpiry")), chromedp.SendKeys(chromedp.ID("cardExpiry"), expiry),
+			chromedp.SendKeys(chromedp.ID("cardSecurity"), "123"), chromedp.Click(chromedp.ID("pay")))
+	}
+	shopSays := func(t *testing.T, ctx context.Context) string {
+		t.Helper()
+		run(t, ctx, chromedp.WaitVisible(chromedp.ID("result")))
+		return value(t, ctx, chromedp.Text(chromedp.ID("result")))
+	}
+	onOurPage := func(t *testing.T, ctx context.Context) string {
+		t.Helper()
+		loc := value(t, ctx, chromedp.Location())
+		if !strings.HasPrefix(loc, g.BaseURL+"/cardPay/page/") {
+			t.Fatalf("the browser is at %s, want one of Kadi's pages (a resubmission prompt is chrome-error://)", loc)
+		}
+		return loc
+	}
+	step := func(name string, f func(t *testing.T, ctx context.Context)) {
+		t.Run(name, func(t *testing.T) {
+			mark := console.mark()
+			cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			defer cancel()
+			f(t, cctx)
+			for _, msg := range console.cspSince(mark) {
+				t.Errorf("browser console: %s", msg)
+			}
+			for _, msg := range console.exceptionsSince(mark) {
+				t.Errorf("uncaught exception in a page: %s", msg)
+			}
+		})
+	}
+
+	step("back after paying shows the result", func(t *testing.T, ctx context.Context) {
+		billRef := toCardPage(t, ctx)
+		typeCard(t, ctx, "4242424242424242")
+		if got := shopSays(t, ctx); !strings.HasPrefix(got, "PAID ") {
+			t.Fatalf("the shop says %q", got)
+		}
+		// Back from the shop: whichever of Kadi's pages it lands on, from
+		// the network or the back/forward cache, it shows the result.
+		// (NavigateBack waits for a navigation a cache restore may not send.)
+		value(t, ctx, chromedp.Evaluate[int](`history.back(), 1`))
+		run(t, ctx, chromedp.WaitVisible(chromedp.ID("kadi-callback")))
+		onOurPage(t, ctx)
+		if h1 := value(t, ctx, chromedp.Text(chromedp.CSS("h1"))); h1 != "Payment successful" {
+			t.Errorf("back after paying shows %q", h1)
+		}
+		// Back does not post the result again: the page waits for its button.
+		time.Sleep(time.Second)
+		onOurPage(t, ctx)
+		if n := len(shop.callbacks(billRef)); n != 1 {
+			t.Errorf("the shop got %d callbacks, want 1", n)
+		}
+		shot(t, ctx, "back-after-paying.png")
+		axeCheck(t, ctx, "the result page")
+		// Its button still takes the shopper to the shop, with the result.
+		run(t, ctx, chromedp.Click(chromedp.CSS("#kadi-callback button")))
+		if got := shopSays(t, ctx); !strings.HasPrefix(got, "PAID ") {
+			t.Errorf("the result's button: the shop says %q", got)
+		}
+		if n := chargeAttempts(t, g, billRef); n != 1 {
+			t.Errorf("%d charge attempts, want 1", n)
+		}
+	})
+
+	step("3-D Secure code wrong, then another try", func(t *testing.T, ctx context.Context) {
+		billRef := toCardPage(t, ctx)
+		typeCard(t, ctx, "4000000000003220")
+		run(t, ctx, chromedp.WaitVisible(chromedp.ID("code")))
+		onOurPage(t, ctx)
+		shot(t, ctx, "challenge.png")
+		axeCheck(t, ctx, "the 3-D Secure page")
+		run(t, ctx, chromedp.SendKeys(chromedp.ID("code"), "000000"), chromedp.Click(chromedp.ID("confirm")),
+			chromedp.WaitVisible(chromedp.ID("declined")))
+		if got := value(t, ctx, chromedp.Text(chromedp.ID("declined"))); !strings.Contains(got, "3-D Secure authentication failed") {
+			t.Errorf("after a wrong code the card page says %q", got)
+		}
+		shot(t, ctx, "challenge-failed-retry.png")
+		axeCheck(t, ctx, "the card page after a failed code")
+		typeCard(t, ctx, "5555555555554444")
+		if got := shopSays(t, ctx); !strings.HasPrefix(got, "PAID ") {
+			t.Errorf("the shop says %q", got)
+		}
+		if n := chargeAttempts(t, g, billRef); n != 2 {
+			t.Errorf("%d charge attempts, want 2 (the failed challenge and the payment)", n)
+		}
+	})
+
+	step("cancel on the 3-D Secure page", func(t *testing.T, ctx context.Context) {
+		toCardPage(t, ctx)
+		typeCard(t, ctx, "4000000000003220")
+		run(t, ctx, chromedp.WaitVisible(chromedp.ID("code")), chromedp.Click(chromedp.ID("cancel")))
+		if got := shopSays(t, ctx); got != "FAILED Payment cancelled by the customer" {
+			t.Errorf("the shop says %q", got)
+		}
+	})
+
+	step("a Swahili browser", func(t *testing.T, ctx context.Context) {
+		headers := func(h network.Headers) {
+			if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: h}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		headers(network.Headers{"Accept-Language": "sw-KE,sw;q=0.9,en;q=0.5"})
+		defer headers(network.Headers{})
+		toCardPage(t, ctx)
+		if lang := value(t, ctx, chromedp.Evaluate[string](`document.documentElement.lang`)); lang != "sw" {
+			t.Errorf("<html lang=%q>, want sw", lang)
+		}
+		if h1 := value(t, ctx, chromedp.Text(chromedp.CSS("h1"))); h1 != "Lipa kwa kadi" {
+			t.Errorf("the card page says %q", h1)
+		}
+		if amount := value(t, ctx, chromedp.Text(chromedp.CSS(".amount"))); amount != "KES 250.00" {
+			t.Errorf("amount %q", amount)
+		}
+	})
+
+	// Narrow phones, and a desktop window at 200 % zoom (CSS pixels halve):
+	// no horizontal scrolling on any page.
+	step("narrow screens and zoom", func(t *testing.T, ctx context.Context) {
+		for _, v := range []struct {
+			name          string
+			width, height int64
+			scale         float64
+			mobile        bool
+		}{
+			{"320 wide", 320, 640, 2, true},
+			{"390x844", 390, 844, 3, true},
+			{"200 % zoom", 640, 450, 2, false},
+		} {
+			opts := []chromedp.EmulateViewportOption{chromedp.EmulateScale(v.scale)}
+			if v.mobile {
+				opts = append(opts, chromedp.EmulateMobile)
+			}
+			run(t, ctx, chromedp.EmulateViewport(v.width, v.height, opts...))
+			toCardPage(t, ctx)
+			noSideScroll(t, ctx, v.name+" card page")
+			shot(t, ctx, "card-"+strings.NewReplacer(" ", "-", "%", "pct").Replace(v.name)+".png")
+			typeCard(t, ctx, "4000000000003220")
+			run(t, ctx, chromedp.WaitVisible(chromedp.ID("code")))
+			noSideScroll(t, ctx, v.name+" 3-D Secure page")
+			run(t, ctx, chromedp.Navigate(g.BaseURL+"/cardPay/page/not-a-page"), chromedp.WaitVisible(chromedp.CSS("h1")))
+			noSideScroll(t, ctx, v.name+" error page")
+		}
+		run(t, ctx, chromedp.ResetViewport())
+	})
+
+	step("an error page", func(t *testing.T, ctx context.Context) {
+		run(t, ctx, chromedp.Navigate(g.BaseURL+"/cardPay/page/not-a-page"), chromedp.WaitVisible(chromedp.CSS("h1")))
+		if h1 := value(t, ctx, chromedp.Text(chromedp.CSS("h1"))); h1 != "Payment page expired" {
+			t.Errorf("error page says %q", h1)
+		}
+		shot(t, ctx, "error.png")
+		axeCheck(t, ctx, "the error page")
+	})
+}
+
+// noSideScroll fails when the page is wider than the viewport.
+func noSideScroll(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	widths := value(t, ctx, chromedp.Evaluate[[]int](`[document.documentElement.scrollWidth, document.documentElement.clientWidth]`))
+	if widths[0] > widths[1] {
+		t.Errorf("%s scrolls sideways: %d px of content in %d px", what, widths[0], widths[1])
+	}
+}

@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// kadi-load, the benchmark of record, runs against the real binary as the
+// docs say and prints every scenario with both baselines and the server's
+// CPU time per request. Short: this checks it works, not how fast.
+func TestKadiLoadRuns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "kadi-load")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kadi-load").CombinedOutput(); err != nil {
+		t.Fatalf("build kadi-load: %v\n%s", err, out)
+	}
+	var m merchantCreds
+	g := startGateway(t, func(d string) { m = createMerchant(t, d, "Load Shop") })
+	creds, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	credsFile := filepath.Join(dir, "merchant.json")
+	if err := os.WriteFile(credsFile, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, "--url", g.BaseURL, "--credentials", credsFile, "--card", "4242424242424242",
+		"--duration", "2s", "--max-requests", "100", "--concurrency", "4")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kadi-load: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	t.Logf("\n%s", out)
+	half := ""
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "bills at half the peak (") {
+			half = line[strings.Index(line, ")")+1:]
+		}
+	}
+	if f := strings.Fields(half); len(f) != 8 || f[0] == "0" || f[1] != "0" {
+		t.Errorf("the paced bills row: %q", half)
+	}
+	for _, scenario := range []string{"minimal net/http handler", "GET /healthz", "POST /payment/v2/bills", "GET /payment/v2/query", "bill + POST /cardPay (approved)"} {
+		var row []string
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, scenario+" ") {
+				row = strings.Fields(strings.TrimPrefix(line, scenario))
+			}
+		}
+		// ok, errors, per sec, p50, p99, vs minimal, vs /healthz, CPU/req
+		if len(row) != 8 {
+			t.Errorf("no row for %q", scenario)
+			continue
+		}
+		if row[0] == "0" || row[1] != "0" {
+			t.Errorf("%s: %s ok, %s errors", scenario, row[0], row[1])
+		}
+		// /proc counts CPU in 10 ms ticks: the light scenarios may not
+		// reach one in so short a run, the payment ones always do.
+		if strings.Contains(scenario, "bills") || strings.Contains(scenario, "cardPay") {
+			if row[7] == "—" {
+				t.Errorf("%s: no server CPU figure: %s", scenario, stderr.String())
+			}
+		}
+	}
+}

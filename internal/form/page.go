@@ -1,0 +1,214 @@
+package form
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+
+	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/checkout"
+	"github.com/kadipay/kadi/internal/logging"
+	"github.com/kadipay/kadi/internal/payment"
+)
+
+// Every POST of the hosted pages answers 303 See Other to a page read by
+// GET (POST-redirect-GET), so back and reload never ask the shopper to
+// resubmit a form (docs/hosted-form.md). A page's URL carries what it shows
+// sealed with a key of its own derived from the master key (AES-256-GCM):
+// unguessable, unforgeable, short-lived, readable on every node, and
+// nothing is stored for it, so an error page costs an unauthenticated
+// caller no write. It holds no card data and no token. A card or 3-D
+// Secure page holds only its checkout session's id: what it shows comes
+// from the session, the bill and the payment at the time of the GET, so
+// going back to it after paying shows the result.
+
+// pagePrefix is where the pages live; pageBinding ties a sealed page to
+// this use of the key.
+const (
+	pagePrefix  = "/cardPay/page/"
+	pageBinding = "kadi hosted page v1"
+)
+
+// Kinds of page.
+const (
+	kindCheckout = "checkout" // the card page or 3-D Secure page of a checkout session, live
+	kindResult   = "result"   // the auto-posting redirect to the merchant's callback
+	kindError    = "error"
+)
+
+type page struct {
+	Kind    string `json:"k"`
+	Expires int64  `json:"x"` // unix seconds
+	// Checkout is the checkout session's id (kindCheckout).
+	Checkout string `json:"c,omitempty"`
+	// Action and Callback are where and what the result posts (kindResult).
+	Action   string     `json:"a,omitempty"`
+	Callback *Callback  `json:"r,omitempty"`
+	Error    *pageError `json:"e,omitempty"`
+}
+
+// errPageGone is a page URL that is damaged, forged or past its life.
+var errPageGone = &pageError{Status: http.StatusGone, Title: "Payment page expired",
+	Message: "This page is no longer valid."}
+
+// show answers a POST with a redirect to p.
+func (h *Handler) show(w http.ResponseWriter, r *http.Request, p page) {
+	p.Expires = h.Now().Add(checkout.TTL).Unix()
+	raw, err := json.Marshal(p)
+	if err != nil {
+		h.Log.ErrorContext(r.Context(), "encode page", "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	http.Redirect(w, r, pagePrefix+h.Sealer.SealURL(raw, pageBinding), http.StatusSeeOther)
+}
+
+// openPage reads a page URL's id; anything but a live page of ours is
+// errPageGone.
+func (h *Handler) openPage(id string) (page, error) {
+	var p page
+	raw, err := h.Sealer.OpenURL(id, pageBinding)
+	if err != nil || json.Unmarshal(raw, &p) != nil || h.Now().Unix() >= p.Expires {
+		return page{}, errPageGone
+	}
+	return p, nil
+}
+
+// toCheckout shows checkout session t's page: the card form, or the 3-D
+// Secure challenge it owes.
+func (h *Handler) toCheckout(w http.ResponseWriter, r *http.Request, t trusted) {
+	h.show(w, r, page{Kind: kindCheckout, Checkout: t.checkoutID})
+}
+
+// finish shows the page that posts cb to the merchant's callback.
+func (h *Handler) finish(w http.ResponseWriter, r *http.Request, to *url.URL, cb Callback) {
+	h.show(w, r, page{Kind: kindResult, Action: to.String(), Callback: &cb})
+}
+
+// fail shows err on our error page; t, when the callback is trusted,
+// gives the page a way back to the shop.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, t *trusted, err error) {
+	h.show(w, r, page{Kind: kindError, Error: h.problem(r, t, err)})
+}
+
+// problem is err as the error page shows it, logged once here with the
+// request id the page quotes.
+func (h *Handler) problem(r *http.Request, t *trusted, err error) *pageError {
+	var pe *pageError
+	if errors.As(err, &pe) {
+		h.Log.InfoContext(r.Context(), "payment page refused", "status", pe.Status, "title", pe.Title, "detail", pe.Message+" "+pe.Detail)
+		copied := *pe
+		pe = &copied
+	} else {
+		h.Log.ErrorContext(r.Context(), "payment page failed", "err", err)
+		pe = &pageError{Status: http.StatusInternalServerError, Title: "Something went wrong",
+			Message: "We could not process this request. You have not been charged twice; please contact the shop and quote the reference below."}
+	}
+	pe.RequestID = logging.RequestID(r.Context())
+	if t != nil && t.callback != nil {
+		pe.Shop = t.merchant.Name
+		pe.ShopURL = (&url.URL{Scheme: t.callback.Scheme, Host: t.callback.Host, Path: "/"}).String()
+	}
+	return pe
+}
+
+type pageIDKey struct{}
+
+// servePage is GET /cardPay/page/{id}.
+func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	p, err := h.openPage(id)
+	if err != nil {
+		h.renderError(w, r, h.problem(r, nil, err))
+		return
+	}
+	r = withPageID(r, id)
+	switch p.Kind {
+	case kindCheckout:
+		h.serveCheckout(w, r, p.Checkout)
+	case kindResult:
+		to, err := url.Parse(p.Action)
+		if err != nil || p.Callback == nil {
+			h.renderError(w, r, h.problem(r, nil, errPageGone))
+			return
+		}
+		h.renderResult(w, r, to, *p.Callback, true)
+	case kindError:
+		h.renderError(w, r, p.Error)
+	default:
+		h.renderError(w, r, h.problem(r, nil, errPageGone))
+	}
+}
+
+// serveCheckout shows what a checkout session is at now: the card form
+// while the bill can be paid, the challenge while one is owed, and once
+// the bill is paid or can no longer be, the result.
+func (h *Handler) serveCheckout(w http.ResponseWriter, r *http.Request, id string) {
+	ctx := r.Context()
+	sess, t, err := h.session(ctx, id)
+	if err != nil {
+		h.renderError(w, r, h.problem(r, nil, err))
+		return
+	}
+	if sess.PaymentID != "" {
+		p, err := h.Payments.Repo.PaymentByID(ctx, sess.PaymentID)
+		switch {
+		case err != nil:
+			h.renderError(w, r, h.problem(r, &t, err))
+			return
+		case p.Status == payment.Challenge:
+			h.renderChallenge(w, r, t, p)
+			return
+		case !sess.EntryPage:
+			// A merchant-posted form's challenge was answered: its result.
+			h.renderOutcome(w, r, t, p)
+			return
+		}
+	}
+	now := h.Now()
+	switch {
+	case !sess.EntryPage:
+		h.renderError(w, r, h.problem(r, nil, errCheckoutGone))
+	case t.bill.State == bill.Paid:
+		p, err := h.Payments.Repo.SuccessfulPayment(ctx, t.bill.Reference)
+		if err != nil {
+			h.renderError(w, r, h.problem(r, &t, err))
+			return
+		}
+		h.renderOutcome(w, r, t, p)
+	case t.bill.State == bill.Processing:
+		h.renderError(w, r, h.problem(r, &t, errInProgress))
+	case t.bill.State == bill.Blocked:
+		h.renderOutcome(w, r, t, payment.Payment{Status: payment.Failed, Message: payment.MsgBlocked, UpdatedAt: now})
+	case t.bill.Expired(now):
+		h.renderOutcome(w, r, t, payment.Payment{Status: payment.Failed, Message: payment.MsgExpired, UpdatedAt: now})
+	default:
+		h.renderCard(w, r, t, sess.Notice, h.Payments.MaxFailures-t.bill.FailedAttempts)
+	}
+}
+
+// renderOutcome shows the result of p for checkout t, for a shopper who
+// came back to the checkout's page: it waits for the button.
+func (h *Handler) renderOutcome(w http.ResponseWriter, r *http.Request, t trusted, p payment.Payment) {
+	cb := t.callback
+	if p.CallbackURL != "" {
+		if u, err := url.Parse(p.CallbackURL); err == nil {
+			cb = u // the result goes where the first result went
+		}
+	}
+	h.renderResult(w, r, cb, callbackFor(t.bill, p, h.Location), false)
+}
+
+func withPageID(r *http.Request, id string) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), pageIDKey{}, id))
+}
+
+// pageID is the id of the page being shown, for its language switch.
+func pageID(r *http.Request) string {
+	id, _ := r.Context().Value(pageIDKey{}).(string)
+	return id
+}

@@ -1,0 +1,198 @@
+package form_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/kadipay/kadi/internal/checkout"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/payment"
+	"github.com/kadipay/kadi/internal/server/servertest"
+)
+
+func post(path string, v url.Values) *http.Request {
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(v.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return req
+}
+
+// seeOther checks rec is a 303 to one of our pages and returns its URL.
+func seeOther(t *testing.T, rec *httptest.ResponseRecorder) string {
+	t.Helper()
+	loc := rec.Header().Get("Location")
+	if rec.Code != http.StatusSeeOther || !strings.HasPrefix(loc, "/cardPay/page/") {
+		t.Fatalf("want 303 to /cardPay/page/…, got %d to %q:\n%s", rec.Code, loc, rec.Body)
+	}
+	if rec.Header().Get("Cache-Control") != "no-store" {
+		t.Errorf("303 Cache-Control %q, want no-store", rec.Header().Get("Cache-Control"))
+	}
+	return loc
+}
+
+func get(g *servertest.Gateway, path string) *httptest.ResponseRecorder {
+	return g.Serve(httptest.NewRequest(http.MethodGet, path, nil))
+}
+
+// Every POST of the hosted pages answers 303 to a page read by GET, so
+// back and reload never offer to resubmit a form; the page's URL carries
+// no token, no card data and no checkout id, and is worth nothing forged,
+// damaged or late.
+func TestPagesAreReachedByGET(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("PRG Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "PRG1", "1500.00")
+	fields := servertest.FormFields(c, tok, b)
+
+	entry := seeOther(t, g.ServeOnce(servertest.CardPayRequest(fields)))
+	page := servertest.ParsePage(get(g, entry).Body.String())
+	f, ok := page.FormTo("/cardPay")
+	if !ok {
+		t.Fatal("the 303 of the merchant's form does not lead to the card page")
+	}
+	id := f.Values()["checkout"]
+	if again := get(g, entry); again.Code != http.StatusOK || !strings.Contains(again.Body.String(), id) {
+		t.Errorf("reloading the card page: %d", again.Code)
+	}
+
+	bad := seeOther(t, g.ServeOnce(post("/cardPay", servertest.CheckoutPost(id, servertest.Card{Number: badLuhn, CVV: cvv}))))
+	if rec := get(g, bad); rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), `aria-invalid="true"`) {
+		t.Errorf("a bad card number: %d\n%s", rec.Code, rec.Body)
+	}
+	declined := seeOther(t, g.ServeOnce(post("/cardPay", servertest.CheckoutPost(id, servertest.Card{Number: cardDeclined, CVV: cvv}))))
+	paid := seeOther(t, g.ServeOnce(post("/cardPay", servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv}))))
+	cb := callback(t, get(g, paid))
+	if cb["orderStatus"] != "Transaction Successfull" {
+		t.Fatalf("result page: %v", cb)
+	}
+	untrusted := fields
+	untrusted.Set("token", "nope")
+	refused := seeOther(t, g.ServeOnce(servertest.CardPayRequest(untrusted)))
+	errorPage(t, get(g, refused), http.StatusUnauthorized)
+
+	urls := []string{entry, bad, declined, paid, refused}
+	for i, u := range urls {
+		for _, leak := range []string{tok, id, checkout.Hash(id), visa, cardDeclined, badLuhn, cvv, b.Reference, "PRG1"} {
+			if strings.Contains(u, leak) {
+				t.Errorf("page URL %d carries %q", i, leak)
+			}
+		}
+		if strings.Contains(g.Logs.String(), strings.TrimPrefix(u, "/cardPay/page/")) {
+			t.Errorf("page URL %d is in the logs", i)
+		}
+		for j := range i {
+			if urls[j] == u {
+				t.Errorf("pages %d and %d share a URL", j, i)
+			}
+		}
+	}
+
+	// Back to the card page after paying: the result, not the card form.
+	back := get(g, entry)
+	if _, ok := servertest.ParsePage(back.Body.String()).FormTo("/cardPay"); ok {
+		t.Error("the card page of a paid bill still offers to pay")
+	}
+	if again := callback(t, back); again["transactionRef"] != cb["transactionRef"] {
+		t.Errorf("the card page after paying: %v, want the payment %v", again, cb)
+	}
+	if strings.Contains(back.Body.String(), "autosubmit") {
+		t.Error("the card page revisited after paying posts the result to the shop again by itself")
+	}
+	if !strings.Contains(get(g, paid).Body.String(), `data-autosubmit="1"`) {
+		t.Error("the result page the payment led to does not post itself to the shop")
+	}
+	if n := g.CountPayments(b.Reference, payment.Succeeded); n != 1 {
+		t.Errorf("%d successful payments", n)
+	}
+
+	// Forged, damaged and late page ids.
+	name := strings.TrimPrefix(paid, "/cardPay/page/")
+	flipped := []byte(name)
+	flipped[len(flipped)/2] ^= 1
+	for _, u := range []string{"/cardPay/page/forged", "/cardPay/page/" + string(flipped), "/cardPay/page/" + name[:len(name)-4]} {
+		errorPage(t, get(g, u), http.StatusGone)
+	}
+	g.Clock.Advance(checkout.TTL)
+	errorPage(t, get(g, paid), http.StatusGone)
+}
+
+// After the bill is blocked, its card page says so instead of asking for
+// another card.
+func TestCardPageOfABlockedBill(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Blocked Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "BLOCK1", "10")
+	entry := seeOther(t, g.ServeOnce(servertest.CardPayRequest(servertest.FormFields(c, tok, b))))
+	id, _ := servertest.ParsePage(get(g, entry).Body.String()).FormTo("/cardPay")
+	for range 5 {
+		g.CardPay(servertest.CheckoutPost(id.Values()["checkout"], servertest.Card{Number: cardDeclined, CVV: cvv}))
+	}
+	failed(t, callback(t, get(g, entry)), b, payment.MsgBlocked)
+}
+
+// An error after the shop's callback is trusted offers the way back to the
+// shop; one before it never names the shop's address.
+func TestErrorPageWayBack(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Way Back Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "BACK1", "10")
+	entry := seeOther(t, g.ServeOnce(servertest.CardPayRequest(servertest.FormFields(c, tok, b))))
+
+	// A payment in flight from elsewhere: the page says so, with a link
+	// back to the shop's site.
+	bl, err := g.Store.BillByID(context.Background(), b.Reference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := g.Clock.Now()
+	if err := g.Store.StartPayment(context.Background(), payment.Payment{ID: "pay_inflight", BillReference: bl.Reference, MerchantCode: bl.MerchantCode,
+		Mode: bl.Mode, Status: payment.Processing, Amount: bl.Amount, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	rec := get(g, entry)
+	page := servertest.ParsePage(rec.Body.String())
+	if rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), `href="https://shop.example/"`) || !strings.Contains(rec.Body.String(), "Back to Way Back Shop") {
+		t.Errorf("payment in progress: %d\n%s", rec.Code, rec.Body)
+	}
+	if _, ok := page.FormTo("/cardPay"); ok {
+		t.Error("a bill being paid still shows the card form")
+	}
+}
+
+// The 3-D Secure page has a way back too: cancelling fails the challenge,
+// so its code can no longer pay, ends the checkout and tells the shop.
+func TestCancelOnTheChallengePage(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Cancel 3DS Shop")
+	tok := g.Token(c, merchant.Test)
+	for _, entryPage := range []bool{true, false} {
+		b := g.CreateBill(c, tok, map[bool]string{true: "C3DS1", false: "C3DS2"}[entryPage], "10")
+		fields := servertest.FormFields(c, tok, b)
+		var rec *httptest.ResponseRecorder
+		if entryPage {
+			rec = g.CardPay(servertest.CheckoutPost(g.OpenCheckout(fields), servertest.Card{Number: card3DS, CVV: cvv}))
+		} else {
+			rec = g.CardPay(servertest.Card{Number: card3DS, CVV: cvv}.Apply(fields))
+		}
+		page := servertest.ParsePage(rec.Body.String())
+		cancelForm, ok := page.FormTo("/cardPay/cancel")
+		if _, challenge := page.FormTo("/cardPay/3ds"); !challenge || !ok {
+			t.Fatalf("entry page %v: want the challenge page with a cancel button:\n%s", entryPage, rec.Body)
+		}
+		id := cancelForm.Values()["checkout"]
+		failed(t, callback(t, g.Serve(post("/cardPay/cancel", url.Values{"checkout": {id}}))), b, "cancelled by the customer")
+		if n := g.CountPayments(b.Reference, payment.Failed); n != 1 {
+			t.Errorf("entry page %v: %d failed payments after cancelling the challenge, want 1", entryPage, n)
+		}
+		errorPage(t, g.Serve(servertest.ChallengeRequest(id, "123456")), http.StatusNotFound)
+		if n := g.CountPayments(b.Reference, payment.Succeeded); n != 0 {
+			t.Errorf("entry page %v: the code paid after the cancel", entryPage)
+		}
+	}
+}

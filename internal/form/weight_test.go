@@ -1,0 +1,45 @@
+package form_test
+
+import (
+	"regexp"
+	"testing"
+
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/server/servertest"
+)
+
+// pageBudget is what a shopper on a slow phone downloads for the card
+// page: its HTML and every stylesheet and script it loads, uncompressed.
+const pageBudget = 20 << 10
+
+var assetRef = regexp.MustCompile(`(?:href|src)="(/static/[^"]+)"`)
+
+// The card page, in each language, stays within the budget.
+func TestCardPageWeight(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Weight Shop")
+	tok := g.Token(c, merchant.Test)
+	for _, lang := range []string{"en", "sw"} {
+		b := g.CreateBill(c, tok, "WEIGHT"+lang, "1500.00")
+		req := servertest.CardPayRequest(servertest.FormFields(c, tok, b))
+		req.Header.Set("Accept-Language", lang)
+		rec := g.Serve(req)
+		html := rec.Body.String()
+		total := len(html)
+		assets := assetRef.FindAllStringSubmatch(html, -1)
+		if len(assets) < 3 {
+			t.Fatalf("%s: the card page loads %d assets; the scan is broken:\n%s", lang, len(assets), html)
+		}
+		for _, a := range assets {
+			asset := get(g, a[1])
+			if asset.Code != 200 || asset.Body.Len() == 0 {
+				t.Fatalf("%s: %s answered %d", lang, a[1], asset.Code)
+			}
+			total += asset.Body.Len()
+		}
+		t.Logf("%s card page: %d bytes (HTML %d) of a %d budget", lang, total, len(html), pageBudget)
+		if total > pageBudget {
+			t.Errorf("%s card page weighs %d bytes, over the %d budget", lang, total, pageBudget)
+		}
+	}
+}

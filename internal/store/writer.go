@@ -1,0 +1,180 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Group commit (SQLite). A commit in WAL mode with synchronous=FULL costs
+// an fsync, and SQLite runs one writer at a time: committing each request
+// on its own caps the gateway at the disk's fsync rate. So one goroutine
+// writes: it takes every write waiting at that moment (at most maxBatch),
+// runs each under its own SAVEPOINT in one transaction, commits once, and
+// only then answers them all. A write that fails rolls back to its
+// savepoint and gets its own error while its neighbours commit; a commit
+// that fails fails every write in it; none is answered before its commit is
+// on disk. With nothing else waiting, a write is committed at once: there
+// is no timer.
+//
+// PostgreSQL needs none of this: its writers run side by side, each
+// transaction on its own connection.
+
+// maxBatch bounds a batch: a longer transaction delays its first write's
+// answer for little fsync saved.
+const maxBatch = 64
+
+// errClosed is a write after Close.
+var errClosed = errors.New("store is closed")
+
+// write is one caller's transaction waiting for the writer.
+type write struct {
+	ctx  context.Context
+	fn   func(tx) error
+	done chan error
+}
+
+// writer is the queue and goroutine that commit SQLite writes in groups.
+type writer struct {
+	s      *DB
+	queue  chan *write
+	max    int          // writes in one commit at most
+	mu     sync.RWMutex // held to send; Close takes it to close the queue
+	closed bool
+	done   chan struct{}
+	// commits counts transactions committed or rolled back, for tests
+	// and benchmarks to see the grouping.
+	commits atomic.Int64
+}
+
+func startWriter(s *DB) *writer {
+	w := &writer{s: s, queue: make(chan *write, maxBatch), max: maxBatch, done: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+// do queues fn and waits for the commit that carries it. A caller whose
+// context ends while queued is answered with its error and fn never runs;
+// once fn runs it runs to the end (an interrupted SQLite statement inside
+// a transaction would roll back the whole batch), and the caller waits for
+// the commit either way, so an answer always means what it says.
+func (w *writer) do(ctx context.Context, fn func(tx) error) error {
+	req := &write{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		return errClosed
+	}
+	select {
+	case w.queue <- req:
+	case <-ctx.Done():
+		w.mu.RUnlock()
+		return ctx.Err()
+	}
+	w.mu.RUnlock()
+	return <-req.done
+}
+
+// close stops taking writes, lets the queued ones commit and waits.
+func (w *writer) close() {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		close(w.queue)
+	}
+	w.mu.Unlock()
+	<-w.done
+}
+
+func (w *writer) run() {
+	defer close(w.done)
+	batch := make([]*write, 0, maxBatch)
+	for first := range w.queue {
+		batch = append(batch[:0], first)
+	more:
+		for len(batch) < w.max {
+			select {
+			case req, ok := <-w.queue:
+				if !ok {
+					break more
+				}
+				batch = append(batch, req)
+			default:
+				break more
+			}
+		}
+		w.commit(batch)
+	}
+}
+
+// commit runs batch in one transaction and answers every write in it.
+func (w *writer) commit(batch []*write) {
+	errs := make([]error, len(batch))
+	defer func() {
+		w.commits.Add(1)
+		for i, req := range batch {
+			req.done <- errs[i]
+		}
+	}()
+	sqlTx, err := w.s.db.BeginTx(context.Background(), nil)
+	if err != nil {
+		for i := range errs {
+			errs[i] = fmt.Errorf("begin: %w", err)
+		}
+		return
+	}
+	if len(batch) == 1 {
+		// Alone: the transaction is the write's own, no savepoint needed.
+		if errs[0] = w.run1(sqlTx, batch[0], false); errs[0] != nil {
+			_ = sqlTx.Rollback()
+			return
+		}
+	} else {
+		for i, req := range batch {
+			errs[i] = w.run1(sqlTx, req, true)
+		}
+	}
+	if err := sqlTx.Commit(); err != nil {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = fmt.Errorf("commit: %w", err)
+			}
+		}
+	}
+}
+
+// run1 runs one write; isolated puts it under a savepoint so that its
+// failure undoes it alone. A panic is the write's error, not the writer's
+// end.
+func (w *writer) run1(sqlTx *sql.Tx, req *write, isolated bool) (err error) {
+	if err := req.ctx.Err(); err != nil {
+		return err // given up while queued: never ran
+	}
+	// Values (the request id for logs) stay; cancellation does not.
+	ctx := context.WithoutCancel(req.ctx)
+	if isolated {
+		if _, err := sqlTx.ExecContext(ctx, `SAVEPOINT w`); err != nil {
+			return fmt.Errorf("savepoint: %w", err)
+		}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("write panicked: %v", p)
+		}
+		if !isolated {
+			return
+		}
+		if err != nil {
+			if _, rbErr := sqlTx.ExecContext(ctx, `ROLLBACK TO w`); rbErr != nil {
+				err = errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rbErr))
+			}
+		}
+		if _, relErr := sqlTx.ExecContext(ctx, `RELEASE w`); relErr != nil && err == nil {
+			err = fmt.Errorf("release savepoint: %w", relErr)
+		}
+	}()
+	return req.fn(tx{Tx: sqlTx, s: w.s, ctx: ctx})
+}

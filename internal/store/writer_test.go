@@ -1,0 +1,260 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+func openSQLite(tb testing.TB) *DB {
+	tb.Helper()
+	s, err := Open(context.Background(), filepath.Join(tb.TempDir(), "kadi.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	if _, err := s.exec(context.Background(), `CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER NOT NULL)`); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// holdWriter makes the writer busy until release is called, so that the
+// writes queued meanwhile commit as one group.
+func holdWriter(t *testing.T, s *DB) (release func()) {
+	t.Helper()
+	started, gate := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.inTx(context.Background(), func(tx) error { close(started); <-gate; return nil })
+	}()
+	<-started
+	return func() {
+		close(gate)
+		if err := <-done; err != nil {
+			t.Errorf("the holding write: %v", err)
+		}
+	}
+}
+
+// queued waits until n writes are queued behind the held writer.
+func queued(t *testing.T, s *DB, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); len(s.writes.queue) < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes queued, want %d", len(s.writes.queue), n)
+		}
+	}
+}
+
+func count(t *testing.T, s *DB, where string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := s.queryRow(context.Background(), `SELECT COUNT(*) FROM t WHERE `+where, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// In one group commit, a write that fails (an error, a constraint, a
+// panic) is undone alone and gets its own error; its neighbours commit.
+func TestGroupCommitIsolatesFailures(t *testing.T) {
+	s := openSQLite(t)
+	ctx := context.Background()
+	if _, err := s.exec(ctx, `INSERT INTO t (k, v) VALUES ('taken', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	before := s.writes.commits.Load()
+	release := holdWriter(t, s)
+
+	errRefused := errors.New("refused by its own rule")
+	writes := []struct {
+		name string
+		fn   func(t tx) error
+		want error // nil: commits
+	}{
+		{"ok 1", func(t tx) error { _, err := t.exec(ctx, `INSERT INTO t (k, v) VALUES ('ok1', 1)`); return err }, nil},
+		{"refused after writing", func(t tx) error {
+			if _, err := t.exec(ctx, `INSERT INTO t (k, v) VALUES ('refused', 2)`); err != nil {
+				return err
+			}
+			return errRefused
+		}, errRefused},
+		{"constraint", func(t tx) error {
+			if _, err := t.exec(ctx, `UPDATE t SET v = 99 WHERE k = 'taken'`); err != nil {
+				return err
+			}
+			_, err := t.exec(ctx, `INSERT INTO t (k, v) VALUES ('taken', 3)`)
+			return err
+		}, errAny},
+		{"panic", func(t tx) error {
+			if _, err := t.exec(ctx, `INSERT INTO t (k, v) VALUES ('panicked', 4)`); err != nil {
+				return err
+			}
+			panic("a bug in one write")
+		}, errAny},
+		{"ok 2", func(t tx) error { _, err := t.exec(ctx, `INSERT INTO t (k, v) VALUES ('ok2', 5)`); return err }, nil},
+	}
+	errs := make([]error, len(writes))
+	var wg sync.WaitGroup
+	for i, w := range writes {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = s.inTx(ctx, w.fn) }()
+		queued(t, s, i+1) // in this order
+	}
+	release()
+	wg.Wait()
+
+	for i, w := range writes {
+		switch {
+		case w.want == nil && errs[i] != nil:
+			t.Errorf("%s: %v, want it committed", w.name, errs[i])
+		case w.want == errAny && errs[i] == nil, w.want != nil && w.want != errAny && !errors.Is(errs[i], w.want):
+			t.Errorf("%s: err %v, want %v", w.name, errs[i], w.want)
+		}
+	}
+	for k, want := range map[string]int{"ok1": 1, "ok2": 1, "refused": 0, "panicked": 0} {
+		if n := count(t, s, `k = ?`, k); n != want {
+			t.Errorf("row %s: %d, want %d", k, n, want)
+		}
+	}
+	if n := count(t, s, `k = 'taken' AND v = 0`); n != 1 {
+		t.Error("the failed write's earlier statement was not undone")
+	}
+	// The holding write, then the five as one group.
+	if got := s.writes.commits.Load() - before; got != 2 {
+		t.Errorf("%d commits, want 2: the queued writes were not grouped", got)
+	}
+}
+
+// errAny marks a write that must fail, whatever the error.
+var errAny = errors.New("any error")
+
+// Conditional updates that race on one row, grouped or not, have one
+// winner: each runs after the one before it in the same transaction.
+func TestGroupCommitOneWinner(t *testing.T) {
+	s := openSQLite(t)
+	ctx := context.Background()
+	if _, err := s.exec(ctx, `INSERT INTO t (k, v) VALUES ('bill', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	release := holdWriter(t, s)
+	const n = 40
+	won := make([]bool, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := s.exec(ctx, `UPDATE t SET v = ? WHERE k = 'bill' AND v = 0`, i+1)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			rows, _ := res.RowsAffected()
+			won[i] = rows == 1
+		}()
+	}
+	queued(t, s, n)
+	release()
+	wg.Wait()
+	winners := 0
+	for _, w := range won {
+		if w {
+			winners++
+		}
+	}
+	if winners != 1 {
+		t.Errorf("%d winners, want 1", winners)
+	}
+}
+
+// A caller that gives up while queued is told so and its write never runs;
+// one that gives up while its write runs still gets the true outcome.
+func TestGroupCommitCancelled(t *testing.T) {
+	s := openSQLite(t)
+	release := holdWriter(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.exec(ctx, `INSERT INTO t (k, v) VALUES ('gave up', 1)`)
+		done <- err
+	}()
+	queued(t, s, 1)
+	cancel()
+	release()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("err %v, want context.Canceled", err)
+	}
+	if n := count(t, s, `k = 'gave up'`); n != 0 {
+		t.Error("a write given up while queued ran")
+	}
+
+	ctx, cancel = context.WithCancel(context.Background())
+	err := s.inTx(ctx, func(t tx) error {
+		cancel() // the caller leaves mid-write
+		_, err := t.exec(ctx, `INSERT INTO t (k, v) VALUES ('ran', 1)`)
+		return err
+	})
+	if err != nil || count(t, s, `k = 'ran'`) != 1 {
+		t.Errorf("a write whose caller left while it ran: %v, row there: %v", err, count(t, s, `k = 'ran'`) == 1)
+	}
+}
+
+// Close commits what is queued, then refuses.
+func TestGroupCommitClose(t *testing.T) {
+	s := openSQLite(t)
+	release := holdWriter(t, s)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.exec(context.Background(), `INSERT INTO t (k, v) VALUES ('queued', 1)`)
+		done <- err
+	}()
+	queued(t, s, 1)
+	closed := make(chan struct{})
+	go func() { s.writes.close(); close(closed) }()
+	release()
+	<-closed
+	if err := <-done; err != nil {
+		t.Errorf("a write queued before Close: %v", err)
+	}
+	if _, err := s.exec(context.Background(), `INSERT INTO t (k, v) VALUES ('late', 1)`); !errors.Is(err, errClosed) {
+		t.Errorf("a write after Close: %v, want errClosed", err)
+	}
+}
+
+// BenchmarkWrites compares group commit with one commit per write, each
+// write one INSERT, from many goroutines at once.
+func BenchmarkWrites(b *testing.B) {
+	for _, max := range []int{1, maxBatch} {
+		name := "grouped"
+		if max == 1 {
+			name = "one commit each"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := openSQLite(b)
+			s.writes.max = max
+			before := s.writes.commits.Load()
+			var seq sync.Mutex
+			n := 0
+			b.SetParallelism(16)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					seq.Lock()
+					n++
+					k := fmt.Sprint(n)
+					seq.Unlock()
+					if _, err := s.exec(context.Background(), `INSERT INTO t (k, v) VALUES (?, 1)`, k); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/float64(s.writes.commits.Load()-before), "writes/commit")
+		})
+	}
+}
