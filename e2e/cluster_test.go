@@ -526,7 +526,7 @@ func clusterStartNode(t *testing.T, name, dbURL, key string) *clusterNode {
 		}
 		logs, _ := os.ReadFile(n.logPath)
 		// Another test may take the port between freePort and the listen.
-		if attempt < 3 && bytes.Contains(logs, []byte("address already in use")) {
+		if attempt < 3 && bytes.Contains(logs, []byte("the port is in use")) {
 			continue
 		}
 		t.Fatalf("node %s: %v; log:\n%s", name, err, tail(logs, 40))
@@ -568,26 +568,7 @@ func clusterLaunch(t *testing.T, name, dbURL, key string) (*clusterNode, error) 
 		}
 	})
 
-	hc := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(startTimeout)
-	for {
-		select {
-		case <-n.exited:
-			return n, fmt.Errorf("kadi serve exited during start (%v)", n.state)
-		default:
-		}
-		resp, err := hc.Get(n.base + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return n, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return n, fmt.Errorf("not healthy after %s (last: %v)", startTimeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return n, waitReady(n.exited, n.logPath, n.base)
 }
 
 func (n *clusterNode) client(t *testing.T, m merchantCreds, apiKey string) *client.Client {
