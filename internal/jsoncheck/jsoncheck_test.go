@@ -107,3 +107,17 @@ func hasDuplicate(t *testing.T, raw json.RawMessage) bool {
 	}
 	return false
 }
+
+// BenchmarkUniqueNames checks a create-bill body of the size merchants send.
+func BenchmarkUniqueNames(b *testing.B) {
+	body := []byte(`{"billerCode":"BLR0001","outletCode":"OUT0001","serviceId":"SRV0001","systemCode":"SYS0001",
+	"settlementAccount":"0100012345678","customer":{"name":"Wanjiru Kamau","email":"wanjiru@example.co.ke","mobile":"+254 712 345678"},
+	"order":{"orderRef":"ORD-2026-000123","amount":"1500.00","currency":"KES","description":"Two tickets, Nairobi–Mombasa",
+	"expiry":"2026-12-01T10:00:00+03:00","callbackUrl":"https://shop.example.co.ke/kadi/callback"}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := UniqueNames(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
