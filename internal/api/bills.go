@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"github.com/kadipay/kadi/internal/logging"
 	"net/http"
 	"strings"
 
@@ -65,7 +66,7 @@ func (h *Handler) failBill(w http.ResponseWriter, r *http.Request, req bill.Requ
 		h.fail(w, r, err)
 		return
 	}
-	h.Log.InfoContext(r.Context(), "bill refused", "code", code, "err", err)
+	logging.Refused(r.Context(), h.Log, "bill refused", "code", code, "err", err)
 	authHeaders(w, err, code)
 	resp := BillResponse{Status: false, OrderRef: strings.Trim(req.Order.Reference.Value, " "), Channel: "CARD", Remarks: message, Code: code, Message: message}
 	var validation *bill.ValidationError

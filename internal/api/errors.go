@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"github.com/kadipay/kadi/internal/logging"
 	"net/http"
 	"strconv"
 
@@ -79,7 +80,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		h.Log.ErrorContext(r.Context(), "request failed", "err", err)
 		message = "internal error; quote the X-Request-Id header to support"
 	} else {
-		h.Log.InfoContext(r.Context(), "request refused", "code", code, "err", err)
+		logging.Refused(r.Context(), h.Log, "request refused", "code", code, "err", err)
 	}
 	authHeaders(w, err, code)
 	body := Error{Code: code, Message: message}
@@ -97,7 +98,7 @@ func (h *Handler) failOAuth(w http.ResponseWriter, r *http.Request, err error) {
 		h.fail(w, r, err)
 		return
 	}
-	h.Log.InfoContext(r.Context(), "token refused", "code", code, "err", err)
+	logging.Refused(r.Context(), h.Log, "token refused", "code", code, "err", err)
 	authHeaders(w, err, code)
 	writeJSON(w, status, oauthError{Error: code, Description: message, Code: code, Message: message})
 }

@@ -260,7 +260,7 @@ func headers(w http.ResponseWriter) {
 
 // fail shows a plain page saying what went wrong, with the way back.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, title, message string) {
-	h.Log.InfoContext(r.Context(), "dashboard refused", "status", status, "title", title)
+	logging.Refused(r.Context(), h.Log, "dashboard refused", "status", status, "title", title)
 	h.render(w, r, status, "message.html", map[string]any{"Title": title, "Message": message})
 }
 

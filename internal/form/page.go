@@ -100,7 +100,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, t *trusted, err e
 func (h *Handler) problem(r *http.Request, t *trusted, err error) *pageError {
 	var pe *pageError
 	if errors.As(err, &pe) {
-		h.Log.InfoContext(r.Context(), "payment page refused", "status", pe.Status, "title", pe.Title, "detail", pe.Message+" "+pe.Detail)
+		logging.Refused(r.Context(), h.Log, "payment page refused", "status", pe.Status, "title", pe.Title, "detail", pe.Message+" "+pe.Detail)
 		copied := *pe
 		pe = &copied
 	} else {

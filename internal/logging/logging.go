@@ -12,16 +12,46 @@ import (
 
 type ctxKey struct{}
 
+// request is what a request's context carries for its log lines: its id,
+// and what its handler noted for the one access line the request gets.
+type request struct {
+	id    string
+	notes []any
+}
+
 // WithRequestID returns ctx carrying id, which every log line made with
 // that context will show.
 func WithRequestID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, ctxKey{}, id)
+	return context.WithValue(ctx, ctxKey{}, &request{id: id})
 }
 
 // RequestID returns the id WithRequestID stored, or "".
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(ctxKey{}).(string)
-	return id
+	if r, ok := ctx.Value(ctxKey{}).(*request); ok {
+		return r.id
+	}
+	return ""
+}
+
+// Refused records why a request was refused (a 4xx: the client's doing,
+// not an incident). Inside a request it goes on the request's access line
+// (Notes), so a refusal costs one log line, not two; elsewhere it is a line
+// of its own.
+func Refused(ctx context.Context, log *slog.Logger, what string, args ...any) {
+	if r, ok := ctx.Value(ctxKey{}).(*request); ok {
+		r.notes = append(append(r.notes, "refused", what), args...)
+		return
+	}
+	log.InfoContext(ctx, what, args...)
+}
+
+// Notes returns what Refused recorded for the request in ctx, as
+// key-value pairs for its access line.
+func Notes(ctx context.Context) []any {
+	if r, ok := ctx.Value(ctxKey{}).(*request); ok {
+		return r.notes
+	}
+	return nil
 }
 
 // New returns a JSON logger writing to w.

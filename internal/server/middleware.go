@@ -69,8 +69,8 @@ func withRequest(next http.Handler, log *slog.Logger) http.Handler {
 			}
 			// The path only: query strings can hold references but never
 			// card data, which travels in bodies, and bodies are not logged.
-			log.InfoContext(ctx, "request", "method", r.Method, "path", loggedPath(r.URL.Path), "status", rec.status,
-				"duration_ms", time.Since(start).Milliseconds(), "remote", r.RemoteAddr)
+			log.InfoContext(ctx, "request", append([]any{"method", r.Method, "path", loggedPath(r.URL.Path), "status", rec.status,
+				"duration_ms", time.Since(start).Milliseconds(), "remote", r.RemoteAddr}, logging.Notes(ctx)...)...)
 		}()
 		next.ServeHTTP(rec, r)
 	})

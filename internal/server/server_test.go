@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -434,5 +435,63 @@ func TestScrapeDoesNotQueryTheDatabase(t *testing.T) {
 	// run (the test never starts Serve): the gauge still reads 0.
 	if !strings.Contains(body, "kadi_ipn_queue_depth 0\n") {
 		t.Errorf("a scrape read the queue depth from the database:\n%s", body)
+	}
+}
+
+// TestARefusalIsOneLogLine: a refused request (4xx) is the client's doing;
+// its reason goes on its access line rather than a line of its own, so a
+// flood of bad requests costs one write each and an operator reads one
+// line per request.
+func TestARefusalIsOneLogLine(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Shop")
+	tok := g.Token(c, merchant.Test)
+	for name, tt := range map[string]struct {
+		req        *http.Request
+		status     int
+		refused    string
+		reasonPart string
+	}{
+		"query miss": {servertest.QueryRequest(tok, "NOSUCHBILL"), http.StatusNotFound, "request refused", "not found"},
+		"bad bill":   {servertest.BillRequest(tok, `{"order":`), http.StatusBadRequest, "bill refused", "invalid_json"},
+		"bad token":  {servertest.TokenRequest("nope", c.Username, c.Password), http.StatusUnauthorized, "token refused", ""},
+		"error page": {servertest.CardPayRequest(nil), http.StatusSeeOther, "payment page refused", "session"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := len(g.Logs.String())
+			rec := g.ServeOnce(tt.req)
+			if rec.Code != tt.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
+			}
+			id := rec.Header().Get(server.RequestIDHeader)
+			var lines []map[string]any
+			for _, line := range strings.Split(strings.TrimSpace(g.Logs.String()[before:]), "\n") {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(line), &m); err != nil {
+					t.Fatalf("log line %q: %v", line, err)
+				}
+				if m["request_id"] == id {
+					lines = append(lines, m)
+				}
+			}
+			if len(lines) == 0 || lines[len(lines)-1]["msg"] != "request" {
+				t.Fatalf("lines of the request: %v", lines)
+			}
+			var refusal map[string]any
+			for _, l := range lines {
+				if l["msg"] != "request" {
+					t.Errorf("a line of its own besides the access line: %v", l)
+				}
+				if l["refused"] != nil {
+					refusal = l
+				}
+			}
+			if refusal == nil || refusal["refused"] != tt.refused {
+				t.Fatalf("no access line says %q: %v", tt.refused, lines)
+			}
+			if !strings.Contains(fmt.Sprint(refusal), tt.reasonPart) {
+				t.Errorf("the refusal's line lacks %q: %v", tt.reasonPart, refusal)
+			}
+		})
 	}
 }
