@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
 	"time"
 
 	"github.com/kadipay/kadi/internal/config"
@@ -40,6 +41,7 @@ func main() {
 	var o load.Options
 	var creds, dataDir, databaseURL string
 	var seed int
+	var only string
 	fs := flag.NewFlagSet("kadi-load", flag.ExitOnError)
 	fs.StringVar(&o.BaseURL, "url", "http://127.0.0.1:8080", "the gateway (loopback only)")
 	fs.StringVar(&creds, "credentials", "", "a file holding `kadi merchant create --json` output (required)")
@@ -52,10 +54,19 @@ func main() {
 	fs.IntVar(&seed, "seed-bills", 0, "instead of a run, add this many bills for the merchant straight into the store (--data-dir or --database-url), in batches")
 	fs.StringVar(&dataDir, "data-dir", "", "with --seed-bills: the gateway's data directory (SQLite)")
 	fs.StringVar(&databaseURL, "database-url", "", "with --seed-bills: the gateway's PostgreSQL")
+	fs.StringVar(&only, "only", "", "run only the scenarios whose name matches this regular expression (IPN names the IPN scenarios); the baselines always run")
 	fs.IntVar(&o.ServerPID, "pid", 0, "the gateway's process id, for its CPU time (default: the process listening on --url's port)")
 	if err := config.Parse(fs, os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "kadi-load:", err)
 		os.Exit(2)
+	}
+	if only != "" {
+		re, err := regexp.Compile(only)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kadi-load: --only:", err)
+			os.Exit(2)
+		}
+		o.Only = re
 	}
 	raw, err := os.ReadFile(creds)
 	if err != nil || (o.Card == "" && seed == 0) {

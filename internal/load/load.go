@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +43,9 @@ type Options struct {
 	// (ipn.go); IPNRate is their payments a second.
 	IPNListen string
 	IPNRate   int
+	// Only, when set, keeps the scenarios whose name it matches (the two
+	// baselines always run: every figure is a ratio against them).
+	Only *regexp.Regexp
 }
 
 // Result of one scenario.
@@ -149,7 +153,10 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		}},
 	}
 	var out []Result
-	for _, s := range scenarios {
+	for i, s := range scenarios {
+		if i >= 2 && o.Only != nil && !o.Only.MatchString(s.name) {
+			continue
+		}
 		before, cpuErr := cpuOf(s.pid)
 		r := run(ctx, s.name, o, s.op)
 		if after, err := cpuOf(s.pid); cpuErr == nil && err == nil {
@@ -171,7 +178,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			out = append(out, hr)
 		}
 	}
-	if o.IPNListen != "" {
+	if o.IPNListen != "" && (o.Only == nil || o.Only.MatchString("IPN")) {
 		rs, err := ipnScenarios(ctx, o, c, httpc, token)
 		if err != nil {
 			return out, err
