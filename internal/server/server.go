@@ -40,7 +40,8 @@ import (
 type Config struct {
 	Addr            string
 	DataDir         string
-	DatabaseURL     string // empty: SQLite in DataDir
+	DatabaseURL     string     // empty: SQLite in DataDir
+	DBPool          store.Pool // PostgreSQL's connection pool
 	PublicURL       string
 	AllowPrivateIPN bool
 	TokenTTL        time.Duration
@@ -85,7 +86,7 @@ func Defaults() Config {
 		Addr: "127.0.0.1:8080", DataDir: "kadi-data", TokenTTL: time.Hour, Bills: bill.DefaultPolicy(),
 		TimeZone: "Africa/Nairobi", DefaultRegion: "KE", RevocationPoll: time.Second, IPN: ipn.DefaultConfig(),
 		MetricsAllow:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
-		MetricsRefresh: 10 * time.Second,
+		MetricsRefresh: 10 * time.Second, DBPool: store.DefaultPool(),
 	}
 }
 
@@ -105,10 +106,10 @@ func OpenStore(ctx context.Context, dataDir, url string) (*store.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openStore(ctx, dataDir, url, master)
+	return openStore(ctx, dataDir, url, master, store.DefaultPool())
 }
 
-func openStore(ctx context.Context, dataDir, url string, master []byte) (*store.DB, error) {
+func openStore(ctx context.Context, dataDir, url string, master []byte, pool store.Pool) (*store.DB, error) {
 	if url == "" {
 		if err := os.MkdirAll(dataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("create data dir: %w", err)
@@ -118,7 +119,7 @@ func openStore(ctx context.Context, dataDir, url string, master []byte) (*store.
 	if err != nil {
 		return nil, err
 	}
-	return store.Open(ctx, DatabaseURL(dataDir, url), store.WithSealer(sealer))
+	return store.Open(ctx, DatabaseURL(dataDir, url), store.WithSealer(sealer), store.WithPool(pool))
 }
 
 // MetricsListener is what --metrics-addr serves: /metrics and Go's
@@ -177,6 +178,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if err := cfg.Bills.Check(); err != nil {
 		return nil, err
 	}
+	if p := cfg.DBPool; p.MaxConns < 0 || p.MaxIdleTime < 0 || p.MaxLifetime < 0 {
+		return nil, fmt.Errorf("database pool: --db-max-conns, --db-conn-idle-time and --db-conn-lifetime cannot be negative")
+	}
 	if !phone.ValidRegion(cfg.DefaultRegion) {
 		return nil, fmt.Errorf("default region %q is not a two-letter region of the numbering plan (KE, UG, TZ, …)", cfg.DefaultRegion)
 	}
@@ -184,7 +188,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(ctx, cfg.DataDir, cfg.DatabaseURL, master)
+	st, err := openStore(ctx, cfg.DataDir, cfg.DatabaseURL, master, cfg.DBPool)
 	if err != nil {
 		return nil, err
 	}

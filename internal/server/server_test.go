@@ -143,6 +143,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 			return c
 		},
 		"unknown default region": func(t *testing.T) server.Config { c := base(t); c.DefaultRegion = "XX"; return c },
+		"negative pool size":     func(t *testing.T) server.Config { c := base(t); c.DBPool.MaxConns = -1; return c },
 		"token lifetime over a day": func(t *testing.T) server.Config {
 			c := base(t)
 			c.TokenTTL = 25 * time.Hour

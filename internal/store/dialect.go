@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
 	_ "modernc.org/sqlite"             // registers "sqlite"
@@ -20,7 +22,7 @@ type dialect struct {
 	numbered bool // PostgreSQL wants $1, $2… where we write ?
 }
 
-func connect(url string) (dialect, *sql.DB, error) {
+func connect(url string, pool Pool) (dialect, *sql.DB, error) {
 	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
 		// synchronous_commit defaults to on; ask for it anyway, so a server
 		// configured otherwise cannot lose an acknowledged payment.
@@ -35,10 +37,7 @@ func connect(url string) (dialect, *sql.DB, error) {
 		if err != nil {
 			return dialect{}, nil, fmt.Errorf("open postgres: %w", err)
 		}
-		// Keep every connection: database/sql keeps 2 idle by default,
-		// so under load most queries paid for a new PostgreSQL backend.
-		db.SetMaxOpenConns(20)
-		db.SetMaxIdleConns(20)
+		pool.apply(db)
 		return dialect{name: "postgres", numbered: true}, db, nil
 	}
 	path := strings.TrimPrefix(url, "sqlite:")
@@ -63,6 +62,40 @@ func connect(url string) (dialect, *sql.DB, error) {
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(8)
 	return dialect{name: "sqlite"}, db, nil
+}
+
+// Pool sizes the PostgreSQL connection pool of one node (SQLite keeps its
+// own: one writer and a few readers in the process).
+type Pool struct {
+	// MaxConns bounds the node's connections. Every one is kept open
+	// while it is used at least once per MaxIdleTime: database/sql's
+	// default of 2 idle connections made most queries under load open a
+	// new PostgreSQL backend (issue 12: 130 backends in 8 s on one node).
+	MaxConns int
+	// MaxIdleTime closes a connection unused that long, so a quiet node
+	// gives its backends back.
+	MaxIdleTime time.Duration
+	// MaxLifetime recycles every connection after that long, so a node
+	// follows a failover or a pooler's rebalancing without a restart.
+	MaxLifetime time.Duration
+}
+
+// DefaultPool is sized for the machine: four connections per core (at
+// least 8), so each core has queries waiting on the network while others
+// run. docs/operations.md says how to size it against PostgreSQL's
+// max_connections across nodes.
+func DefaultPool() Pool {
+	return Pool{MaxConns: max(8, 4*runtime.GOMAXPROCS(0)), MaxIdleTime: 5 * time.Minute, MaxLifetime: 30 * time.Minute}
+}
+
+func (p Pool) apply(db *sql.DB) {
+	if p.MaxConns <= 0 {
+		p = DefaultPool()
+	}
+	db.SetMaxOpenConns(p.MaxConns)
+	db.SetMaxIdleConns(p.MaxConns)
+	db.SetConnMaxIdleTime(p.MaxIdleTime)
+	db.SetConnMaxLifetime(p.MaxLifetime)
 }
 
 // privateFiles makes the database file, and the WAL and shared-memory

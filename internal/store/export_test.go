@@ -37,3 +37,6 @@ func PragmaOnConns(ctx context.Context, s *DB, pragma string, n int) ([]string, 
 	}
 	return values, nil
 }
+
+// PoolStats are the connection pool's counters.
+func PoolStats(s *DB) sql.DBStats { return s.db.Stats() }

@@ -58,6 +58,7 @@ type DB struct {
 	db     *sql.DB
 	d      dialect
 	sealer *secret.Sealer
+	pool   Pool
 	// writes commits SQLite's writes in groups (writer.go); nil on
 	// PostgreSQL and while migrating.
 	writes *writer
@@ -103,17 +104,21 @@ type Option func(*DB)
 // it they are stored as given: fine for tests, never what `kadi` does.
 func WithSealer(s *secret.Sealer) Option { return func(db *DB) { db.sealer = s } }
 
+// WithPool sizes the PostgreSQL connection pool (default DefaultPool).
+func WithPool(p Pool) Option { return func(db *DB) { db.pool = p } }
+
 // Open connects to url ("postgres://…" or a SQLite file path, optionally
 // "sqlite:" prefixed) and applies pending migrations.
 func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
-	d, db, err := connect(url)
-	if err != nil {
-		return nil, err
-	}
-	s := &DB{db: db, d: d, merchantMaxAge: merchantMaxAge}
+	s := &DB{merchantMaxAge: merchantMaxAge, pool: DefaultPool()}
 	for _, o := range opts {
 		o(s)
 	}
+	d, db, err := connect(url, s.pool)
+	if err != nil {
+		return nil, err
+	}
+	s.db, s.d = db, d
 	s.migrating = true
 	if err := s.migrate(ctx); err != nil {
 		db.Close()

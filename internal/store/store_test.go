@@ -237,3 +237,42 @@ func TestSQLitePragmas(t *testing.T) {
 		t.Error("an outlet of a merchant that does not exist was stored")
 	}
 }
+
+// TestPostgresPoolKeepsItsConnections: under concurrent queries the pool
+// opens at most MaxConns connections and keeps them (issue 12: with
+// database/sql's default of 2 idle connections, most queries under load
+// opened a new PostgreSQL backend).
+func TestPostgresPoolKeepsItsConnections(t *testing.T) {
+	dsn := freshSchema(t, postgresURL(t))
+	const maxConns = 6
+	s, err := store.Open(t.Context(), dsn, store.WithPool(store.Pool{MaxConns: maxConns, MaxIdleTime: time.Minute, MaxLifetime: time.Hour}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before := store.PoolStats(s)
+	var wg sync.WaitGroup
+	for range 3 * maxConns {
+		wg.Go(func() {
+			for range 40 {
+				if _, err := s.BillByID(t.Context(), "NOSUCHBILL01"); err == nil {
+					t.Error("found a bill in an empty store")
+				}
+			}
+		})
+	}
+	wg.Wait()
+	after := store.PoolStats(s)
+	if after.MaxOpenConnections != maxConns {
+		t.Errorf("MaxOpenConnections %d, want %d", after.MaxOpenConnections, maxConns)
+	}
+	if closed := after.MaxIdleClosed - before.MaxIdleClosed; closed != 0 {
+		t.Errorf("%d connections closed for want of idle room under load: the pool churns", closed)
+	}
+	if after.OpenConnections > maxConns {
+		t.Errorf("%d connections open, bound %d", after.OpenConnections, maxConns)
+	}
+	if after.WaitCount == before.WaitCount {
+		t.Log("no query waited for a connection: the load did not reach the bound")
+	}
+}
