@@ -82,6 +82,10 @@ type Queue interface {
 	ClaimIPN(ctx context.Context, c Claim) ([]Event, error)
 	// ReleaseIPN gives back events this owner claimed but will not send.
 	ReleaseIPN(ctx context.Context, owner string, ids []string) error
+	// RenewIPN extends to until the leases still held by their owners
+	// (held maps event id to owner) and says how many it extended: the
+	// heartbeat that keeps a delivery's lease short.
+	RenewIPN(ctx context.Context, held map[string]string, until time.Time) (int, error)
 	// RecordIPN stores r and clears the lease, if r.Owner still holds it.
 	RecordIPN(ctx context.Context, r Result) error
 	// Settings is read at send time, so a changed IPN configuration applies

@@ -19,13 +19,11 @@ var _ ipn.Repo = (*DB)(nil)
 const ipnEventColumns = `id, merchant_code, mode, payment_id, payload, status, attempts, next_attempt_at, created_at,
 	delivered_at, replays, last_error, lease_owner, lease_until`
 
-// ClaimIPN leases due events in one statement. The candidates are picked
+// ClaimIPN leases due events in one statement: the candidates are picked
 // by a subquery (among the oldest due, at most c.PerEndpoint per merchant
-// and mode, none of a disabled endpoint); the UPDATE then re-checks that each
-// is still pending, due and unleased. Under PostgreSQL a row another node
-// leased meanwhile is re-read after that node commits and fails the
-// re-check, so two claimers never both win an event; SQLite runs writers
-// one at a time anyway.
+// and mode, none of a disabled endpoint), and only rows still pending, due
+// and unleased when the UPDATE reaches them are taken, so two claimers
+// never both win an event.
 func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 	if c.Limit <= 0 {
 		return nil, nil
@@ -36,7 +34,7 @@ func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 	}
 	now := ms(c.Now)
 	var skip strings.Builder
-	args := []any{c.Owner, ms(c.LeaseUntil), string(ipn.Pending), now, now}
+	var skipArgs []any
 	if len(c.Skip) > 0 {
 		skip.WriteString(` AND (e.merchant_code || '/' || e.mode) NOT IN (`)
 		for i, ep := range c.Skip {
@@ -44,36 +42,58 @@ func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 				skip.WriteString(", ")
 			}
 			skip.WriteString("?")
-			args = append(args, ep.MerchantCode+"/"+string(ep.Mode))
+			skipArgs = append(skipArgs, ep.MerchantCode+"/"+string(ep.Mode))
 		}
 		skip.WriteString(")")
 	}
 	// The window looks at the oldest due events only, through the
 	// (status, next_attempt_at) index, so a claim costs the same with a
-	// backlog of a million as with ten. In the re-check, status || '' keeps
-	// SQLite from walking that index over every due row instead of looking
-	// the few ids up by primary key.
+	// backlog of a million as with ten; of those it takes at most
+	// perEndpoint per endpoint, oldest first.
 	window := min(max(c.Limit*16, 256), 4096)
-	args = append(args, window, perEndpoint, c.Limit, string(ipn.Pending), now, now)
+	due := `SELECT id FROM (
+			SELECT id, next_attempt_at,
+				ROW_NUMBER() OVER (PARTITION BY merchant_code, mode ORDER BY next_attempt_at, id) AS rn
+			FROM (
+				SELECT e.id, e.merchant_code, e.mode, e.next_attempt_at FROM ipn_events e
+				WHERE e.status = ? AND e.next_attempt_at <= ? AND e.lease_until < ?
+					AND NOT EXISTS (SELECT 1 FROM merchant_settings st
+						WHERE st.merchant_code = e.merchant_code AND st.mode = e.mode AND st.ipn_disabled_at > 0)` + skip.String() + `
+				ORDER BY e.next_attempt_at, e.id LIMIT ?
+			) candidates
+		) ranked
+		WHERE rn <= ? ORDER BY next_attempt_at, id LIMIT ?`
+	dueArgs := append(append([]any{string(ipn.Pending), now, now}, skipArgs...), window, perEndpoint, c.Limit)
+	var q string
+	var args []any
+	if s.d.name == "postgres" {
+		// Nodes claim side by side. Each locks only the rows it takes, in
+		// id order, skipping rows another claim holds: no claim ever waits
+		// for another, so two nodes cannot deadlock (they did, 40P01, when
+		// the UPDATE locked its rows in whatever order it met them). A row
+		// taken meanwhile fails the re-check after its lock and is left.
+		q = `WITH due AS (` + due + `),
+		locked AS (SELECT e.id FROM ipn_events e WHERE e.id IN (SELECT id FROM due)
+			AND e.status = ? AND e.next_attempt_at <= ? AND e.lease_until < ?
+			ORDER BY e.id FOR UPDATE SKIP LOCKED)
+		UPDATE ipn_events SET lease_owner = ?, lease_until = ? WHERE id IN (SELECT id FROM locked)
+		RETURNING ` + ipnEventColumns
+		args = append(dueArgs, string(ipn.Pending), now, now, c.Owner, ms(c.LeaseUntil))
+	} else {
+		// One writer at a time: the UPDATE re-checks each row is still due
+		// and unleased. status || '' keeps SQLite from walking the due
+		// index over every due row instead of looking the few ids up by
+		// primary key.
+		q = `UPDATE ipn_events SET lease_owner = ?, lease_until = ?
+		WHERE id IN (` + due + `)
+		AND (status || '') = ? AND next_attempt_at <= ? AND lease_until < ?
+		RETURNING ` + ipnEventColumns
+		args = append(append([]any{c.Owner, ms(c.LeaseUntil)}, dueArgs...), string(ipn.Pending), now, now)
+	}
 	var out []ipn.Event
 	// An UPDATE … RETURNING: a write.
 	err := s.inTx(ctx, func(t tx) error {
-		rows, err := t.query(ctx, `UPDATE ipn_events SET lease_owner = ?, lease_until = ?
-		WHERE id IN (
-			SELECT id FROM (
-				SELECT id, next_attempt_at,
-					ROW_NUMBER() OVER (PARTITION BY merchant_code, mode ORDER BY next_attempt_at, id) AS rn
-				FROM (
-					SELECT e.id, e.merchant_code, e.mode, e.next_attempt_at FROM ipn_events e
-					WHERE e.status = ? AND e.next_attempt_at <= ? AND e.lease_until < ?
-						AND NOT EXISTS (SELECT 1 FROM merchant_settings st
-							WHERE st.merchant_code = e.merchant_code AND st.mode = e.mode AND st.ipn_disabled_at > 0)`+skip.String()+`
-					ORDER BY e.next_attempt_at, e.id LIMIT ?
-				) candidates
-			) due
-			WHERE rn <= ? ORDER BY next_attempt_at, id LIMIT ?)
-		AND (status || '') = ? AND next_attempt_at <= ? AND lease_until < ?
-		RETURNING `+ipnEventColumns, args...)
+		rows, err := t.query(ctx, q, args...)
 		if err != nil {
 			return err
 		}
@@ -104,6 +124,37 @@ func (s *DB) ReleaseIPN(ctx context.Context, owner string, ids []string) error {
 	_, err := s.exec(ctx, `UPDATE ipn_events SET lease_owner = '', lease_until = 0
 		WHERE lease_owner = ? AND id IN (`+placeholders(len(ids))+`)`, args...)
 	return err
+}
+
+// RenewIPN extends the leases in held (event id → owner) that their
+// owners still hold, one statement per owner.
+func (s *DB) RenewIPN(ctx context.Context, held map[string]string, until time.Time) (int, error) {
+	byOwner := map[string][]any{}
+	for id, owner := range held {
+		byOwner[owner] = append(byOwner[owner], id)
+	}
+	renewed := 0
+	err := s.inTx(ctx, func(t tx) error {
+		renewed = 0
+		for owner, ids := range byOwner {
+			for len(ids) > 0 {
+				chunk := ids[:min(len(ids), 500)]
+				ids = ids[len(chunk):]
+				res, err := t.exec(ctx, `UPDATE ipn_events SET lease_until = ?
+					WHERE lease_owner = ? AND id IN (`+placeholders(len(chunk))+`)`, append([]any{ms(until), owner}, chunk...)...)
+				if err != nil {
+					return err
+				}
+				n, _ := res.RowsAffected()
+				renewed += int(n)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("renew IPN leases: %w", err)
+	}
+	return renewed, nil
 }
 
 func placeholders(n int) string {

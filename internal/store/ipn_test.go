@@ -106,6 +106,14 @@ func TestIPNQueue(t *testing.T) {
 				dsn := be.dsn(t)
 				testIPNTwoClaimers(t, ipnOpen(t, dsn), ipnOpen(t, dsn))
 			})
+			t.Run("contention", func(t *testing.T) {
+				dsn := be.dsn(t)
+				testIPNContention(t, ipnOpen(t, dsn), ipnOpen(t, dsn))
+			})
+			t.Run("lease takeover", func(t *testing.T) {
+				dsn := be.dsn(t)
+				testIPNLeaseTakeover(t, ipnOpen(t, dsn), ipnOpen(t, dsn))
+			})
 		})
 	}
 }
@@ -407,5 +415,130 @@ func testIPNTwoClaimers(t *testing.T, n1, n2 *store.DB) {
 	}
 	if len(owners) != len(want) {
 		t.Errorf("claimed %d of %d events", len(owners), len(want))
+	}
+}
+
+// testIPNContention: claimers on two nodes claim, record and give back
+// events of a few endpoints at once, as busy nodes do, until all are
+// delivered. No statement may fail (PostgreSQL answered 40P01 deadlocks
+// when claims locked rows in whatever order they met them), no event may be
+// held by two claimers at once, and each is delivered exactly once.
+func testIPNContention(t *testing.T, n1, n2 *store.DB) {
+	now := time.Now().Truncate(time.Millisecond)
+	var codes []string
+	for range 4 {
+		codes = append(codes, ipnMerchant(t, n1, "https://x.example/ipn"))
+	}
+	const perMerchant = 60
+	total := 0
+	for i := range perMerchant {
+		for _, c := range codes {
+			ipnEvent(t, n1, c, now.Add(-time.Duration(i)*time.Millisecond))
+			total++
+		}
+	}
+	var mu sync.Mutex
+	holder := map[string]string{}
+	delivered := map[string]int{}
+	done := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(delivered) == total
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		db := []*store.DB{n1, n2}[w%2]
+		wg.Go(func() {
+			ctx := context.Background()
+			for round := 0; !done() && round < 10000; round++ {
+				owner := fmt.Sprintf("node%d#%d", w, round)
+				got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: owner, Now: now, LeaseUntil: now.Add(time.Hour), Limit: 6, PerEndpoint: 2})
+				if err != nil {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				var back []string
+				mu.Lock()
+				for i, e := range got {
+					if other := holder[e.ID]; other != "" {
+						t.Errorf("event %s claimed by %s while %s holds it", e.ID, owner, other)
+					}
+					holder[e.ID] = owner
+					if i%3 == 2 {
+						// Given back, as a node over an endpoint's cap does.
+						delete(holder, e.ID)
+						back = append(back, e.ID)
+					}
+				}
+				mu.Unlock()
+				if err := db.ReleaseIPN(ctx, owner, back); err != nil {
+					t.Errorf("release: %v", err)
+					return
+				}
+				for i, e := range got {
+					if i%3 == 2 {
+						continue
+					}
+					mu.Lock()
+					delete(holder, e.ID)
+					mu.Unlock()
+					if err := db.RecordIPN(ctx, ipn.Result{EventID: e.ID, Owner: owner, Status: ipn.Delivered, At: now}); err != nil {
+						t.Errorf("record %s: %v", e.ID, err)
+						return
+					}
+					mu.Lock()
+					delivered[e.ID]++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(delivered) != total {
+		t.Errorf("delivered %d of %d events", len(delivered), total)
+	}
+	for id, n := range delivered {
+		if n != 1 {
+			t.Errorf("event %s recorded as delivered %d times", id, n)
+		}
+	}
+}
+
+// testIPNLeaseTakeover: a lease lives while its heartbeat renews it; once a
+// node misses its heartbeat (it died), another node takes the event over
+// when the lease runs out, and the dead node's late writes are refused.
+func testIPNLeaseTakeover(t *testing.T, n1, n2 *store.DB) {
+	ctx := t.Context()
+	now := time.Now().Truncate(time.Millisecond)
+	code := ipnMerchant(t, n1, "https://x.example/ipn")
+	ev := ipnEvent(t, n1, code, now.Add(-time.Second))
+	lease := 3 * time.Second
+	got, err := n1.ClaimIPN(ctx, ipn.Claim{Owner: "n1#1", Now: now, LeaseUntil: now.Add(lease), Limit: 5})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("n1 claims: %v, %v", got, err)
+	}
+	held := map[string]string{ev.ID: "n1#1"}
+	// A heartbeat a second later keeps it a lease from then.
+	if n, err := n1.RenewIPN(ctx, held, now.Add(time.Second+lease)); err != nil || n != 1 {
+		t.Fatalf("renew: %d, %v", n, err)
+	}
+	if got, err := n2.ClaimIPN(ctx, ipn.Claim{Owner: "n2#1", Now: now.Add(lease + 500*time.Millisecond), LeaseUntil: now.Add(2 * lease), Limit: 5}); err != nil || len(got) != 0 {
+		t.Fatalf("n2 took a renewed lease: %v, %v", got, err)
+	}
+	// n1 dies: no more heartbeats. Past the renewed lease n2 takes over.
+	after := now.Add(time.Second + lease + time.Millisecond)
+	got, err = n2.ClaimIPN(ctx, ipn.Claim{Owner: "n2#2", Now: after, LeaseUntil: after.Add(lease), Limit: 5})
+	if err != nil || len(got) != 1 || got[0].ID != ev.ID {
+		t.Fatalf("n2 after the lease ran out: %v, %v", got, err)
+	}
+	// The dead node's late heartbeat and result change nothing.
+	if n, err := n1.RenewIPN(ctx, held, after.Add(time.Hour)); err != nil || n != 0 {
+		t.Errorf("a lost lease renewed: %d, %v", n, err)
+	}
+	if err := n1.RecordIPN(ctx, ipn.Result{EventID: ev.ID, Owner: "n1#1", Status: ipn.Delivered, At: after}); !errors.Is(err, ipn.ErrLeaseLost) {
+		t.Errorf("the dead node's result: %v, want ErrLeaseLost", err)
+	}
+	if err := n2.RecordIPN(ctx, ipn.Result{EventID: ev.ID, Owner: "n2#2", Status: ipn.Delivered, At: after}); err != nil {
+		t.Errorf("the new owner's result: %v", err)
 	}
 }
