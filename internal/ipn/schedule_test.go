@@ -122,8 +122,7 @@ func TestConfigValidate(t *testing.T) {
 		"negative timeout":      {Timeout: -time.Second},
 		"jitter of 100%":        {Jitter: 1},
 		"negative jitter":       {Jitter: -0.1},
-		"lease shorter":         {Timeout: 10 * time.Second, Lease: 5 * time.Second},
-		"lease under default":   {Lease: 10 * time.Second}, // the default timeout is 15 s
+		"lease under a second":  {Lease: 500 * time.Millisecond},
 		"zero wait in schedule": {Schedule: Schedule{time.Second, 0}},
 	}
 	for name, c := range bad {
@@ -131,7 +130,8 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	for _, c := range []Config{{}, DefaultConfig(), {Timeout: time.Second, Lease: 2 * time.Second, Jitter: 0}} {
+	for _, c := range []Config{{}, DefaultConfig(), {Timeout: time.Second, Lease: 2 * time.Second, Jitter: 0},
+		{Timeout: 15 * time.Second, Lease: 3 * time.Second}} {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%+v refused: %v", c, err)
 		}

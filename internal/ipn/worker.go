@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -31,9 +32,10 @@ type Config struct {
 	// MaxRetryAfter caps how long a receiver's Retry-After can postpone.
 	MaxRetryAfter time.Duration
 	Poll          time.Duration // how often the queue is checked for due events
-	// Lease is how long a claim keeps other nodes off an event; it must
-	// outlast Timeout so a slow delivery is not sent twice at once. Zero
-	// means Timeout plus 30 s.
+	// Lease is how long a claim keeps other nodes off an event without a
+	// heartbeat. The node holding it renews it every third of it while
+	// the delivery runs (or waits its turn), so it can be short: a node
+	// that dies hands its events over within one lease.
 	Lease time.Duration
 	// Defer is how long an event waits when its merchant has no IPN URL.
 	Defer time.Duration
@@ -51,7 +53,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Workers: 256, PerEndpoint: 16, Timeout: 15 * time.Second, Schedule: DefaultSchedule(), Jitter: 0.2,
-		MaxRetryAfter: 24 * time.Hour, Poll: time.Second, Defer: time.Minute,
+		MaxRetryAfter: 24 * time.Hour, Poll: time.Second, Defer: time.Minute, Lease: 9 * time.Second,
 	}
 }
 
@@ -67,8 +69,8 @@ func (c Config) Validate() error {
 	case c.Jitter < 0 || c.Jitter >= 1:
 		return fmt.Errorf("IPN jitter %v must be a fraction from 0 up to 1", c.Jitter)
 	}
-	if d := c.withDefaults(); c.Lease > 0 && c.Lease <= d.Timeout {
-		return errors.New("IPN lease must be longer than the timeout, or a slow delivery could be sent twice at once")
+	if c.Lease > 0 && c.Lease < minLease {
+		return fmt.Errorf("IPN lease must be at least %s: it is renewed every third of it", minLease)
 	}
 	for _, d := range c.Schedule {
 		if d <= 0 {
@@ -102,14 +104,17 @@ func (c Config) withDefaults() Config {
 	if c.Poll <= 0 {
 		c.Poll = d.Poll
 	}
-	if c.Lease <= c.Timeout {
-		c.Lease = c.Timeout + 30*time.Second
+	if c.Lease <= 0 {
+		c.Lease = d.Lease
 	}
 	if c.Defer <= 0 {
 		c.Defer = d.Defer
 	}
 	return c
 }
+
+// minLease keeps heartbeats (a write every third of the lease) rare.
+const minLease = time.Second
 
 // Worker delivers due notifications until its context ends. Several
 // workers, on one node or many sharing PostgreSQL, may run at once: each
@@ -133,8 +138,11 @@ type Worker struct {
 	// queued holds events claimed for an endpoint at its cap, started as
 	// its deliveries end: one claim serves a round of deliveries instead
 	// of each. At most PerEndpoint wait, so a queued event starts within
-	// two timeouts, well inside its lease (Timeout + 30 s at least).
-	queued   map[Endpoint][]queuedEvent
+	// two timeouts; the heartbeat keeps its lease meanwhile.
+	queued map[Endpoint][]queuedEvent
+	// held is every event this worker has leased and not yet recorded or
+	// given back (event id → claim owner): what the heartbeat renews.
+	held     map[string]string
 	stopping bool
 	active   int
 	wake     chan struct{}
@@ -156,6 +164,7 @@ func (w *Worker) init() {
 	}
 	w.inFlight = map[Endpoint]int{}
 	w.queued = map[Endpoint][]queuedEvent{}
+	w.held = map[string]string{}
 	w.wake = make(chan struct{}, 1)
 	if w.Now == nil {
 		w.Now = time.Now
@@ -171,6 +180,8 @@ func (w *Worker) init() {
 func (w *Worker) Run(ctx context.Context) {
 	w.initOnce.Do(w.init)
 	defer w.releaseQueued()
+	// The heartbeat outlives the deliveries the shutdown waits for.
+	defer w.heartbeat()()
 	defer w.wg.Wait()
 	defer func() {
 		w.mu.Lock()
@@ -240,6 +251,9 @@ func (w *Worker) claimOnce(ctx context.Context, batch int) (bool, error) {
 		} else if queue {
 			w.queued[ep] = append(w.queued[ep], queuedEvent{ev, owner})
 		}
+		if ok || queue {
+			w.held[ev.ID] = owner
+		}
 		w.mu.Unlock()
 		if queue {
 			continue
@@ -297,6 +311,7 @@ func (w *Worker) releaseQueued() {
 	for ep, q := range w.queued {
 		for _, qe := range q {
 			byOwner[qe.owner] = append(byOwner[qe.owner], qe.ev.ID)
+			delete(w.held, qe.ev.ID)
 		}
 		delete(w.queued, ep)
 	}
@@ -325,6 +340,9 @@ func (w *Worker) deliver(ctx context.Context, ev Event, owner string) {
 	// written outcome sees it counted too.
 	w.Metrics.observe(res)
 	err := w.Queue.RecordIPN(ctx, res)
+	w.mu.Lock()
+	delete(w.held, ev.ID)
+	w.mu.Unlock()
 	switch {
 	case errors.Is(err, ErrLeaseLost):
 		w.Log.Warn("IPN lease lost before recording; another worker owns the event now", "event", ev.ID)
@@ -335,6 +353,43 @@ func (w *Worker) deliver(ctx context.Context, ev Event, owner string) {
 	if res.Attempt != nil {
 		w.Log.Info("IPN attempt", "event", ev.ID, "merchant", ev.MerchantCode, "mode", ev.Mode, "status", res.Status,
 			"http_status", res.Attempt.StatusCode, "latency_ms", res.Attempt.Latency.Milliseconds(), "err", res.Attempt.Error)
+	}
+}
+
+// heartbeat renews the leases this worker holds every third of a lease,
+// until the function it returns is called. A renewal that fails is
+// retried on the next beat; a lease that runs out meanwhile may be taken
+// over, and the receiver then hears the event twice under one webhook-id,
+// which docs/ipn.md allows.
+func (w *Worker) heartbeat() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(w.cfg.Lease / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			w.mu.Lock()
+			held := maps.Clone(w.held)
+			w.mu.Unlock()
+			if len(held) == 0 {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Lease/3)
+			_, err := w.Queue.RenewIPN(ctx, held, w.Now().Add(w.cfg.Lease))
+			cancel()
+			if err != nil {
+				w.Log.Warn("renew IPN leases", "events", len(held), "err", err)
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
 	}
 }
 

@@ -417,6 +417,39 @@ func TestExpiredLeaseIsTakenOver(t *testing.T) {
 	}
 }
 
+// A delivery that outlasts its lease keeps it by heartbeat: another node
+// polling all along never takes the event, and the receiver hears it once.
+// Without the heartbeat the second node would send it again after 1 s.
+func TestHeartbeatKeepsASlowDelivery(t *testing.T) {
+	f := newFixture(t)
+	s := f.shop(t, "")
+	release := make(chan struct{})
+	rc := newReceiver(t, s, func(n int, w http.ResponseWriter, r *http.Request) bool {
+		<-release
+		return false
+	})
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+	ev := f.event(t, s, f.pay(t, s).Reference)
+	stop := f.runWorker(t, fast(ipn.Config{Lease: time.Second}), nil)
+	waitFor(t, "the delivery to start", func() bool { return len(rc.requests()) == 1 })
+	// A second node, by hand: it claims with the real clock, as a node
+	// would, for three leases while the receiver holds the request.
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		now := time.Now()
+		got, err := f.db.ClaimIPN(t.Context(), ipn.Claim{Owner: "other-node#1", Now: now, LeaseUntil: now.Add(time.Minute), Limit: 10})
+		if err != nil || len(got) != 0 {
+			close(release)
+			t.Fatalf("another node claimed the event under delivery: %v, %v", got, err)
+		}
+	}
+	close(release)
+	waitFor(t, "delivery", f.statusIs(t, ev.ID, ipn.Delivered))
+	stop()
+	if n := len(rc.requests()); n != 1 {
+		t.Errorf("the receiver heard the event %d times", n)
+	}
+}
+
 // Replay sends the same event again, with the same webhook-id.
 func TestReplaySameWebhookID(t *testing.T) {
 	f := newFixture(t)
