@@ -48,6 +48,7 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logLevel *
 	fs.DurationVar(&cfg.IPN.MaxRetryAfter, "ipn-max-retry-after", cfg.IPN.MaxRetryAfter, "longest wait a receiver's Retry-After can ask for")
 	fs.DurationVar(&cfg.IPN.Poll, "ipn-poll", cfg.IPN.Poll, "how often the IPN queue is checked for due notifications")
 	fs.DurationVar(&cfg.IPN.Lease, "ipn-lease", cfg.IPN.Lease, "how long a node's claim on a notification keeps others off it unless renewed; renewed every third of it while the delivery runs, so a dead node's notifications move on within one lease")
+	fs.StringVar(&cfg.NodeName, "node-name", "", "this node's name among the nodes sharing the database, the same across its restarts, so that after a crash it settles its payments left in flight at once (default: the host name and the API's address)")
 	fs.IntVar(&cfg.DBPool.MaxConns, "db-max-conns", cfg.DBPool.MaxConns, "PostgreSQL: connections this node keeps at most, all kept open while in use; the default is 4 per core, at least 8")
 	fs.DurationVar(&cfg.DBPool.MaxIdleTime, "db-conn-idle-time", cfg.DBPool.MaxIdleTime, "PostgreSQL: close a connection unused this long")
 	fs.DurationVar(&cfg.DBPool.MaxLifetime, "db-conn-lifetime", cfg.DBPool.MaxLifetime, "PostgreSQL: replace every connection after this long (to follow a failover or a pooler)")

@@ -91,6 +91,9 @@ type pageError struct {
 	RequestID string `json:"i,omitempty"`
 	Shop      string `json:"n,omitempty"`
 	ShopURL   string `json:"u,omitempty"`
+	// Pending: a payment may have been charged and is being confirmed,
+	// so the page must not say nothing was charged.
+	Pending bool `json:"p,omitempty"`
 }
 
 func (e *pageError) Error() string { return e.Title + ": " + e.Message + " " + e.Detail }
@@ -487,7 +490,13 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 	}
 }
 
-var errInProgress = &pageError{Status: http.StatusConflict, Title: "Payment in progress", Message: "A payment for this bill is still being processed. Please wait a moment and check with the shop; do not pay again."}
+// errInProgress is what a shopper sees while another attempt on the bill
+// is still with the card network (a double submit that waited a few
+// seconds, or a payment a crash left in flight until it is reconciled). It
+// is not an error: 202, and a checkout's page refreshes itself until the
+// result is known.
+var errInProgress = &pageError{Status: http.StatusAccepted, Title: "Payment being confirmed", Pending: true,
+	Message: "Your payment is being confirmed with the card network. Do not pay again: you will not be charged twice, and the shop will be told the result."}
 
 // canRetry reports whether the shopper may stay on our card page after a
 // failed attempt: a decline, insufficient funds, a failed 3-D Secure code

@@ -157,8 +157,14 @@ func TestErrorPageWayBack(t *testing.T) {
 	}
 	rec := get(g, entry)
 	page := servertest.ParsePage(rec.Body.String())
-	if rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), `href="https://shop.example/"`) || !strings.Contains(rec.Body.String(), "Back to Way Back Shop") {
+	if rec.Code != http.StatusAccepted || !strings.Contains(rec.Body.String(), `href="https://shop.example/"`) || !strings.Contains(rec.Body.String(), "Back to Way Back Shop") {
 		t.Errorf("payment in progress: %d\n%s", rec.Code, rec.Body)
+	}
+	// Being confirmed, not failed: the page never says nothing was
+	// charged, and asks again by itself until the result is known.
+	if body := rec.Body.String(); !strings.Contains(body, "being confirmed") || strings.Contains(body, "Nothing more was charged") ||
+		!strings.Contains(body, `<meta http-equiv="refresh" content="3">`) {
+		t.Errorf("payment in progress page:\n%s", body)
 	}
 	if _, ok := page.FormTo("/cardPay"); ok {
 		t.Error("a bill being paid still shows the card form")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/kadipay/kadi/internal/card"
 	"github.com/kadipay/kadi/internal/checkout"
@@ -119,7 +120,10 @@ func (h *Handler) renderResult(w http.ResponseWriter, r *http.Request, to *url.U
 // renderError shows pe; problem made it and logged it.
 func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, pe *pageError) {
 	h.render(w, r, pe.Status, "'self'", "error.html", map[string]any{"Title": pe.Title, "Message": pe.Message, "Detail": pe.Detail,
-		"RequestID": pe.RequestID, "Shop": pe.Shop, "ShopURL": pe.ShopURL})
+		"RequestID": pe.RequestID, "Shop": pe.Shop, "ShopURL": pe.ShopURL, "Pending": pe.Pending,
+		// A live page (a checkout's, reached by GET) asks again until the
+		// payment is settled; a shopper need not press anything.
+		"Refresh": pe.Pending && r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, pagePrefix)})
 }
 
 // brandName is how customers know their card's scheme.

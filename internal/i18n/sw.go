@@ -95,6 +95,7 @@ var Swahili = &Lang{Tag: "sw", Name: "Kiswahili", msgs: map[string]string{
 	"The authentication form could not be read.":                     "Fomu ya uthibitisho haikuweza kusomwa.",
 	"Authentication not found":                                       "Uthibitisho haupatikani",
 	"This authentication page is not valid or has expired.":          "Ukurasa huu wa uthibitisho si halali au umeisha muda.",
-	"Payment in progress":                                            "Malipo yanaendelea",
-	"A payment for this bill is still being processed. Please wait a moment and check with the shop; do not pay again.": "Malipo ya bili hii bado yanashughulikiwa. Tafadhali subiri kidogo na uulize duka; usilipe tena.",
+	"Payment being confirmed":                                        "Malipo yanathibitishwa",
+	"Your payment is being confirmed with the card network. Do not pay again: you will not be charged twice, and the shop will be told the result.": "Malipo yako yanathibitishwa na mtandao wa kadi. Usilipe tena: hutatozwa mara mbili, na duka litaarifiwa matokeo.",
+	"This page updates itself every few seconds.": "Ukurasa huu unajisasisha kila baada ya sekunde chache.",
 }}

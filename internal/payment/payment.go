@@ -47,6 +47,10 @@ type Payment struct {
 	EmailAddress  string
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+	// Node is the process that charges it while it is processing
+	// (Service.Node): after a crash, the node's next run reconciles its
+	// predecessor's payments at once instead of waiting for a cutoff.
+	Node string
 }
 
 // CardSummary is the part of a card we may keep.

@@ -23,9 +23,10 @@ type Repo interface {
 	StartPayment(ctx context.Context, p Payment) error
 	// SetChallenge records that p waits for a 3-D Secure code.
 	SetChallenge(ctx context.Context, p Payment) error
-	// ClaimChallenge moves a waiting payment back to processing, so only one
-	// answer reaches the acquirer; ErrStale if another request claimed it.
-	ClaimChallenge(ctx context.Context, id string, at time.Time) error
+	// ClaimChallenge moves a waiting payment back to processing, charged
+	// by node, so only one answer reaches the acquirer; ErrStale if
+	// another request claimed it.
+	ClaimChallenge(ctx context.Context, id, node string, at time.Time) error
 	// FinishPayment stores p's outcome and moves the bill on: to paid on
 	// success (inserting event in the same transaction), back to open or to
 	// blocked on failure, nowhere while unknown. ErrStale if p was already
@@ -35,8 +36,9 @@ type Repo interface {
 	LatestPayment(ctx context.Context, billRef string) (Payment, error)
 	SuccessfulPayment(ctx context.Context, billRef string) (Payment, error)
 	// UnsettledPayments lists processing, challenge and unknown payments
-	// last touched before cutoff.
-	UnsettledPayments(ctx context.Context, cutoff time.Time) ([]Payment, error)
+	// last touched before cutoff, and processing ones left by an earlier
+	// run of this node (Node names prefix+something other than self).
+	UnsettledPayments(ctx context.Context, cutoff time.Time, prefix, self string) ([]Payment, error)
 	BillByID(ctx context.Context, reference string) (bill.Bill, error)
 	MerchantByCode(ctx context.Context, code string) (merchant.Merchant, error)
 }
@@ -55,7 +57,13 @@ type Service struct {
 	AcquirerTimeout time.Duration // after this the payment is unknown, not failed
 	ChallengeTTL    time.Duration // an unanswered 3-D Secure challenge fails after this
 	WaitInFlight    time.Duration // how long a concurrent submit waits for the first
+	// Node names this run of this node: NodeName, a slash, then what
+	// tells this run from the last. Payments record it while processing.
+	Node, NodeName string
 }
+
+// NodeID is the Node of a run of the node called name.
+func NodeID(name, run string) string { return name + "/" + run }
 
 // Attempt is what the customer submitted for one charge.
 type Attempt struct {
@@ -120,6 +128,7 @@ func (s *Service) Pay(ctx context.Context, b bill.Bill, m merchant.Merchant, a A
 		EmailAddress: a.EmailAddress,
 		CreatedAt:    now,
 		UpdatedAt:    now,
+		Node:         s.Node,
 	}
 	if err := s.Repo.StartPayment(ctx, p); errors.Is(err, ErrBillBusy) {
 		return s.awaitSettled(ctx, b.Reference)
@@ -161,7 +170,7 @@ func (s *Service) CompleteChallenge(ctx context.Context, id, code string) (Payme
 	if acq == nil {
 		return Payment{}, ErrLiveDisabled
 	}
-	if err := s.Repo.ClaimChallenge(ctx, p.ID, s.Now()); errors.Is(err, ErrStale) {
+	if err := s.Repo.ClaimChallenge(ctx, p.ID, s.Node, s.Now()); errors.Is(err, ErrStale) {
 		return s.awaitPayment(ctx, p.ID) // a concurrent answer is with the acquirer
 	} else if err != nil {
 		return Payment{}, fmt.Errorf("claim challenge: %w", err)
@@ -195,7 +204,7 @@ func (s *Service) AbandonChallenge(ctx context.Context, id, msg string) (Payment
 	if err != nil {
 		return Payment{}, err
 	}
-	if err := s.Repo.ClaimChallenge(ctx, p.ID, s.Now()); errors.Is(err, ErrStale) {
+	if err := s.Repo.ClaimChallenge(ctx, p.ID, s.Node, s.Now()); errors.Is(err, ErrStale) {
 		return s.awaitPayment(ctx, p.ID)
 	} else if err != nil {
 		return Payment{}, fmt.Errorf("claim challenge: %w", err)
@@ -205,9 +214,17 @@ func (s *Service) AbandonChallenge(ctx context.Context, id, msg string) (Payment
 
 // Reconcile settles payments a crash or a silent acquirer left behind:
 // unknown or processing ones by asking the acquirer (never by charging
-// again), abandoned challenges by failing them so the bill reopens.
+// again), abandoned challenges by failing them so the bill reopens. A
+// payment another node may still be charging is left until olderThan has
+// passed (longer than AcquirerTimeout, so that node has given up on the
+// acquirer); one left processing by an earlier run of this node is
+// reconciled at once: that run is over, as this one runs in its place.
 func (s *Service) Reconcile(ctx context.Context, olderThan time.Duration) error {
-	stale, err := s.Repo.UnsettledPayments(ctx, s.Now().Add(-olderThan))
+	prefix := ""
+	if s.NodeName != "" {
+		prefix = s.NodeName + "/"
+	}
+	stale, err := s.Repo.UnsettledPayments(ctx, s.Now().Add(-olderThan), prefix, s.Node)
 	if err != nil {
 		return fmt.Errorf("list unsettled payments: %w", err)
 	}

@@ -38,10 +38,13 @@ import (
 
 // Config is everything `kadi serve` can be told.
 type Config struct {
-	Addr            string
-	DataDir         string
-	DatabaseURL     string     // empty: SQLite in DataDir
-	DBPool          store.Pool // PostgreSQL's connection pool
+	Addr        string
+	DataDir     string
+	DatabaseURL string     // empty: SQLite in DataDir
+	DBPool      store.Pool // PostgreSQL's connection pool
+	// NodeName names this node among those sharing the database, the
+	// same across its restarts (default: the host and the API's address).
+	NodeName        string
 	PublicURL       string
 	AllowPrivateIPN bool
 	TokenTTL        time.Duration
@@ -212,13 +215,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		TTL: cfg.TokenTTL, Lockout: auth.DefaultLockout, Throttle: auth.DefaultThrottle,
 		Hashes: auth.NewHashGate(cores, 4*cores, 2*time.Second), Now: now, Log: log}
 	g.Bills = &bill.Service{Repo: st, Policy: cfg.Bills, Now: now}
-	acquirers := map[merchant.Mode]payment.Acquirer{merchant.Test: sim.New(secret.Derive(master, "sim-acquirer"))}
+	acquirers := map[merchant.Mode]payment.Acquirer{merchant.Test: sim.New(secret.Derive(master, "sim-acquirer"), st.SimLedger())}
 	if cfg.LiveAcquirer != nil {
 		acquirers[merchant.Live] = cfg.LiveAcquirer
 	}
 	g.Payments = &payment.Service{Repo: st, Acquirers: acquirers, FingerprintKey: secret.Derive(master, "card-fingerprint"),
 		Now: now, Location: loc, Log: log, MaxFailures: 5, AcquirerTimeout: 30 * time.Second,
-		ChallengeTTL: 15 * time.Minute, WaitInFlight: 35 * time.Second}
+		ChallengeTTL: 15 * time.Minute, WaitInFlight: 5 * time.Second}
 
 	g.Metrics = metrics.NewRegistry()
 	ipnCfg := cfg.IPN
@@ -282,6 +285,16 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		stop()
 		<-ipnDone
 	}()
+	// Payments name the run of the node charging them, so that this
+	// node's next run can reconcile them at once after a crash. The name
+	// must be unique among the nodes running: the host and the address
+	// this node holds are, unless the operator names the node.
+	name := g.cfg.NodeName
+	if name == "" {
+		host, _ := os.Hostname()
+		name = host + " " + ln.Addr().String()
+	}
+	g.Payments.NodeName, g.Payments.Node = name, payment.NodeID(name, secret.NewID("run"))
 	go g.Auth.Revocations.Watch(bg, g.Store, g.cfg.RevocationPoll, g.Auth.Now, g.log)
 	go g.reconcile(bg)
 	go g.refreshGauges(bg)
@@ -404,23 +417,29 @@ func (g *Gateway) newHTTPServer(h http.Handler) *http.Server {
 		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
 }
 
-// reconcile settles payments a crash left open and forgets expired
-// checkout sessions, at start and then every 30 seconds.
+// reconcile settles payments a crash left open (at start and every few
+// seconds: an earlier run's at once, any node's once the acquirer timeout
+// is well past) and forgets expired checkout sessions.
 func (g *Gateway) reconcile(ctx context.Context) {
-	for {
-		if err := g.Payments.Reconcile(ctx, time.Minute); err != nil && ctx.Err() == nil {
+	for i := 0; ; i++ {
+		if err := g.Payments.Reconcile(ctx, g.Payments.AcquirerTimeout+15*time.Second); err != nil && ctx.Err() == nil {
 			g.log.Warn("reconcile payments", "err", err)
 		}
-		if _, err := g.Store.DeleteExpiredCheckouts(ctx, g.Auth.Now()); err != nil && ctx.Err() == nil {
-			g.log.Warn("delete expired checkout sessions", "err", err)
+		if i%6 == 0 {
+			if _, err := g.Store.DeleteExpiredCheckouts(ctx, g.Auth.Now()); err != nil && ctx.Err() == nil {
+				g.log.Warn("delete expired checkout sessions", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(30 * time.Second):
+		case <-time.After(reconcileEvery):
 		}
 	}
 }
+
+// reconcileEvery is how often payments left behind are looked for.
+const reconcileEvery = 5 * time.Second
 
 // warnIfShared tells the operator when other users of the machine may list
 // or enter the data dir. Kadi's files in it are 0600 whatever the dir's

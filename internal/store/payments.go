@@ -16,7 +16,7 @@ import (
 
 const paymentColumns = `id, bill_ref, merchant_code, mode, status, amount_minor, currency, card_brand, card_first6, card_last4,
 	card_exp_month, card_exp_year, card_holder, card_fingerprint, network_ref, approval_code, decline_code, message,
-	challenge_ref, callback_url, mobile_number, email_address, created_at, updated_at`
+	challenge_ref, callback_url, mobile_number, email_address, created_at, updated_at, node`
 
 // StartPayment claims an open bill for p in one transaction.
 func (s *DB) StartPayment(ctx context.Context, p payment.Payment) error {
@@ -30,11 +30,11 @@ func (s *DB) StartPayment(ctx context.Context, p payment.Payment) error {
 			return payment.ErrBillBusy
 		}
 		_, err = t.exec(ctx, `INSERT INTO payments (`+paymentColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			p.ID, p.BillReference, p.MerchantCode, string(p.Mode), string(p.Status), p.Amount.Minor, p.Amount.Currency.Code,
 			string(p.Card.Brand), p.Card.First6, p.Card.Last4, p.Card.ExpMonth, p.Card.ExpYear, p.Card.Holder, p.Card.Fingerprint,
 			p.NetworkRef, p.ApprovalCode, p.DeclineCode, p.Message, p.ChallengeRef, p.CallbackURL, p.MobileNumber, p.EmailAddress,
-			ms(p.CreatedAt), ms(p.UpdatedAt))
+			ms(p.CreatedAt), ms(p.UpdatedAt), p.Node)
 		if err != nil {
 			return fmt.Errorf("insert payment: %w", err)
 		}
@@ -56,9 +56,9 @@ func (s *DB) SetChallenge(ctx context.Context, p payment.Payment) error {
 }
 
 // ClaimChallenge takes a waiting challenge for one answer.
-func (s *DB) ClaimChallenge(ctx context.Context, id string, at time.Time) error {
-	res, err := s.exec(ctx, `UPDATE payments SET status = ?, updated_at = ? WHERE id = ? AND status = ?`,
-		string(payment.Processing), ms(at), id, string(payment.Challenge))
+func (s *DB) ClaimChallenge(ctx context.Context, id, node string, at time.Time) error {
+	res, err := s.exec(ctx, `UPDATE payments SET status = ?, updated_at = ?, node = ? WHERE id = ? AND status = ?`,
+		string(payment.Processing), ms(at), node, id, string(payment.Challenge))
 	if err != nil {
 		return err
 	}
@@ -120,10 +120,15 @@ func (s *DB) SuccessfulPayment(ctx context.Context, billRef string) (payment.Pay
 	return scanPayment(s.queryRow(ctx, `SELECT `+paymentColumns+` FROM payments WHERE bill_ref = ? AND status = ?`, billRef, string(payment.Succeeded)))
 }
 
-// UnsettledPayments lists attempts left open and untouched since cutoff.
-func (s *DB) UnsettledPayments(ctx context.Context, cutoff time.Time) ([]payment.Payment, error) {
-	rows, err := s.query(ctx, `SELECT `+paymentColumns+` FROM payments WHERE status IN (?, ?, ?) AND updated_at < ? ORDER BY updated_at LIMIT 500`,
-		string(payment.Processing), string(payment.Challenge), string(payment.Unknown), ms(cutoff))
+// UnsettledPayments lists attempts left open and untouched since cutoff,
+// and those left processing by another run of the node whose runs' ids
+// start with prefix (none when prefix is empty).
+func (s *DB) UnsettledPayments(ctx context.Context, cutoff time.Time, prefix, self string) ([]payment.Payment, error) {
+	rows, err := s.query(ctx, `SELECT `+paymentColumns+` FROM payments WHERE status IN (?, ?, ?)
+		AND (updated_at < ? OR (status = ? AND ? <> '' AND substr(node, 1, ?) = ? AND node <> ?))
+		ORDER BY updated_at LIMIT 500`,
+		string(payment.Processing), string(payment.Challenge), string(payment.Unknown), ms(cutoff),
+		string(payment.Processing), prefix, len(prefix), prefix, self)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +143,7 @@ func scanPayment(row scanner) (payment.Payment, error) {
 	var minor, created, updated int64
 	err := row.Scan(&p.ID, &p.BillReference, &p.MerchantCode, &mode, &status, &minor, &currency, &brand, &p.Card.First6, &p.Card.Last4,
 		&p.Card.ExpMonth, &p.Card.ExpYear, &p.Card.Holder, &p.Card.Fingerprint, &p.NetworkRef, &p.ApprovalCode, &p.DeclineCode, &p.Message,
-		&p.ChallengeRef, &p.CallbackURL, &p.MobileNumber, &p.EmailAddress, &created, &updated)
+		&p.ChallengeRef, &p.CallbackURL, &p.MobileNumber, &p.EmailAddress, &created, &updated, &p.Node)
 	if err != nil {
 		return payment.Payment{}, notFound(err, payment.ErrNotFound)
 	}

@@ -61,7 +61,7 @@ func TestTestCards(t *testing.T) {
 		{"4000000000000119", payment.AcquirerError, "processing_error", "nothing was charged"},
 		{"4000000000003220", payment.ChallengeNeeded, "", ""},
 	}
-	a := sim.New([]byte("test key"))
+	a := sim.New([]byte("test key"), nil)
 	for i, tc := range cases {
 		t.Run(tc.number, func(t *testing.T) {
 			res, err := a.Charge(context.Background(), request(t, "pay_"+strconv.Itoa(i), tc.number))
@@ -92,7 +92,7 @@ func TestTestCards(t *testing.T) {
 // An acquirer must be idempotent on the payment id: asking twice never
 // charges twice, whatever the second request carries.
 func TestChargeIsIdempotentPerPaymentID(t *testing.T) {
-	a := sim.New([]byte("test key"))
+	a := sim.New([]byte("test key"), nil)
 	ctx := context.Background()
 	first, err := a.Charge(ctx, request(t, "pay_same", "4242424242424242"))
 	if err != nil {
@@ -132,7 +132,7 @@ func TestChallenge(t *testing.T) {
 	}
 
 	t.Run("right code approves", func(t *testing.T) {
-		a := sim.New(key)
+		a := sim.New(key, nil)
 		ref := start(t, a, "pay_3ds_ok")
 		res, err := a.CompleteChallenge(ctx, ref, sim.ChallengeCode)
 		if err != nil || res.Outcome != payment.Approved || res.NetworkRef == "" {
@@ -149,7 +149,7 @@ func TestChallenge(t *testing.T) {
 	// A second answer to a settled challenge must not rewrite what the bank
 	// recorded: Reconcile trusts Lookup to say whether money moved.
 	t.Run("answer after approval changes nothing", func(t *testing.T) {
-		a := sim.New(key)
+		a := sim.New(key, nil)
 		ref := start(t, a, "pay_3ds_twice")
 		first, err := a.CompleteChallenge(ctx, ref, sim.ChallengeCode)
 		if err != nil || first.Outcome != payment.Approved {
@@ -167,7 +167,7 @@ func TestChallenge(t *testing.T) {
 	})
 
 	t.Run("wrong code declines", func(t *testing.T) {
-		a := sim.New(key)
+		a := sim.New(key, nil)
 		ref := start(t, a, "pay_3ds_bad")
 		for _, code := range []string{"654321", "", "1234567", "12345"} {
 			res, err := a.CompleteChallenge(ctx, ref, code)
@@ -178,15 +178,15 @@ func TestChallenge(t *testing.T) {
 	})
 
 	t.Run("survives a restart with the same key", func(t *testing.T) {
-		ref := start(t, sim.New(key), "pay_3ds_restart")
-		res, err := sim.New(key).CompleteChallenge(ctx, ref, sim.ChallengeCode)
+		ref := start(t, sim.New(key, nil), "pay_3ds_restart")
+		res, err := sim.New(key, nil).CompleteChallenge(ctx, ref, sim.ChallengeCode)
 		if err != nil || res.Outcome != payment.Approved {
 			t.Errorf("%+v, %v", res, err)
 		}
 	})
 
 	t.Run("forged reference declines", func(t *testing.T) {
-		a := sim.New(key)
+		a := sim.New(key, nil)
 		ref := start(t, a, "pay_3ds_forged")
 		id, mac, _ := strings.Cut(ref, ".")
 		forged := []string{
@@ -196,7 +196,7 @@ func TestChallenge(t *testing.T) {
 			"",
 		}
 		// A reference made under another key is forged too.
-		if other := start(t, sim.New([]byte("other key")), "pay_3ds_forged"); other != ref {
+		if other := start(t, sim.New([]byte("other key"), nil), "pay_3ds_forged"); other != ref {
 			forged = append(forged, other)
 		} else {
 			t.Error("challenge references do not depend on the key")
@@ -214,7 +214,7 @@ func TestChallenge(t *testing.T) {
 }
 
 func TestCanceledContext(t *testing.T) {
-	a := sim.New([]byte("test key"))
+	a := sim.New([]byte("test key"), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := a.Charge(ctx, request(t, "pay_cancel", "4242424242424242")); err == nil {

@@ -1095,14 +1095,14 @@ func testClaimChallenge(t *testing.T, s store.Store) {
 	f := addMerchant(t, s, base)
 	b := addBill(t, s, f.m.Code, merchant.Test, base)
 	p := startPayment(t, s, b, base)
-	mustErr(t, "ClaimChallenge of a processing payment", s.ClaimChallenge(ctx, p.ID, base), payment.ErrStale)
+	mustErr(t, "ClaimChallenge of a processing payment", s.ClaimChallenge(ctx, p.ID, "node-a/1", base), payment.ErrStale)
 	p.Status, p.ChallengeRef, p.UpdatedAt = payment.Challenge, secret.NewID("3ds"), base.Add(time.Second)
 	must(t, "SetChallenge", s.SetChallenge(ctx, p))
 
 	const n = 10
 	errs := make(chan error, n)
 	for range n {
-		go func() { errs <- s.ClaimChallenge(ctx, p.ID, base.Add(2*time.Second)) }()
+		go func() { errs <- s.ClaimChallenge(ctx, p.ID, "node-a/1", base.Add(2*time.Second)) }()
 	}
 	won := 0
 	for range n {
@@ -1119,7 +1119,7 @@ func testClaimChallenge(t *testing.T, s store.Store) {
 		t.Fatalf("claimed payment: %s %q", got.Status, got.ChallengeRef)
 	}
 	finishPayment(t, s, p, payment.Succeeded, 3, base.Add(time.Minute))
-	mustErr(t, "ClaimChallenge after finish", s.ClaimChallenge(ctx, p.ID, base.Add(time.Hour)), payment.ErrStale)
+	mustErr(t, "ClaimChallenge after finish", s.ClaimChallenge(ctx, p.ID, "node-a/1", base.Add(time.Hour)), payment.ErrStale)
 }
 
 func testFinishSuccess(t *testing.T, s store.Store) {
@@ -1298,11 +1298,13 @@ func testUnsettled(t *testing.T, s store.Store) {
 	cutoff := base.Add(time.Hour)
 	before, after := cutoff.Add(-time.Minute), cutoff.Add(time.Minute)
 
-	// mk leaves one payment on a fresh bill in status, last touched at at.
-	mk := func(code string, status payment.Status, at time.Time) payment.Payment {
+	// mk leaves one payment on a fresh bill in status, last touched at at
+	// by the run node of a node.
+	mk := func(code string, status payment.Status, at time.Time, node string) payment.Payment {
 		t.Helper()
 		b := addBill(t, s, code, merchant.Test, base)
 		p := newPayment(b, at)
+		p.Node = node
 		must(t, "StartPayment", s.StartPayment(ctx, p))
 		switch status {
 		case payment.Processing:
@@ -1315,17 +1317,22 @@ func testUnsettled(t *testing.T, s store.Store) {
 		return p
 	}
 	want := []payment.Payment{
-		mk(f.m.Code, payment.Processing, before),
-		mk(f.m.Code, payment.Challenge, before),
-		mk(g.m.Code, payment.Unknown, before),
+		mk(f.m.Code, payment.Processing, before, ""),
+		mk(f.m.Code, payment.Challenge, before, "n1/run1"),
+		mk(g.m.Code, payment.Unknown, before, "n2/run1"),
+		// Left processing by n1's earlier run: n1's new run takes it at once.
+		mk(f.m.Code, payment.Processing, after, "n1/run1"),
 	}
-	mk(f.m.Code, payment.Succeeded, before)
-	mk(f.m.Code, payment.Failed, before)
-	mk(f.m.Code, payment.Processing, after)
-	mk(f.m.Code, payment.Unknown, after)
-	mk(g.m.Code, payment.Processing, cutoff) // touched at the cutoff is not before it
+	mk(f.m.Code, payment.Succeeded, before, "")
+	mk(f.m.Code, payment.Failed, before, "")
+	mk(f.m.Code, payment.Processing, after, "")
+	mk(f.m.Code, payment.Unknown, after, "n1/run1")
+	mk(g.m.Code, payment.Processing, cutoff, "")        // touched at the cutoff is not before it
+	mk(f.m.Code, payment.Processing, after, "n1/run2")  // n1's current run is charging it
+	mk(f.m.Code, payment.Processing, after, "n10/run1") // another node, whose name n1 starts
+	mk(f.m.Code, payment.Challenge, after, "n1/run1")   // waits for the shopper, not a charge
 
-	got, err := s.UnsettledPayments(ctx, cutoff)
+	got, err := s.UnsettledPayments(ctx, cutoff, "n1/", "n1/run2")
 	must(t, "UnsettledPayments", err)
 	byID := func(ps []payment.Payment) map[string]payment.Payment {
 		m := map[string]payment.Payment{}
@@ -1335,6 +1342,10 @@ func testUnsettled(t *testing.T, s store.Store) {
 		return m
 	}
 	equal(t, "UnsettledPayments", byID(got), byID(want))
+	// Without a node name, the cutoff alone.
+	got, err = s.UnsettledPayments(ctx, cutoff, "", "")
+	must(t, "UnsettledPayments", err)
+	equal(t, "UnsettledPayments without a node", byID(got), byID(want[:3]))
 }
 
 func testCheckoutRoundTrip(t *testing.T, s store.Store) {

@@ -1,0 +1,110 @@
+package payment_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/acquirer/sim"
+	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/ipn"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/payment"
+	"github.com/kadipay/kadi/internal/secret"
+)
+
+// TestCrashInterleavingsSettleToTheAcquirersRecord: a node crashes at each
+// point of a charge, with the simulated acquirer keeping its ledger in the
+// database as a bank keeps its own. The node's next run reconciles what its
+// earlier run left processing at once, to what the acquirer recorded,
+// never charging again; a payment another node has in flight is left to it.
+func TestCrashInterleavingsSettleToTheAcquirersRecord(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	key := secret.RandomBytes(32)
+	// The run that crashes, and the acquirer it charged through.
+	before := sim.New(key, e.g.Store.SimLedger())
+	start := func(t *testing.T, node string) (bill.Bill, payment.Payment) {
+		t.Helper()
+		b := e.bill(t)
+		now := e.g.Clock.Now()
+		p := payment.Payment{ID: secret.NewID("pay"), BillReference: b.Reference, MerchantCode: b.MerchantCode, Mode: b.Mode,
+			Status: payment.Processing, Amount: b.Amount, CreatedAt: now, UpdatedAt: now, Node: node}
+		if err := e.g.Store.StartPayment(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		return b, p
+	}
+	charge := func(t *testing.T, p payment.Payment, number string) payment.Result {
+		t.Helper()
+		a := attempt(t, number)
+		res, err := before.Charge(ctx, payment.ChargeRequest{PaymentID: p.ID, Amount: p.Amount, PAN: a.PAN, Expiry: a.Expiry, CVV: a.CVV})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+
+	// Crashed before the charge reached the acquirer.
+	bNever, pNever := start(t, "node-1/run-1")
+	// Crashed after the acquirer approved, before the gateway recorded it.
+	bApproved, pApproved := start(t, "node-1/run-1")
+	approved := charge(t, pApproved, visa)
+	// Crashed after a decline.
+	bDeclined, pDeclined := start(t, "node-1/run-1")
+	charge(t, pDeclined, "4000000000000002")
+	// In flight on another node, which is alive: not this node's to settle.
+	bOther, pOther := start(t, "node-2/run-1")
+
+	// The node's next run: a new acquirer value on the same ledger, as
+	// after a restart, and its own run id.
+	e.svc.Acquirers = map[merchant.Mode]payment.Acquirer{merchant.Test: sim.New(key, e.g.Store.SimLedger())}
+	e.svc.NodeName, e.svc.Node = "node-1", payment.NodeID("node-1", "run-2")
+	if err := e.svc.Reconcile(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+
+	if p := e.stored(t, pNever.ID); p.Status != payment.Failed {
+		t.Errorf("never charged: %s %q, want failed", p.Status, p.Message)
+	}
+	if st := e.load(t, bNever.Reference).State; st != bill.Open {
+		t.Errorf("never charged: bill %s, want open again", st)
+	}
+	p := e.stored(t, pApproved.ID)
+	if p.Status != payment.Succeeded || p.NetworkRef != approved.NetworkRef || p.ApprovalCode != approved.ApprovalCode {
+		t.Errorf("approved at the acquirer: %s %q %q, want succeeded with the acquirer's %q %q",
+			p.Status, p.NetworkRef, p.ApprovalCode, approved.NetworkRef, approved.ApprovalCode)
+	}
+	if st := e.load(t, bApproved.Reference).State; st != bill.Paid {
+		t.Errorf("approved at the acquirer: bill %s, want paid", st)
+	}
+	if evs, err := e.g.Store.IPNEvents(ctx, ipn.Filter{MerchantCode: bApproved.MerchantCode, PaymentID: pApproved.ID, Limit: 5}); err != nil || len(evs) != 1 {
+		t.Errorf("approved at the acquirer: %d notifications (%v), want 1", len(evs), err)
+	}
+	if p := e.stored(t, pDeclined.ID); p.Status != payment.Failed || p.DeclineCode != "generic_decline" {
+		t.Errorf("declined: %s %q, want failed with the acquirer's decline", p.Status, p.DeclineCode)
+	}
+	if st := e.load(t, bDeclined.Reference).State; st != bill.Open {
+		t.Errorf("declined: bill %s, want open again", st)
+	}
+	if p := e.stored(t, pOther.ID); p.Status != payment.Processing {
+		t.Errorf("another node's payment in flight: %s, want left processing", p.Status)
+	}
+	if st := e.load(t, bOther.Reference).State; st != bill.Processing {
+		t.Errorf("another node's payment in flight: bill %s", st)
+	}
+
+	// The shopper pays again the bill whose approval was reconciled: the
+	// one charge stands; the acquirer is not asked again.
+	m, err := e.g.Store.MerchantByCode(ctx, bApproved.MerchantCode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.svc.Pay(ctx, e.load(t, bApproved.Reference), m, attempt(t, visa))
+	if err != nil || again.ID != pApproved.ID {
+		t.Errorf("paying a reconciled bill again: %s, %v; want the reconciled payment %s", again.ID, err, pApproved.ID)
+	}
+	if entry, ok, err := e.g.Store.SimLedger().Entry(ctx, pNever.ID); err != nil || ok {
+		t.Errorf("the acquirer recorded a charge that never reached it: %+v, %v", entry, err)
+	}
+}
