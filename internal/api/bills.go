@@ -62,7 +62,7 @@ func billResponse(b bill.Bill, m merchant.Merchant, remarks string) BillResponse
 // that only read status and remarks still see the failure.
 func (h *Handler) failBill(w http.ResponseWriter, r *http.Request, req bill.Request, err error) {
 	status, code, message := classify(err)
-	if status >= 500 {
+	if status == http.StatusInternalServerError {
 		h.fail(w, r, err)
 		return
 	}

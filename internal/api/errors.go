@@ -1,14 +1,16 @@
 package api
 
 import (
+	"context"
 	"errors"
-	"github.com/kadipay/kadi/internal/logging"
 	"net/http"
 	"strconv"
 
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/logging"
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/outage"
 )
 
 // Error is docs/api.md's error body; every error body has a message.
@@ -28,6 +30,15 @@ type oauthError struct {
 }
 
 var errBodyTooLarge = errors.New("request body is larger than 64 KiB")
+
+// statusClientClosed is what the access log shows for a request whose
+// client left before the answer (nginx's 499): nobody reads the answer,
+// and nothing failed.
+const statusClientClosed = 499
+
+// msgUnavailable is the answer during a database outage. A request may
+// be repeated as it is: bills are idempotent by reference.
+const msgUnavailable = "the gateway cannot reach its database right now; try again in a few seconds"
 
 // classify decides, for every error the API can meet, its HTTP status and
 // its stable code. This is the one place that does.
@@ -68,15 +79,19 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusBadRequest, "invalid_request", err.Error()
 	case errors.Is(err, errNotificationNotFound):
 		return http.StatusNotFound, "not_found", err.Error()
+	case outage.Is(err):
+		return http.StatusServiceUnavailable, "temporarily_unavailable", msgUnavailable
+	case errors.Is(err, context.Canceled):
+		return statusClientClosed, "client_closed_request", "the client closed the connection"
 	}
 	return http.StatusInternalServerError, "internal_error", "internal error"
 }
 
 // fail answers with err's status and logs it once: server faults at error
-// level, caller mistakes at info.
+// level; caller mistakes, an outage and a client gone on the access line.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, code, message := classify(err)
-	if status >= 500 {
+	if status == http.StatusInternalServerError {
 		h.Log.ErrorContext(r.Context(), "request failed", "err", err)
 		message = "internal error; quote the X-Request-Id header to support"
 	} else {
@@ -94,7 +109,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 // failOAuth answers a token request in the OAuth 2.0 error shape.
 func (h *Handler) failOAuth(w http.ResponseWriter, r *http.Request, err error) {
 	status, code, message := classify(err)
-	if status >= 500 {
+	if status == http.StatusInternalServerError {
 		h.fail(w, r, err)
 		return
 	}
@@ -110,9 +125,15 @@ func authHeaders(w http.ResponseWriter, err error, code string) {
 	if errors.As(err, &locked) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(locked.RetryAfter.Seconds()+0.999)))
 	}
-	switch code {
-	case "temporarily_unavailable":
+	switch {
+	case outage.Is(err):
+		w.Header().Set("Retry-After", strconv.Itoa(int(outage.RetryAfter.Seconds())))
+		return
+	case code == "temporarily_unavailable":
 		w.Header().Set("Retry-After", "1")
+		return
+	}
+	switch code {
 	case "invalid_token":
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kadi", error="invalid_token"`)
 	case "insufficient_scope":

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/kadipay/kadi/internal/logging"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/money"
+	"github.com/kadipay/kadi/internal/outage"
 	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/session"
 )
@@ -265,6 +267,13 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, title
 }
 
 func (h *Handler) internal(w http.ResponseWriter, r *http.Request, err error) {
+	if outage.Is(err) || outage.ClientGone(r.Context(), err) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(outage.RetryAfter.Seconds())))
+		logging.Refused(r.Context(), h.Log, "dashboard unavailable", "err", err)
+		h.render(w, r, http.StatusServiceUnavailable, "message.html", map[string]any{"Title": "Temporarily unavailable",
+			"Message": "The dashboard cannot reach its database right now; try again in a minute."})
+		return
+	}
 	h.Log.ErrorContext(r.Context(), "dashboard failed", "err", err)
 	h.render(w, r, http.StatusInternalServerError, "message.html", map[string]any{"Title": "Something went wrong",
 		"Message": "The dashboard could not do this. Quote reference " + logging.RequestID(r.Context()) + " to support."})

@@ -94,6 +94,9 @@ type pageError struct {
 	// Pending: a payment may have been charged and is being confirmed,
 	// so the page must not say nothing was charged.
 	Pending bool `json:"p,omitempty"`
+	// Retry: the gateway cannot serve this right now (a database outage);
+	// the answer says when to come back and a checkout's page asks again.
+	Retry bool `json:"r,omitempty"`
 }
 
 func (e *pageError) Error() string { return e.Title + ": " + e.Message + " " + e.Detail }
@@ -458,6 +461,10 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 	switch {
 	case errors.Is(err, payment.ErrLiveDisabled):
 		h.fail(w, r, &t, &pageError{Status: http.StatusServiceUnavailable, Title: "Card payments unavailable", Message: "Card payments are not available here yet. Nothing was charged.", Detail: err.Error() + "."})
+	case errors.Is(err, payment.ErrUnrecorded):
+		// Charged or not, the acquirer knows: reconciliation will ask it.
+		h.Log.WarnContext(r.Context(), "payment outcome not recorded; left for reconciliation", "err", err)
+		h.fail(w, r, &t, errInProgress)
 	case err != nil:
 		h.fail(w, r, &t, err)
 	case p.Status == payment.Challenge:
@@ -497,6 +504,12 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 // result is known.
 var errInProgress = &pageError{Status: http.StatusAccepted, Title: "Payment being confirmed", Pending: true,
 	Message: "Your payment is being confirmed with the card network. Do not pay again: you will not be charged twice, and the shop will be told the result."}
+
+// errUnavailable is what a shopper sees when the gateway cannot reach its
+// database: no card went to the network (a charge whose answer could not
+// be stored shows errInProgress instead).
+var errUnavailable = &pageError{Status: http.StatusServiceUnavailable, Title: "Payments paused for a moment", Retry: true,
+	Message: "We could not reach our payment records, so your card was not charged. Please try again in a minute."}
 
 // canRetry reports whether the shopper may stay on our card page after a
 // failed attempt: a decline, insufficient funds, a failed 3-D Secure code

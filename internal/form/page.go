@@ -10,6 +10,7 @@ import (
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/logging"
+	"github.com/kadipay/kadi/internal/outage"
 	"github.com/kadipay/kadi/internal/payment"
 )
 
@@ -100,9 +101,17 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, t *trusted, err e
 func (h *Handler) problem(r *http.Request, t *trusted, err error) *pageError {
 	var pe *pageError
 	if errors.As(err, &pe) {
-		logging.Refused(r.Context(), h.Log, "payment page refused", "status", pe.Status, "title", pe.Title, "detail", pe.Message+" "+pe.Detail)
+		logging.Refused(r.Context(), h.Log, "payment page refused", "page_status", pe.Status, "title", pe.Title, "detail", pe.Message+" "+pe.Detail)
 		copied := *pe
 		pe = &copied
+	} else if outage.Is(err) {
+		logging.Refused(r.Context(), h.Log, "payment page unavailable", "err", err)
+		copied := *errUnavailable
+		pe = &copied
+	} else if outage.ClientGone(r.Context(), err) {
+		// Nobody reads this page; the access line says 499, as nginx does.
+		logging.Refused(r.Context(), h.Log, "shopper left", "err", err)
+		pe = &pageError{Status: 499, Title: "Something went wrong", Message: "The request was cancelled."}
 	} else {
 		h.Log.ErrorContext(r.Context(), "payment page failed", "err", err)
 		pe = &pageError{Status: http.StatusInternalServerError, Title: "Something went wrong",

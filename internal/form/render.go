@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/kadipay/kadi/internal/card"
 	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/i18n"
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/outage"
 	"github.com/kadipay/kadi/internal/payment"
 )
 
@@ -119,11 +121,14 @@ func (h *Handler) renderResult(w http.ResponseWriter, r *http.Request, to *url.U
 
 // renderError shows pe; problem made it and logged it.
 func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, pe *pageError) {
+	if pe.Retry {
+		w.Header().Set("Retry-After", strconv.Itoa(int(outage.RetryAfter.Seconds())))
+	}
 	h.render(w, r, pe.Status, "'self'", "error.html", map[string]any{"Title": pe.Title, "Message": pe.Message, "Detail": pe.Detail,
-		"RequestID": pe.RequestID, "Shop": pe.Shop, "ShopURL": pe.ShopURL, "Pending": pe.Pending,
+		"RequestID": pe.RequestID, "Shop": pe.Shop, "ShopURL": pe.ShopURL, "Pending": pe.Pending, "Retry": pe.Retry,
 		// A live page (a checkout's, reached by GET) asks again until the
 		// payment is settled; a shopper need not press anything.
-		"Refresh": pe.Pending && r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, pagePrefix)})
+		"Refresh": (pe.Pending || pe.Retry) && r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, pagePrefix)})
 }
 
 // brandName is how customers know their card's scheme.

@@ -95,7 +95,10 @@ var Swahili = &Lang{Tag: "sw", Name: "Kiswahili", msgs: map[string]string{
 	"The authentication form could not be read.":                     "Fomu ya uthibitisho haikuweza kusomwa.",
 	"Authentication not found":                                       "Uthibitisho haupatikani",
 	"This authentication page is not valid or has expired.":          "Ukurasa huu wa uthibitisho si halali au umeisha muda.",
-	"Payment being confirmed":                                        "Malipo yanathibitishwa",
+	"The request was cancelled.":                                     "Ombi lilighairiwa.",
+	"Payments paused for a moment":                                   "Malipo yamesimama kwa muda mfupi",
+	"We could not reach our payment records, so your card was not charged. Please try again in a minute.": "Hatukuweza kufikia kumbukumbu zetu za malipo, kwa hivyo kadi yako haikutozwa. Tafadhali jaribu tena baada ya dakika moja.",
+	"Payment being confirmed": "Malipo yanathibitishwa",
 	"Your payment is being confirmed with the card network. Do not pay again: you will not be charged twice, and the shop will be told the result.": "Malipo yako yanathibitishwa na mtandao wa kadi. Usilipe tena: hutatozwa mara mbili, na duka litaarifiwa matokeo.",
 	"This page updates itself every few seconds.": "Ukurasa huu unajisasisha kila baada ya sekunde chache.",
 }}

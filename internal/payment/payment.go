@@ -118,6 +118,11 @@ var (
 	ErrNotFound = errors.New("payment not found")
 	// ErrLiveDisabled: live mode has no acquirer connector configured.
 	ErrLiveDisabled = errors.New("live card processing is not configured on this gateway")
+	// ErrUnrecorded: the acquirer answered but its answer could not be
+	// stored (the database went away). The payment stays processing until
+	// reconciliation asks the acquirer again, so the shopper must be told
+	// it is being confirmed, never that nothing was charged.
+	ErrUnrecorded = errors.New("the card network answered but the outcome is not recorded yet")
 )
 
 // DayTotal is one day's finished payments of one currency and outcome, for

@@ -291,7 +291,7 @@ func (s *Service) settle(ctx context.Context, p Payment, b bill.Bill, m merchant
 		p.Status = Challenge
 		p.ChallengeRef = res.ChallengeRef
 		if err := s.Repo.SetChallenge(ctx, p); err != nil {
-			return Payment{}, fmt.Errorf("record challenge: %w", err)
+			return Payment{}, fmt.Errorf("record challenge of payment %s: %w: %w", p.ID, ErrUnrecorded, err)
 		}
 		return p, nil
 	case Declined, AcquirerError:
@@ -305,7 +305,7 @@ func (s *Service) settle(ctx context.Context, p Payment, b bill.Bill, m merchant
 		return s.Repo.PaymentByID(ctx, p.ID)
 	}
 	if err != nil {
-		return Payment{}, fmt.Errorf("finish payment %s: %w", p.ID, err)
+		return Payment{}, fmt.Errorf("finish payment %s: %w: %w", p.ID, ErrUnrecorded, err)
 	}
 	return p, nil
 }

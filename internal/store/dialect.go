@@ -26,12 +26,17 @@ func connect(url string, pool Pool) (dialect, *sql.DB, error) {
 	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
 		// synchronous_commit defaults to on; ask for it anyway, so a server
 		// configured otherwise cannot lose an acknowledged payment.
-		if !strings.Contains(url, "synchronous_commit=") {
-			sep := "?"
-			if strings.Contains(url, "?") {
-				sep = "&"
+		// A server that does not answer (a host down, packets dropped)
+		// must give a request its 503 within seconds, not after the
+		// operating system's TCP timeout of minutes.
+		for _, kv := range [][2]string{{"synchronous_commit", "on"}, {"connect_timeout", "5"}} {
+			if param, value := kv[0], kv[1]; !strings.Contains(url, param+"=") {
+				sep := "?"
+				if strings.Contains(url, "?") {
+					sep = "&"
+				}
+				url += sep + param + "=" + value
 			}
-			url += sep + "synchronous_commit=on"
 		}
 		db, err := sql.Open("pgx", url)
 		if err != nil {

@@ -47,6 +47,9 @@ type Options struct {
 	PublicURL    string           // default http://kadi.test
 	// MetricsAllow replaces the peers /metrics answers (default loopback).
 	MetricsAllow []netip.Prefix
+	// DatabaseURL, when set, runs the gateway on that PostgreSQL instead
+	// of SQLite in its data dir.
+	DatabaseURL string
 	// Restart, when set, starts on that gateway's data dir and master key
 	// with that gateway's clock: what a node restarted with new flags sees.
 	Restart *Gateway
@@ -81,6 +84,7 @@ func Start(tb testing.TB, opts Options) *Gateway {
 		cfg.PublicURL = opts.PublicURL
 	}
 	cfg.LiveAcquirer = opts.LiveAcquirer
+	cfg.DatabaseURL = opts.DatabaseURL
 	if opts.MetricsAllow != nil {
 		cfg.MetricsAllow = opts.MetricsAllow
 	}

@@ -1,0 +1,85 @@
+// Package outage tells an outage of the gateway's database from a fault in
+// the gateway: a request that failed because PostgreSQL is restarting or
+// unreachable, or because SQLite's disk is full or unreadable, is answered
+// 503 with a time to come back, not 500 as a bug, and is not logged as one.
+//
+// It reads the errors the drivers return through the methods they expose
+// (pgx's SQLState and SafeToRetry, modernc's Code), so that the packages
+// deciding an answer's status need not import a database driver.
+package outage
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"time"
+)
+
+// RetryAfter is what a 503 for an outage asks clients to wait: a restart
+// or a failover takes seconds, and the nodes reconnect on the next request.
+const RetryAfter = 3 * time.Second
+
+// Is reports whether err means the database could not be reached or could
+// not take the write right now, as opposed to refusing the request.
+func Is(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	var state interface{ SQLState() string }
+	if errors.As(err, &state) && unavailableState(state.SQLState()) {
+		return true
+	}
+	// pgconn marks the errors of a connection that failed before the
+	// statement reached the server (closed, or never opened).
+	var retry interface{ SafeToRetry() bool }
+	if errors.As(err, &retry) && retry.SafeToRetry() {
+		return true
+	}
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) && unavailableSQLite(coded.Code()) {
+		return true
+	}
+	return false
+}
+
+// unavailableState is PostgreSQL's SQLSTATEs for a server that is going
+// away, not accepting connections, out of resources or read-only (a
+// standby after a failover): none of them says the request was wrong.
+func unavailableState(code string) bool {
+	switch {
+	case strings.HasPrefix(code, "08"), // connection exception
+		strings.HasPrefix(code, "53"),                     // insufficient resources: disk full, too many connections
+		strings.HasPrefix(code, "58"),                     // system error: I/O
+		code == "57P01", code == "57P02", code == "57P03", // shutdown, crash, cannot connect now
+		code == "25006": // read-only transaction
+		return true
+	}
+	return false
+}
+
+// unavailableSQLite is SQLite's primary result codes for a database file
+// that is locked beyond the busy timeout, unwritable, unreadable or full.
+func unavailableSQLite(code int) bool {
+	switch code & 0xff {
+	case 5, 6, 7, 8, 10, 13, 14: // BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN
+		return true
+	}
+	return false
+}
+
+// ClientGone reports whether err is only the end of a request whose
+// client disconnected: nothing failed that anyone must look into.
+func ClientGone(ctx context.Context, err error) bool {
+	return errors.Is(err, context.Canceled) && ctx.Err() != nil
+}

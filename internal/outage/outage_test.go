@@ -1,0 +1,159 @@
+package outage_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+
+	"github.com/kadipay/kadi/internal/outage"
+)
+
+// The errors are the drivers' own, produced for real: what a driver
+// returns is what the gateway meets in an outage.
+func TestIsTellsAnOutageFromARefusal(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		err  func(t *testing.T) error
+		want bool
+	}{
+		{"PostgreSQL not listening", func(t *testing.T) error {
+			db := openDB(t, "pgx", "postgres://postgres@127.0.0.1:1/kadi?sslmode=disable&connect_timeout=2")
+			return fmt.Errorf("create bill: %w", db.PingContext(ctx))
+		}, true},
+		{"PostgreSQL ends the connection (57P01)", pgTerminated, true},
+		{"PostgreSQL refuses the statement (22012)", func(t *testing.T) error {
+			db := pgOrSkip(t)
+			_, err := db.ExecContext(ctx, `SELECT 1/0`)
+			return err
+		}, false},
+		{"SQLite read-only file", func(t *testing.T) error {
+			path := sqliteFile(t)
+			db := openDB(t, "sqlite", "file:"+path+"?mode=ro")
+			_, err := db.ExecContext(ctx, `INSERT INTO t VALUES (2)`)
+			return err
+		}, true},
+		{"SQLite locked beyond the busy timeout", func(t *testing.T) error {
+			path := sqliteFile(t)
+			holder := openDB(t, "sqlite", path)
+			conn, err := holder.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+				t.Fatal(err)
+			}
+			defer conn.ExecContext(ctx, `ROLLBACK`)
+			other := openDB(t, "sqlite", path+"?_pragma=busy_timeout(0)")
+			_, err = other.ExecContext(ctx, `INSERT INTO t VALUES (2)`)
+			return err
+		}, true},
+		{"SQLite constraint", func(t *testing.T) error {
+			db := openDB(t, "sqlite", sqliteFile(t))
+			_, err := db.ExecContext(ctx, `INSERT INTO t VALUES (1)`)
+			return err
+		}, false},
+		{"SQLite syntax", func(t *testing.T) error {
+			db := openDB(t, "sqlite", sqliteFile(t))
+			_, err := db.ExecContext(ctx, `INSERT INTO`)
+			return err
+		}, false},
+		{"no row", func(t *testing.T) error { return fmt.Errorf("bill: %w", sql.ErrNoRows) }, false},
+		{"a closed pool", func(t *testing.T) error {
+			db := openDB(t, "sqlite", sqliteFile(t))
+			db.Close()
+			return db.PingContext(ctx)
+		}, false},
+		{"the request's own cancellation", func(t *testing.T) error { return context.Canceled }, false},
+		{"nil", func(t *testing.T) error { return nil }, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.err(t)
+			if (err == nil) != (c.name == "nil") {
+				t.Fatalf("the case did not produce the error it is about: %v", err)
+			}
+			if got := outage.Is(err); got != c.want {
+				t.Errorf("Is(%v) = %v, want %v", err, got, c.want)
+			}
+		})
+	}
+}
+
+func TestClientGone(t *testing.T) {
+	live := context.Background()
+	gone, cancel := context.WithCancel(live)
+	cancel()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want bool
+	}{
+		{"the client left and the query stopped", gone, fmt.Errorf("query: %w", context.Canceled), true},
+		{"the client left but the failure is another", gone, errors.New("disk I/O error"), false},
+		{"a cancellation of the gateway's own", live, context.Canceled, false},
+	} {
+		if got := outage.ClientGone(c.ctx, c.err); got != c.want {
+			t.Errorf("%s: ClientGone = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func openDB(t *testing.T, driver, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// sqliteFile is a database holding table t with the row 1.
+func sqliteFile(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "x.db")
+	db := openDB(t, "sqlite", path)
+	if _, err := db.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY); INSERT INTO t VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	return path
+}
+
+func pgOrSkip(t *testing.T) *sql.DB {
+	url := os.Getenv("KADI_TEST_DATABASE_URL")
+	if url == "" {
+		t.Skip("KADI_TEST_DATABASE_URL not set")
+	}
+	return openDB(t, "pgx", url)
+}
+
+// pgTerminated is the error of a connection PostgreSQL ended, as a
+// restart or a failover ends every connection.
+func pgTerminated(t *testing.T) error {
+	ctx := context.Background()
+	db := pgOrSkip(t)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var pid int
+	if err := conn.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.ExecContext(ctx, `SELECT 1`)
+	return err
+}

@@ -1,0 +1,210 @@
+package server_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/acquirer/sim"
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/payment"
+	"github.com/kadipay/kadi/internal/secret"
+	"github.com/kadipay/kadi/internal/server/servertest"
+)
+
+// TestDatabaseOutage cuts the connection between a gateway and its
+// PostgreSQL (connections reset, new ones refused), as a restart or a
+// failover does, and checks every kind of answer during the outage: a 503
+// within seconds, saying when to come back, in the shape each endpoint's
+// clients read; no ERROR in the log, as nothing in the gateway is broken;
+// and the gateway serving again as soon as the database is back.
+func TestDatabaseOutage(t *testing.T) {
+	base := os.Getenv("KADI_TEST_DATABASE_URL")
+	if base == "" {
+		t.Skip("KADI_TEST_DATABASE_URL is not set: the outage is a PostgreSQL one")
+	}
+	u, err := url.Parse(freshSchema(t, base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd := servertest.Forward(t, u.Host)
+	u.Host = fwd.Addr()
+	// The live acquirer approves, then the database goes away before the
+	// gateway can record it: the interleaving a shopper must not be told
+	// "nothing was charged" about.
+	live := &cutAfterCharge{Acquirer: sim.New(secret.RandomBytes(32), nil), cut: fwd.Cut}
+	g := servertest.Start(t, servertest.Options{DatabaseURL: u.String(), LiveAcquirer: live})
+	c := g.Onboard("Outage Shop")
+	tok := g.Token(c, merchant.Test)
+	liveTok := g.Token(c, merchant.Live)
+	paid := g.CreateBill(c, tok, "OUTPAID", "10")
+	open := g.CreateBill(c, tok, "OUTOPEN", "10")
+	liveBill := g.CreateBill(c, liveTok, "OUTLIVE", "10")
+	entry := g.ServeOnce(servertest.CardPayRequest(servertest.FormFields(c, tok, open)))
+	checkoutPage := entry.Header().Get("Location")
+	if entry.Code != http.StatusSeeOther || checkoutPage == "" {
+		t.Fatalf("want a 303 to the checkout's card page: %d %s", entry.Code, entry.Body)
+	}
+	g.Callback(g.CardPay(servertest.Card{Number: "4242424242424242", CVV: "123"}.Apply(servertest.FormFields(c, tok, paid))))
+	logged := len(g.Logs.String())
+
+	fwd.Cut()
+	for _, tt := range []struct {
+		name  string
+		req   *http.Request
+		check func(t *testing.T, status int, body string)
+	}{
+		{"access token", servertest.TokenRequest(servertest.Key(c, merchant.Test), c.Username, c.Password), oauthUnavailable},
+		{"payment token", servertest.PaymentTokenRequest(servertest.Key(c, merchant.Test), c.MerchantCode, c.Password, "password"), oauthUnavailable},
+		{"bill", servertest.BillRequest(tok, servertest.BillBody(c, "OUTNEW", "10")), func(t *testing.T, status int, body string) {
+			var b struct {
+				Status  bool   `json:"status"`
+				Code    string `json:"code"`
+				Remarks string `json:"remarks"`
+			}
+			if status != http.StatusServiceUnavailable || json.Unmarshal([]byte(body), &b) != nil || b.Status || b.Code != "temporarily_unavailable" || b.Remarks == "" {
+				t.Errorf("want 503 in the bill's shape with status false: %d %s", status, body)
+			}
+		}},
+		{"query", servertest.QueryRequest(tok, paid.Reference), apiUnavailable},
+		{"card payment", servertest.CardPayRequest(servertest.Card{Number: "4242424242424242", CVV: "123"}.Apply(servertest.FormFields(c, tok, open))),
+			pageSays(http.StatusServiceUnavailable, "your card was not charged", "try again")},
+		{"card page", httpGet(checkoutPage), pageSays(http.StatusServiceUnavailable, "not charged", `http-equiv="refresh"`)},
+		{"health", httpGet("/healthz"), func(t *testing.T, status int, body string) {
+			if status != http.StatusServiceUnavailable {
+				t.Errorf("/healthz: %d %s", status, body)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			rec := g.Serve(tt.req)
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("answered after %s", took)
+			}
+			tt.check(t, rec.Code, rec.Body.String())
+			if rec.Code == http.StatusServiceUnavailable && tt.name != "health" && rec.Header().Get("Retry-After") == "" {
+				t.Errorf("a 503 without Retry-After")
+			}
+		})
+	}
+
+	// Mended, but cut again by the live acquirer's answer.
+	fwd.Mend()
+	rec := g.Serve(servertest.CardPayRequest(servertest.Card{Number: "4242424242424242", CVV: "123"}.Apply(servertest.FormFields(c, liveTok, liveBill))))
+	pageSays(http.StatusAccepted, "being confirmed", "will not be charged twice")(t, rec.Code, rec.Body.String())
+	if strings.Contains(strings.ToLower(rec.Body.String()), "not charged") {
+		t.Errorf("a charge the acquirer approved is shown as not charged:\n%s", rec.Body)
+	}
+
+	for _, line := range strings.Split(g.Logs.String()[logged:], "\n") {
+		if strings.Contains(line, `"level":"ERROR"`) {
+			t.Errorf("an outage logged as an error: %s", line)
+		}
+	}
+
+	// Back: every answer as before, and the stranded live payment settled
+	// to the acquirer's record.
+	fwd.Mend()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rec := g.Serve(servertest.BillRequest(tok, servertest.BillBody(c, "OUTAFTER", "10")))
+		if rec.Code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving 10 s after the database came back: %d %s", rec.Code, rec.Body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if q := g.Query(tok, paid.Reference); !q.Status {
+		t.Errorf("the bill paid before the outage: %+v", q)
+	}
+	if err := g.Payments.Reconcile(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if q := g.Query(liveTok, liveBill.Reference); !q.Status {
+		t.Errorf("the live payment approved during the outage is not settled as paid: %+v", q)
+	}
+}
+
+// cutAfterCharge is an acquirer after whose answer the database goes away.
+type cutAfterCharge struct {
+	*sim.Acquirer
+	cut func()
+}
+
+func (a *cutAfterCharge) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Result, error) {
+	res, err := a.Acquirer.Charge(ctx, req)
+	a.cut()
+	return res, err
+}
+
+func oauthUnavailable(t *testing.T, status int, body string) {
+	t.Helper()
+	var e struct{ Error, Code, Message string }
+	if status != http.StatusServiceUnavailable || json.Unmarshal([]byte(body), &e) != nil || e.Error != "temporarily_unavailable" || e.Code != e.Error || e.Message == "" {
+		t.Errorf("want 503 temporarily_unavailable in the OAuth shape: %d %s", status, body)
+	}
+}
+
+func apiUnavailable(t *testing.T, status int, body string) {
+	t.Helper()
+	var e struct{ Code, Message string }
+	if status != http.StatusServiceUnavailable || json.Unmarshal([]byte(body), &e) != nil || e.Code != "temporarily_unavailable" || e.Message == "" {
+		t.Errorf("want 503 temporarily_unavailable: %d %s", status, body)
+	}
+}
+
+func pageSays(status int, parts ...string) func(t *testing.T, got int, body string) {
+	return func(t *testing.T, got int, body string) {
+		t.Helper()
+		if got != status {
+			t.Errorf("status %d, want %d:\n%s", got, status, body)
+		}
+		for _, p := range parts {
+			if !strings.Contains(body, p) {
+				t.Errorf("the page does not say %q:\n%s", p, body)
+			}
+		}
+	}
+}
+
+func httpGet(path string) *http.Request { return httptest.NewRequest(http.MethodGet, path, nil) }
+
+// freshSchema is base with search_path in a new schema, dropped when t
+// ends: the test's own database.
+func freshSchema(t *testing.T, base string) string {
+	t.Helper()
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "kadi_test_" + strings.ToLower(rand.Text())
+	if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+name); err != nil {
+		admin.Close()
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		defer admin.Close()
+		if _, err := admin.ExecContext(context.Background(), `DROP SCHEMA `+name+` CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
