@@ -20,6 +20,8 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kadipay/kadi/internal/config"
@@ -39,11 +41,11 @@ func main() {
 		return
 	}
 	var o load.Options
-	var creds, dataDir, databaseURL string
+	var creds, dataDir, databaseURL, urls, pids string
 	var seed int
 	var only string
 	fs := flag.NewFlagSet("kadi-load", flag.ExitOnError)
-	fs.StringVar(&o.BaseURL, "url", "http://127.0.0.1:8080", "the gateway (loopback only)")
+	fs.StringVar(&urls, "url", "http://127.0.0.1:8080", "the gateway (loopback only); several nodes sharing a database: comma-separated, each request to the next")
 	fs.StringVar(&creds, "credentials", "", "a file holding `kadi merchant create --json` output (required)")
 	fs.StringVar(&o.Card, "card", "", "an approving test card number (required)")
 	fs.IntVar(&o.Concurrency, "concurrency", 8, "concurrent clients")
@@ -55,10 +57,21 @@ func main() {
 	fs.StringVar(&dataDir, "data-dir", "", "with --seed-bills: the gateway's data directory (SQLite)")
 	fs.StringVar(&databaseURL, "database-url", "", "with --seed-bills: the gateway's PostgreSQL")
 	fs.StringVar(&only, "only", "", "run only the scenarios whose name matches this regular expression (IPN names the IPN scenarios); the baselines always run")
-	fs.IntVar(&o.ServerPID, "pid", 0, "the gateway's process id, for its CPU time (default: the process listening on --url's port)")
+	fs.StringVar(&pids, "pid", "", "the gateway's process ids, comma-separated, for its CPU time (default: the processes listening on the --url ports)")
 	if err := config.Parse(fs, os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "kadi-load:", err)
 		os.Exit(2)
+	}
+	o.BaseURLs = strings.Split(urls, ",")
+	if pids != "" {
+		for _, p := range strings.Split(pids, ",") {
+			pid, err := strconv.Atoi(strings.TrimSpace(p))
+			if err != nil || pid <= 0 {
+				fmt.Fprintf(os.Stderr, "kadi-load: --pid: %q is not a process id\n", p)
+				os.Exit(2)
+			}
+			o.ServerPIDs = append(o.ServerPIDs, pid)
+		}
 	}
 	if only != "" {
 		re, err := regexp.Compile(only)

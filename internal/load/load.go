@@ -27,16 +27,20 @@ import (
 
 // Options configure a run. Requests and Duration both bound it.
 type Options struct {
-	BaseURL     string
+	// BaseURLs are the gateway's nodes (one, or several sharing a
+	// database): requests go to each in turn, and a bill is paid on the
+	// node after the one that created it, as behind a load balancer.
+	BaseURLs    []string
 	Credentials merchant.Credentials
 	Concurrency int
 	Duration    time.Duration // per scenario
 	MaxRequests int           // per scenario
 	// Card is an approving test card number, supplied by the caller.
 	Card string
-	// ServerPID is the gateway's process, whose CPU time is read from
-	// /proc; 0 finds the process listening on BaseURL's port.
-	ServerPID int
+	// ServerPIDs are the gateway's processes, whose CPU time is read
+	// from /proc and summed; none finds the processes listening on the
+	// BaseURLs' ports.
+	ServerPIDs []int
 	// Warn hears what the run could not measure.
 	Warn func(string)
 	// IPNListen, when set, is where the IPN scenarios' receiver listens
@@ -99,57 +103,81 @@ func CheckLoopback(base string) error {
 
 // Run runs the baseline and each scenario in turn.
 func Run(ctx context.Context, o Options) ([]Result, error) {
-	if err := CheckLoopback(o.BaseURL); err != nil {
-		return nil, err
+	if len(o.BaseURLs) == 0 {
+		return nil, errors.New("no gateway to load: give --url")
+	}
+	for _, b := range o.BaseURLs {
+		if err := CheckLoopback(b); err != nil {
+			return nil, err
+		}
 	}
 	httpc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: o.Concurrency * 2},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	c, err := client.New(client.Config{BaseURL: o.BaseURL, APIKey: o.Credentials.Test.APIKey,
-		Username: o.Credentials.Username, Password: o.Credentials.Password, HTTPClient: httpc})
-	if err != nil {
-		return nil, err
+	nodes := make([]node, len(o.BaseURLs))
+	for i, b := range o.BaseURLs {
+		c, err := client.New(client.Config{BaseURL: b, APIKey: o.Credentials.Test.APIKey,
+			Username: o.Credentials.Username, Password: o.Credentials.Password, HTTPClient: httpc})
+		if err != nil {
+			return nil, err
+		}
+		nodes[i] = node{base: strings.TrimSuffix(b, "/"), c: c}
 	}
-	token, err := c.Token(ctx)
+	// One token serves every node: nodes sharing a database share the key.
+	token, err := nodes[0].c.Token(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("get a token: %w", err)
 	}
-	base := strings.TrimSuffix(o.BaseURL, "/")
+	var turn atomic.Uint64
+	next := func() (node, node) {
+		i := int(turn.Add(1) % uint64(len(nodes)))
+		return nodes[i], nodes[(i+1)%len(nodes)]
+	}
 	minimal, minimalPID, stopMinimal, err := startMinimal()
 	if err != nil {
 		return nil, err
 	}
 	defer stopMinimal()
-	gatewayPID := o.ServerPID
-	if gatewayPID == 0 {
-		if gatewayPID, err = gatewayProcess(o.BaseURL); err != nil && o.Warn != nil {
-			o.Warn("no server CPU figures: " + err.Error() + " (give --pid)")
+	gatewayPIDs := o.ServerPIDs
+	if len(gatewayPIDs) == 0 {
+		for _, n := range nodes {
+			pid, err := gatewayProcess(n.base)
+			if err != nil {
+				if o.Warn != nil {
+					o.Warn("no server CPU figures: " + err.Error() + " (give --pid)")
+				}
+				gatewayPIDs = nil
+				break
+			}
+			gatewayPIDs = append(gatewayPIDs, pid)
 		}
 	}
 	scenarios := []struct {
 		name string
-		pid  int
+		pids []int
 		op   func(ctx context.Context) error
 	}{
-		{"minimal net/http handler", minimalPID, func(ctx context.Context) error { return get(ctx, httpc, minimal+"/healthz") }},
-		{"GET /healthz", gatewayPID, func(ctx context.Context) error { return get(ctx, httpc, base+"/healthz") }},
-		{"POST /payment/v2/bills", gatewayPID, func(ctx context.Context) error { _, err := newBill(ctx, c, o); return err }},
-		{"GET /payment/v2/query", gatewayPID, func(ctx context.Context) error {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/payment/v2/query?billReference=NOSUCHBILL", nil)
+		{"minimal net/http handler", []int{minimalPID}, func(ctx context.Context) error { return get(ctx, httpc, minimal+"/healthz") }},
+		{"GET /healthz", gatewayPIDs, func(ctx context.Context) error { n, _ := next(); return get(ctx, httpc, n.base+"/healthz") }},
+		{"POST /payment/v2/bills", gatewayPIDs, func(ctx context.Context) error { n, _ := next(); _, err := newBill(ctx, n.c, o); return err }},
+		{"GET /payment/v2/query", gatewayPIDs, func(ctx context.Context) error {
+			n, _ := next()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.base+"/payment/v2/query?billReference=NOSUCHBILL", nil)
 			req.Header.Set("Authorization", "Bearer "+token)
 			return do(httpc, req, http.StatusNotFound)
 		}},
-		{"bill + POST /cardPay (approved)", gatewayPID, func(ctx context.Context) error {
-			b, err := newBill(ctx, c, o)
+		{"bill + POST /cardPay (approved)", gatewayPIDs, func(ctx context.Context) error {
+			n, pay := next()
+			b, err := newBill(ctx, n.c, o)
 			if err != nil {
 				return err
 			}
 			// The browser's whole trip: the POST, then the result page
 			// its 303 names (POST-redirect-GET).
-			loc, err := seeOther(httpc, cardPost(ctx, o, c, token, b))
+			loc, err := seeOther(httpc, cardPost(ctx, o, pay.c, token, b))
 			if err != nil {
 				return err
 			}
-			return get(ctx, httpc, base+loc)
+			return get(ctx, httpc, pay.base+loc)
 		}},
 	}
 	var out []Result
@@ -157,9 +185,9 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		if i >= 2 && o.Only != nil && !o.Only.MatchString(s.name) {
 			continue
 		}
-		before, cpuErr := cpuOf(s.pid)
+		before, cpuErr := cpuOf(s.pids)
 		r := run(ctx, s.name, o, s.op)
-		if after, err := cpuOf(s.pid); cpuErr == nil && err == nil {
+		if after, err := cpuOf(s.pids); cpuErr == nil && err == nil {
 			r.ServerCPU = after - before
 		}
 		out = append(out, r)
@@ -170,16 +198,17 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			// Latency where it matters: at half the peak, not at the
 			// peak, where every request queues.
 			half := max(int(r.PerSecond()/2), 1)
-			before, cpuErr := cpuOf(s.pid)
+			before, cpuErr := cpuOf(s.pids)
 			hr := runPaced(ctx, fmt.Sprintf("bills at half the peak (%d/s)", half), o, half, s.op)
-			if after, err := cpuOf(s.pid); cpuErr == nil && err == nil {
+			if after, err := cpuOf(s.pids); cpuErr == nil && err == nil {
 				hr.ServerCPU = after - before
 			}
 			out = append(out, hr)
 		}
 	}
 	if o.IPNListen != "" && (o.Only == nil || o.Only.MatchString("IPN")) {
-		rs, err := ipnScenarios(ctx, o, c, httpc, token)
+		// On the first node: the receiver measures one node's worker.
+		rs, err := ipnScenarios(ctx, o, nodes[0].c, httpc, token)
 		if err != nil {
 			return out, err
 		}
@@ -273,11 +302,26 @@ func run(ctx context.Context, name string, o Options, op func(context.Context) e
 	return res
 }
 
-func cpuOf(pid int) (time.Duration, error) {
-	if pid == 0 {
+// node is one of the gateway's nodes under load.
+type node struct {
+	base string
+	c    *client.Client
+}
+
+// cpuOf is the CPU time the processes have used, together.
+func cpuOf(pids []int) (time.Duration, error) {
+	if len(pids) == 0 {
 		return 0, errors.New("no process")
 	}
-	return CPUTime(pid)
+	var sum time.Duration
+	for _, pid := range pids {
+		t, err := CPUTime(pid)
+		if err != nil {
+			return 0, err
+		}
+		sum += t
+	}
+	return sum, nil
 }
 
 // gatewayProcess finds the process listening on base's port.
