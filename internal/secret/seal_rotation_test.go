@@ -33,7 +33,7 @@ func (r *testRing) Key(id string) ([]byte, bool) {
 const (
 	legacyMaster = "legacy-master-key-0123456789abcd"
 	legacySealed = "sealed:v1:Jsgg2X9S/nnVAnZJF8/1TrHm7GWVfVTRZmE+529F9r5rAQERtv2C2w" // "whsec_legacy" at MC123/test/notification_secret
-	legacyPage   = "B6B4XQCBDHx5Hd2GMhmJ_esrf1hn7T-gihSr1kSzynxwSIY"                 // {"k":1} for "page"
+	legacyPage   = "B6B4XQCBDHx5Hd2GMhmJ_esrf1hn7T-gihSr1kSzynxwSIY"                  // {"k":1} for "page"
 	newMaster    = "new-master-key-0123456789abcdef0"
 )
 
