@@ -142,6 +142,12 @@ func (s *Sealer) Seal(plain, additional string) (string, error) {
 	return sealedPrefix + id + ":" + base64.RawStdEncoding.EncodeToString(out), nil
 }
 
+// CurrentKeyID is the id of the key Seal uses now.
+func (s *Sealer) CurrentKeyID() string {
+	id, _ := s.keys.Current()
+	return id
+}
+
 // SealedKeyID says which key v was sealed under; ok is false for a value
 // that is not sealed (empty, or stored before sealing existed).
 func SealedKeyID(v string) (id string, ok bool) {
