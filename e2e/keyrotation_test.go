@@ -242,3 +242,74 @@ func rotationWaitIPN(t *testing.T, rx *clusterReceiver, billRef string) {
 		t.Errorf("IPN receiver: %v", p)
 	}
 }
+
+// TestSecretRotateSingleNode: on the embedded default the ring lives in
+// the data dir; `kadi secret rotate --data-dir` works while the server
+// runs, the server keeps tokens from before and signs new ones with the
+// new key, and after a restart both still verify. With KADI_SECRET_KEY the
+// command prints the new ring for the operator to set, and `kadi secret
+// reseal` under it re-seals.
+func TestSecretRotateSingleNode(t *testing.T) {
+	t.Setenv("KADI_SECRET_KEY", "")
+	t.Setenv("KADI_SECRET_KEY_FILE", "")
+	var m merchantCreds
+	g := startGateway(t, func(dir string) { m = createMerchant(t, dir, "Single Rotation Shop") })
+	node := &clusterNode{name: "single", base: g.BaseURL}
+	before := rotationToken(t, node, m)
+
+	out, errOut, err := runKadi(t, "secret", "rotate", "--data-dir", g.DataDir)
+	if err != nil || !strings.Contains(string(out), "current key is now k1") || !strings.Contains(string(out), "2 re-sealed") {
+		t.Fatalf("kadi secret rotate: %v\nstdout: %s\nstderr: %s", err, out, errOut)
+	}
+	after := rotationToken(t, node, m)
+	if id := tokenKeyID(t, after); id != "k1" {
+		t.Errorf("token after rotation names %q, want k1", id)
+	}
+	out, _, err = runKadi(t, "secret", "reseal", "--data-dir", g.DataDir)
+	if err != nil || !strings.Contains(string(out), "0 re-sealed, 2 already under it") {
+		t.Errorf("kadi secret reseal after rotate: %v %s", err, out)
+	}
+	for restart := range 2 {
+		for _, tok := range []string{before, after} {
+			if status, _, body := clusterQuery(t, node, tok, "NOSUCHBILL01"); status != http.StatusNotFound {
+				t.Errorf("restart %d: token of key %s: HTTP %d %s, want 404 (accepted, no such bill)", restart, tokenKeyID(t, tok), status, body)
+			}
+		}
+		if restart == 0 {
+			g.Stop()
+			g.Start()
+		}
+	}
+
+	t.Run("KADI_SECRET_KEY", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "data")
+		t.Setenv("KADI_SECRET_KEY", hex.EncodeToString(clusterRandom(t, 32)))
+		createMerchant(t, dir, "Env Shop")
+		out, errOut, err := runKadi(t, "secret", "rotate", "--data-dir", dir)
+		line := strings.TrimSpace(string(out))
+		if err != nil || !strings.HasPrefix(line, "KADI_SECRET_KEY=k1 ") || !strings.Contains(line, ",k0 ") ||
+			!strings.Contains(line, ",pinned card-fingerprint ") || !strings.Contains(string(errOut), "cannot change") {
+			t.Fatalf("kadi secret rotate with KADI_SECRET_KEY: %v\nstdout: %.40s…\nstderr: %s", err, out, errOut)
+		}
+		t.Setenv("KADI_SECRET_KEY", strings.TrimPrefix(line, "KADI_SECRET_KEY="))
+		if out, errOut, err := runKadi(t, "secret", "reseal", "--data-dir", dir); err != nil || !strings.Contains(string(out), "2 re-sealed") {
+			t.Errorf("kadi secret reseal under the printed ring: %v\n%s%s", err, out, errOut)
+		}
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		for _, tt := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"secret", "rotate", "--data-dir", filepath.Join(t.TempDir(), "none")}, "no master key ring at"},
+			{[]string{"secret", "rotate", "--data-dir", t.TempDir(), "--key-file", filepath.Join(g.DataDir, "secret.key")}, "no Kadi database in"},
+			{[]string{"secret", "reseal", "--database-url", "postgres://127.0.0.1:1/none"}, "every node needs the same key"},
+		} {
+			_, errOut, err := runKadi(t, tt.args...)
+			if err == nil || !strings.Contains(string(errOut), tt.want) {
+				t.Errorf("kadi %s: %v, stderr %q; want a refusal saying %q", strings.Join(tt.args, " "), err, errOut, tt.want)
+			}
+		}
+	})
+}
