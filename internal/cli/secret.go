@@ -162,4 +162,3 @@ func resealWith(ctx context.Context, f *secretFlags, src server.KeySource, stdou
 	}
 	return nil
 }
-

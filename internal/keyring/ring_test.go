@@ -172,7 +172,8 @@ func TestReload(t *testing.T) {
 		{"pins lost with the oldest key", lostPins.Text(), false, "card-fingerprint", "k1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if r, err := Parse(tt.write); err == nil {
+			r, err := Parse(tt.write)
+			if err == nil {
 				err = WriteFile(path, r)
 			} else {
 				err = os.WriteFile(path, []byte(tt.write), 0o600)
