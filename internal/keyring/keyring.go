@@ -21,8 +21,9 @@ import (
 type Keyring struct {
 	path  string // "": fixed for the life of the process
 	ring  atomic.Pointer[Ring]
-	mu    sync.Mutex // one reload at a time
-	raw   []byte     // the file's content ring was read from
+	mu    sync.Mutex   // one reload at a time; guards raw and log
+	raw   []byte       // the file's content ring was read from
+	log   *slog.Logger // set by Watch: says when a reload took a new ring
 	fixed map[string][]byte
 }
 
@@ -69,7 +70,9 @@ func (k *Keyring) FixedKey(purpose string) []byte { return k.fixed[purpose] }
 // Reload re-reads the file and takes its ring if it changed. A ring that
 // does not parse, or that would change a fixed purpose's key (its pinned
 // lines lost), is refused: the node keeps the ring it has.
-func (k *Keyring) Reload() (changed bool, err error) {
+func (k *Keyring) Reload() (changed bool, err error) { return k.reload("asked") }
+
+func (k *Keyring) reload(why string) (changed bool, err error) {
 	if k.path == "" {
 		return false, nil
 	}
@@ -93,14 +96,22 @@ func (k *Keyring) Reload() (changed bool, err error) {
 	}
 	k.raw = raw
 	k.ring.Store(&r)
+	if k.log != nil {
+		k.log.Info("master key ring reloaded", "file", filepath.Base(k.path), "why", why, "current", r.Current().ID, "keys", len(r.Keys))
+	}
 	return true, nil
 }
 
-// Watch reloads every interval until ctx ends.
+// Watch reloads every interval until ctx ends, logging each new ring
+// (also those a request's unknown key id made it read) and each new
+// problem with the file once.
 func (k *Keyring) Watch(ctx context.Context, interval time.Duration, log *slog.Logger) {
 	if k.path == "" {
 		return
 	}
+	k.mu.Lock()
+	k.log = log
+	k.mu.Unlock()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var lastErr string
@@ -110,12 +121,9 @@ func (k *Keyring) Watch(ctx context.Context, interval time.Duration, log *slog.L
 			return
 		case <-t.C:
 		}
-		changed, err := k.Reload()
-		switch {
-		case err != nil && err.Error() != lastErr: // once per distinct problem, not every second
+		_, err := k.reload("the file changed")
+		if err != nil && err.Error() != lastErr {
 			log.Error("reload master key ring", "err", err)
-		case changed:
-			log.Info("master key ring reloaded", "file", filepath.Base(k.path), "current", k.Ring().Current().ID, "keys", len(k.Ring().Keys))
 		}
 		lastErr = ""
 		if err != nil {
@@ -170,7 +178,7 @@ func (p *Purpose) Key(id string) ([]byte, bool) {
 	if key, ok := p.keys().byID[id]; ok {
 		return key, true
 	}
-	if changed, _ := p.k.Reload(); !changed {
+	if changed, _ := p.k.reload("a token or sealed value named a key this node lacked"); !changed {
 		return nil, false
 	}
 	key, ok := p.keys().byID[id]
