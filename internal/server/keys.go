@@ -40,9 +40,6 @@ func FindKeySource(dataDir, url string) (KeySource, error) {
 // embedded single-node default only, a file made in the data dir on first
 // start. A ring read from a file follows the file (Keyring.Watch).
 func keyRing(cfg Config) (*keyring.Keyring, error) {
-	if cfg.Keys != nil {
-		return cfg.Keys, nil
-	}
 	if len(cfg.MasterKey) > 0 {
 		return keyring.New(keyring.Ring{Keys: []keyring.Key{{ID: secret.LegacyKeyID, Secret: cfg.MasterKey}}}), nil
 	}

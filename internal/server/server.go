@@ -51,9 +51,6 @@ type Config struct {
 	Bills           bill.Policy
 	TimeZone        string
 	MasterKey       []byte // empty: from KADI_SECRET_KEY(_FILE), else DataDir/secret.key
-	// Keys, when set, is the master key ring as is (MasterKey is then
-	// ignored); tests give one to rotate it under a running gateway.
-	Keys *keyring.Keyring
 	// LiveAcquirer is the connector for live mode; nil refuses live charges.
 	LiveAcquirer payment.Acquirer
 	// RevocationPoll is how often each node reloads revoked keys.
