@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/secret"
 )
 
 // Claims are what a credential asserts: a bearer token, or an API key
@@ -53,29 +54,47 @@ var ErrInvalidToken = errors.New("the access token is missing, malformed, expire
 
 // Token layout versions. Version 1 had no scope byte; such tokens (issued
 // before scopes existed, for at most MaxTokenTTL) read as ScopeAPI.
+// Version 3 is version 2 with the id of the master key that signed it
+// after the version byte; tokens without one were signed by
+// secret.LegacyKeyID.
 const (
 	tokenV1 = 1
 	tokenV2 = 2
+	tokenV3 = 3
 )
+
+// maxTokenLength bounds what Parse reads: the longest token Issue makes
+// (a 16-character master key id, a 255-byte API key id and a 76-digit
+// merchant code) is 535 characters.
+const maxTokenLength = 540
 
 // Signer issues and checks tokens with an HMAC key, so any node holding the
 // key verifies a token without a database round trip.
-type Signer struct{ key []byte }
+type Signer struct{ keys secret.KeySource }
 
-// NewSigner returns a Signer; key should be derived from the master key.
-func NewSigner(key []byte) Signer { return Signer{key: key} }
+// NewSigner returns a Signer of one key; key should be derived from the
+// master key.
+func NewSigner(key []byte) Signer { return Signer{keys: secret.StaticKey(key)} }
 
-// Issue encodes and signs c.
+// NewRingSigner returns a Signer that signs with keys' current key and
+// checks tokens signed by any key keys still holds, so tokens issued
+// before a rotation verify until they expire.
+func NewRingSigner(keys secret.KeySource) Signer { return Signer{keys: keys} }
+
+// Issue encodes and signs c with the current key.
 func (s Signer) Issue(c Claims) string {
-	buf := make([]byte, 0, 96)
-	buf = append(buf, tokenV2, modeByte(c.Mode), byte(c.Scope))
+	id, key := s.keys.Current()
+	buf := make([]byte, 0, 112)
+	buf = append(buf, tokenV3, byte(len(id)))
+	buf = append(buf, id...)
+	buf = append(buf, modeByte(c.Mode), byte(c.Scope))
 	buf = binary.BigEndian.AppendUint64(buf, uint64(c.IssuedAt.UnixMilli()))
 	buf = binary.BigEndian.AppendUint64(buf, uint64(c.ExpiresAt.UnixMilli()))
 	buf = append(buf, byte(len(c.KeyID)))
 	buf = append(buf, c.KeyID...)
 	buf = append(buf, byte(len(c.MerchantCode)))
 	buf = append(buf, c.MerchantCode...)
-	m := hmac.New(sha256.New, s.key)
+	m := hmac.New(sha256.New, key)
 	m.Write(buf)
 	return base64.RawURLEncoding.EncodeToString(m.Sum(buf))
 }
@@ -84,7 +103,7 @@ func (s Signer) Issue(c Claims) string {
 func (s Signer) Parse(token string, now time.Time) (Claims, error) {
 	// base64 decoders skip CR and LF even in strict mode: refuse anything
 	// outside the alphabet, so one token has exactly one spelling.
-	if len(token) > 512 || strings.IndexFunc(token, notBase64URL) >= 0 {
+	if len(token) > maxTokenLength || strings.IndexFunc(token, notBase64URL) >= 0 {
 		return Claims{}, ErrInvalidToken
 	}
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(token)
@@ -92,8 +111,23 @@ func (s Signer) Parse(token string, now time.Time) (Claims, error) {
 		return Claims{}, ErrInvalidToken
 	}
 	body, sig := raw[:len(raw)-sha256.Size], raw[len(raw)-sha256.Size:]
-	m := hmac.New(sha256.New, s.key)
-	m.Write(body)
+	keyID := secret.LegacyKeyID
+	if body[0] == tokenV3 {
+		// Which key to check with is read before the check; the id is
+		// signed too, so naming another key only fails the check.
+		id, rest, ok := cutLengthPrefixed(body[1:])
+		if !ok || len(rest) < 20 {
+			return Claims{}, ErrInvalidToken
+		}
+		keyID = id
+		body = append([]byte{tokenV2}, rest...)
+	}
+	key, ok := s.keys.Key(keyID)
+	if !ok {
+		return Claims{}, ErrInvalidToken
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write(raw[:len(raw)-sha256.Size])
 	if !hmac.Equal(sig, m.Sum(nil)) {
 		return Claims{}, ErrInvalidToken
 	}
@@ -124,7 +158,6 @@ func (s Signer) Parse(token string, now time.Time) (Claims, error) {
 	c.IssuedAt = time.UnixMilli(int64(binary.BigEndian.Uint64(body[2:10])))
 	c.ExpiresAt = time.UnixMilli(int64(binary.BigEndian.Uint64(body[10:18])))
 	rest := body[18:]
-	var ok bool
 	if c.KeyID, rest, ok = cutLengthPrefixed(rest); !ok {
 		return Claims{}, ErrInvalidToken
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/secret"
 )
 
 var (
@@ -26,6 +27,10 @@ func testClaims() Claims {
 		ExpiresAt:    tokenNow.Add(time.Hour),
 	}
 }
+
+// v3 is where the claims start in a token Issue makes with NewSigner: after
+// the version, the length of the master key id and the id (LegacyKeyID).
+const v3 = 2 + len(secret.LegacyKeyID)
 
 func sameClaims(a, b Claims) bool {
 	return a.MerchantCode == b.MerchantCode && a.Mode == b.Mode && a.KeyID == b.KeyID && a.Scope == b.Scope &&
@@ -119,7 +124,7 @@ func TestSignerRejectsTamperedCharacters(t *testing.T) {
 func TestSignerRejectsNonCanonicalEncoding(t *testing.T) {
 	s := NewSigner(signingKey)
 	c := testClaims()
-	c.KeyID = "key_1" // 20+5+10+32 = 67 bytes: the last character carries 4 unused bits
+	c.KeyID = "key_1" // 23+5+10+32 = 70 bytes: the last character carries 4 unused bits
 	tok := s.Issue(c)
 	last := strings.IndexByte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", tok[len(tok)-1])
 	variant := tok[:len(tok)-1] + string("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"[last^1])
@@ -144,7 +149,7 @@ func TestSignerScope(t *testing.T) {
 	pay.Scope = ScopePay
 	tok := s.Issue(pay)
 	raw, _ := base64.RawURLEncoding.DecodeString(tok)
-	raw[2] = byte(ScopeAPI)
+	raw[v3+1] = byte(ScopeAPI)
 	if _, err := s.Parse(base64.RawURLEncoding.EncodeToString(raw), tokenNow); !errors.Is(err, ErrInvalidToken) {
 		t.Errorf("payment-token with its scope byte changed: %v, want ErrInvalidToken", err)
 	}
@@ -152,7 +157,7 @@ func TestSignerScope(t *testing.T) {
 	// A token of the layout before scopes (version 1: no scope byte), from
 	// a node not yet upgraded, reads as an access token.
 	v1 := resign(t, signingKey, s.Issue(testClaims()), func(b []byte) []byte {
-		return append([]byte{tokenV1, b[1]}, b[3:]...)
+		return append([]byte{tokenV1, b[v3]}, b[v3+2:]...)
 	})
 	if got, err := s.Parse(v1, tokenNow); err != nil || !sameClaims(got, testClaims()) {
 		t.Errorf("version 1 token: %+v, %v", got, err)
@@ -162,17 +167,20 @@ func TestSignerScope(t *testing.T) {
 func TestSignerRejects(t *testing.T) {
 	s := NewSigner(signingKey)
 	good := s.Issue(testClaims())
+	// The longest token Issue makes: the longest master key id, API key id
+	// and merchant code, 2+16+21+255+76+32 = 402 bytes = 536 characters.
+	longKeys := NewRingSigner(testKeys{id: strings.Repeat("x", 16), key: signingKey})
 	longest := testClaims()
 	longest.KeyID = strings.Repeat("k", 255)
-	longest.MerchantCode = strings.Repeat("9", 76) // 21+255+76+32 = 384 bytes = 512 characters
-	tok512 := s.Issue(longest)
-	longest.MerchantCode += "9"
-	tok514 := s.Issue(longest)
-	if len(tok512) != 512 || len(tok514) != 514 {
-		t.Fatalf("fixture lengths %d and %d, want 512 and 514", len(tok512), len(tok514))
+	longest.MerchantCode = strings.Repeat("9", 76)
+	tokLongest := longKeys.Issue(longest)
+	longest.MerchantCode += "99999"
+	tokTooLong := longKeys.Issue(longest)
+	if len(tokLongest) > maxTokenLength || len(tokTooLong) <= maxTokenLength {
+		t.Fatalf("fixture lengths %d and %d, want at most and over %d", len(tokLongest), len(tokTooLong), maxTokenLength)
 	}
-	if _, err := s.Parse(tok512, tokenNow); err != nil {
-		t.Fatalf("512-character token refused: %v", err)
+	if _, err := longKeys.Parse(tokLongest, tokenNow); err != nil {
+		t.Fatalf("%d-character token refused: %v", len(tokLongest), err)
 	}
 
 	tests := []struct {
@@ -185,21 +193,23 @@ func TestSignerRejects(t *testing.T) {
 		{"signed with an empty key", NewSigner(nil).Issue(testClaims()), tokenNow},
 		{"expired: now is ExpiresAt", good, testClaims().ExpiresAt},
 		{"expired long ago", good, testClaims().ExpiresAt.Add(24 * time.Hour)},
-		{"wrong version 3", resign(t, signingKey, good, func(b []byte) []byte { b[0] = 3; return b }), tokenNow},
-		{"unknown scope", resign(t, signingKey, good, func(b []byte) []byte { b[2] = 9; return b }), tokenNow},
-		{"key scope in a token", resign(t, signingKey, good, func(b []byte) []byte { b[2] = byte(ScopeKey); return b }), tokenNow},
+		{"wrong version 4", resign(t, signingKey, good, func(b []byte) []byte { b[0] = 4; return b }), tokenNow},
+		{"unknown scope", resign(t, signingKey, good, func(b []byte) []byte { b[v3+1] = 9; return b }), tokenNow},
+		{"key scope in a token", resign(t, signingKey, good, func(b []byte) []byte { b[v3+1] = byte(ScopeKey); return b }), tokenNow},
 		{"wrong version 0", resign(t, signingKey, good, func(b []byte) []byte { b[0] = 0; return b }), tokenNow},
-		{"unknown mode", resign(t, signingKey, good, func(b []byte) []byte { b[1] = 'x'; return b }), tokenNow},
+		{"unknown mode", resign(t, signingKey, good, func(b []byte) []byte { b[v3] = 'x'; return b }), tokenNow},
 		{"trailing byte in the body", resign(t, signingKey, good, func(b []byte) []byte { return append(b, 0) }), tokenNow},
-		{"key id length past the end", resign(t, signingKey, good, func(b []byte) []byte { b[19] = 0xff; return b }), tokenNow},
-		{"body too short", resign(t, signingKey, good, func(b []byte) []byte { return b[:19] }), tokenNow},
+		{"key id length past the end", resign(t, signingKey, good, func(b []byte) []byte { b[v3+18] = 0xff; return b }), tokenNow},
+		{"master key id length past the end", resign(t, signingKey, good, func(b []byte) []byte { b[1] = 0xff; return b }), tokenNow},
+		{"master key id unknown", resign(t, signingKey, good, func(b []byte) []byte { b[3] = '9'; return b }), tokenNow},
+		{"body too short", resign(t, signingKey, good, func(b []byte) []byte { return b[:v3+19] }), tokenNow},
 		{"truncated by one character", good[:len(good)-1], tokenNow},
 		{"truncated to half", good[:len(good)/2], tokenNow},
 		{"signature only", good[len(good)-43:], tokenNow},
 		{"one character appended", good + "A", tokenNow},
 		{"padded", good + "==", tokenNow},
-		{"513 characters", tok512 + "A", tokenNow},
-		{"validly signed but 514 characters", tok514, tokenNow},
+		{"one character past the longest", tokLongest + "A", tokenNow},
+		{"validly signed but too long", tokTooLong, tokenNow},
 		{"standard base64 alphabet", strings.NewReplacer("-", "+", "_", "/").Replace(good) + "+", tokenNow},
 		{"not base64", "not a token!", tokenNow},
 		{"JWT-looking", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln", tokenNow},

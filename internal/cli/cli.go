@@ -32,6 +32,8 @@ Usage:
   kadi ipn list   --data-dir DIR --merchant CODE [--mode test|live] [--status pending|delivered|failed] [--timezone ZONE] [--json]
   kadi ipn show   ID --data-dir DIR [--timezone ZONE] [--json]
   kadi ipn replay ID --data-dir DIR
+  kadi secret rotate [--data-dir DIR | --database-url URL] [--key-file FILE] [--reseal=false]
+  kadi secret reseal [--data-dir DIR | --database-url URL] [--key-file FILE]
 
   kadi version
 
@@ -85,6 +87,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	case "ipn":
 		return ipnCommand(ctx, args[1:], stdout, stderr)
+	case "secret":
+		return secretCommand(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

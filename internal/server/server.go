@@ -6,7 +6,6 @@ package server
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +27,7 @@ import (
 	"github.com/kadipay/kadi/internal/dashboard"
 	"github.com/kadipay/kadi/internal/form"
 	"github.com/kadipay/kadi/internal/ipn"
+	"github.com/kadipay/kadi/internal/keyring"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/metrics"
 	"github.com/kadipay/kadi/internal/payment"
@@ -105,20 +105,25 @@ func DatabaseURL(dataDir, url string) string {
 // secrets sealed under the master key found as `kadi serve` finds it: the
 // CLI and the server must agree on it.
 func OpenStore(ctx context.Context, dataDir, url string) (*store.DB, error) {
-	master, err := masterKey(Config{DataDir: dataDir, DatabaseURL: url})
+	keys, err := keyRing(Config{DataDir: dataDir, DatabaseURL: url})
 	if err != nil {
 		return nil, err
 	}
-	return openStore(ctx, dataDir, url, master, store.DefaultPool())
+	return OpenStoreWithKeys(ctx, dataDir, url, keys)
 }
 
-func openStore(ctx context.Context, dataDir, url string, master []byte, pool store.Pool) (*store.DB, error) {
+// OpenStoreWithKeys opens the database with secrets sealed under keys.
+func OpenStoreWithKeys(ctx context.Context, dataDir, url string, keys *keyring.Keyring) (*store.DB, error) {
+	return openStore(ctx, dataDir, url, keys, store.DefaultPool())
+}
+
+func openStore(ctx context.Context, dataDir, url string, keys *keyring.Keyring, pool store.Pool) (*store.DB, error) {
 	if url == "" {
 		if err := os.MkdirAll(dataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("create data dir: %w", err)
 		}
 	}
-	sealer, err := secret.NewSealer(secret.Derive(master, "sealed-secrets"))
+	sealer, err := secret.NewRingSealer(keys.Purpose("sealed-secrets"))
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +163,7 @@ type Gateway struct {
 
 	metricsHandler http.Handler
 	ipnMetrics     *ipn.Metrics
+	keys           *keyring.Keyring
 	cfg            Config
 	log            *slog.Logger
 }
@@ -187,11 +193,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if !phone.ValidRegion(cfg.DefaultRegion) {
 		return nil, fmt.Errorf("default region %q is not a two-letter region of the numbering plan (KE, UG, TZ, …)", cfg.DefaultRegion)
 	}
-	master, err := masterKey(cfg)
+	keys, err := keyRing(cfg)
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(ctx, cfg.DataDir, cfg.DatabaseURL, master, cfg.DBPool)
+	st, err := openStore(ctx, cfg.DataDir, cfg.DatabaseURL, keys, cfg.DBPool)
 	if err != nil {
 		return nil, err
 	}
@@ -207,19 +213,19 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		st.Close()
 		return nil, fmt.Errorf("load revoked keys: %w", err)
 	}
-	g := &Gateway{Store: st, cfg: cfg, log: log}
+	g := &Gateway{Store: st, cfg: cfg, log: log, keys: keys}
 	// As many password hashes at once as there are cores to run them; a
 	// login storm waits in a short line, then gets 503 (docs/security.md).
 	cores := runtime.GOMAXPROCS(0)
-	g.Auth = &auth.Service{Repo: st, Signer: auth.NewSigner(secret.Derive(master, "token")), Revocations: revoked,
+	g.Auth = &auth.Service{Repo: st, Signer: auth.NewRingSigner(keys.Purpose("token")), Revocations: revoked,
 		TTL: cfg.TokenTTL, Lockout: auth.DefaultLockout, Throttle: auth.DefaultThrottle,
 		Hashes: auth.NewHashGate(cores, 4*cores, 2*time.Second), Now: now, Log: log}
 	g.Bills = &bill.Service{Repo: st, Policy: cfg.Bills, Now: now}
-	acquirers := map[merchant.Mode]payment.Acquirer{merchant.Test: sim.New(secret.Derive(master, "sim-acquirer"), st.SimLedger())}
+	acquirers := map[merchant.Mode]payment.Acquirer{merchant.Test: sim.New(keys.FixedKey("sim-acquirer"), st.SimLedger())}
 	if cfg.LiveAcquirer != nil {
 		acquirers[merchant.Live] = cfg.LiveAcquirer
 	}
-	g.Payments = &payment.Service{Repo: st, Acquirers: acquirers, FingerprintKey: secret.Derive(master, "card-fingerprint"),
+	g.Payments = &payment.Service{Repo: st, Acquirers: acquirers, FingerprintKey: keys.FixedKey("card-fingerprint"),
 		Now: now, Location: loc, Log: log, MaxFailures: 5, AcquirerTimeout: 30 * time.Second,
 		ChallengeTTL: 15 * time.Minute, WaitInFlight: 5 * time.Second}
 
@@ -249,7 +255,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if cfg.FormAddr != "" {
 		formMux = newMux()
 	}
-	pages, err := secret.NewSealer(secret.Derive(master, "hosted-pages"))
+	pages, err := secret.NewRingSealer(keys.Purpose("hosted-pages"))
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -296,6 +302,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	g.Payments.NodeName, g.Payments.Node = name, payment.NodeID(name, secret.NewID("run"))
 	go g.Auth.Revocations.Watch(bg, g.Store, g.cfg.RevocationPoll, g.Auth.Now, g.log)
+	// A rotated key file is picked up on the same cadence (and at once
+	// when a token or sealed value names a key this node lacks).
+	go g.keys.Watch(bg, g.cfg.RevocationPoll, g.log)
 	go g.reconcile(bg)
 	go g.refreshGauges(bg)
 	go func() {
@@ -451,60 +460,4 @@ func warnIfShared(dir string, log *slog.Logger) {
 	}
 	log.Warn("the data dir is open to other users of this machine; its files are private, but close it too",
 		"dir", dir, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()), "fix", "chmod 700 "+dir)
-}
-
-// masterKey finds the key every other secret is derived from: the config,
-// KADI_SECRET_KEY (hex), KADI_SECRET_KEY_FILE, or, for the embedded
-// single-node default only, a file made in the data dir on first start.
-func masterKey(cfg Config) ([]byte, error) {
-	if len(cfg.MasterKey) > 0 {
-		return cfg.MasterKey, nil
-	}
-	if v := os.Getenv("KADI_SECRET_KEY"); v != "" {
-		return decodeKey(v, "KADI_SECRET_KEY")
-	}
-	if path := os.Getenv("KADI_SECRET_KEY_FILE"); path != "" {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("read KADI_SECRET_KEY_FILE: %w", err)
-		}
-		return decodeKey(string(b), path)
-	}
-	if cfg.DatabaseURL != "" {
-		return nil, errors.New("with a shared database every node needs the same key: set KADI_SECRET_KEY or KADI_SECRET_KEY_FILE (64 hex characters)")
-	}
-	path := filepath.Join(cfg.DataDir, "secret.key")
-	if b, err := os.ReadFile(path); err == nil {
-		if err := os.Chmod(path, 0o600); err != nil {
-			return nil, fmt.Errorf("make %s private: %w", path, err)
-		}
-		return decodeKey(string(b), path)
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
-	}
-	key := secret.RandomBytes(32)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) { // another process made it first
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, err
-		}
-		return decodeKey(string(b), path)
-	} else if err != nil {
-		return nil, fmt.Errorf("create %s: %w", path, err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(hex.EncodeToString(key) + "\n"); err != nil {
-		return nil, fmt.Errorf("write %s: %w", path, err)
-	}
-	return key, f.Sync()
-}
-
-func decodeKey(v, from string) ([]byte, error) {
-	key, err := hex.DecodeString(strings.TrimSpace(v))
-	if err != nil || len(key) < 32 {
-		return nil, fmt.Errorf("%s must hold at least 32 bytes as hex (64 characters)", from)
-	}
-	return key, nil
 }

@@ -319,7 +319,7 @@ func TestSecretsSealedAtRest(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join(cfg.DataDir, name))
 		disk = append(disk, b...)
 	}
-	if !bytes.Contains(disk, []byte("sealed:v1:")) {
+	if !bytes.Contains(disk, []byte("sealed:v2:")) {
 		t.Fatal("no sealed value in the database: the scan reads the wrong bytes")
 	}
 	for _, clear := range []string{c.Test.NotificationSecret, c.Live.NotificationSecret, ipnPassword} {

@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"github.com/kadipay/kadi/internal/keyring"
+	"github.com/kadipay/kadi/internal/secret"
+	"github.com/kadipay/kadi/internal/server"
+)
+
+// secretFlags are the flags of `kadi secret rotate` and `kadi secret
+// reseal`: the database, and the ring's file when it is not where `kadi
+// serve` would look (server.FindKeySource).
+type secretFlags struct {
+	st      storeFlags
+	keyFile string
+}
+
+func (f *secretFlags) register(fs *flag.FlagSet) {
+	f.st.register(fs)
+	fs.StringVar(&f.keyFile, "key-file", "", "the master key ring's file (default: $KADI_SECRET_KEY_FILE, else DATA_DIR/secret.key)")
+}
+
+// source says where the ring is: --key-file, else as `kadi serve` finds it.
+func (f *secretFlags) source() (server.KeySource, error) {
+	if f.keyFile != "" {
+		return server.KeySource{File: f.keyFile}, nil
+	}
+	src, err := server.FindKeySource(f.st.dataDir, f.st.databaseURL)
+	if err != nil {
+		return src, err
+	}
+	if src.File != "" {
+		if _, err := os.Stat(src.File); errors.Is(err, fs.ErrNotExist) {
+			return src, fmt.Errorf("no master key ring at %s: pass the --data-dir kadi serve uses, or --key-file", src.File)
+		}
+	}
+	return src, nil
+}
+
+// checkDatabase refuses a mistyped --data-dir before the ring is touched.
+func (f *secretFlags) checkDatabase() error {
+	if f.st.databaseURL == "" {
+		if _, err := os.Stat(server.DatabaseURL(f.st.dataDir, "")); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("no Kadi database in %s: pass the --data-dir kadi serve uses (or --database-url)", f.st.dataDir)
+		}
+	}
+	return nil
+}
+
+func secretCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "rotate":
+			return secretRotate(ctx, args[1:], stdout, stderr)
+		case "reseal":
+			return secretReseal(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprint(stderr, usage)
+	return errUsage
+}
+
+// secretRotate makes a new master key the ring's current one, keeping the
+// previous keys, then re-seals the stored secrets under it.
+func secretRotate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var f secretFlags
+	reseal := true
+	fset := newFlags("secret rotate", stderr)
+	f.register(fset)
+	fset.BoolVar(&reseal, "reseal", true, "re-seal the stored secrets under the new key at once (false when other nodes read their own copy of the ring: copy it to them first, then run kadi secret reseal)")
+	if err := parseFlags(fset, args); err != nil {
+		return err
+	}
+	src, err := f.source()
+	if err != nil {
+		return err
+	}
+	if err := f.checkDatabase(); err != nil {
+		return err
+	}
+	if src.Env != "" {
+		r, err := keyring.Parse(os.Getenv(src.Env))
+		if err != nil {
+			return fmt.Errorf("%s: %w", src.Env, err)
+		}
+		next := r.Rotate(secret.RandomBytes(32))
+		fmt.Fprintf(stderr, `The master key comes from %[1]s, which this command cannot change. The new ring is below
+(on stdout; it is secret). Set %[1]s to it on every node and for the CLI, restart the nodes,
+then run "kadi secret reseal". Until every node has it, keep the old value everywhere.
+`, src.Env)
+		fmt.Fprintf(stdout, "%s=%s\n", src.Env, next.OneLine())
+		return nil
+	}
+	old, err := keyring.Load(src.File)
+	if err != nil {
+		return err
+	}
+	next := old.Ring().Rotate(secret.RandomBytes(32))
+	if err := keyring.WriteFile(src.File, next); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Master key rotated in %s: the current key is now %s; the previous keys are kept, so tokens and values they made keep working.\n",
+		src.File, next.Current().ID)
+	if !reseal {
+		fmt.Fprintln(stdout, `Stored secrets not re-sealed yet: copy the ring to every node, then run "kadi secret reseal".`)
+		return nil
+	}
+	return resealWith(ctx, &f, src, stdout)
+}
+
+// secretReseal re-seals the stored secrets under the ring's current key.
+func secretReseal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var f secretFlags
+	fset := newFlags("secret reseal", stderr)
+	f.register(fset)
+	if err := parseFlags(fset, args); err != nil {
+		return err
+	}
+	src, err := f.source()
+	if err != nil {
+		return err
+	}
+	if err := f.checkDatabase(); err != nil {
+		return err
+	}
+	return resealWith(ctx, &f, src, stdout)
+}
+
+func resealWith(ctx context.Context, f *secretFlags, src server.KeySource, stdout io.Writer) error {
+	var keys *keyring.Keyring
+	if src.Env != "" {
+		r, err := keyring.Parse(os.Getenv(src.Env))
+		if err != nil {
+			return fmt.Errorf("%s: %w", src.Env, err)
+		}
+		keys = keyring.New(r)
+	} else {
+		var err error
+		if keys, err = keyring.Load(src.File); err != nil {
+			return err
+		}
+	}
+	db, err := server.OpenStoreWithKeys(ctx, f.st.dataDir, f.st.databaseURL, keys)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	stats, err := db.Reseal(ctx)
+	if err != nil {
+		return fmt.Errorf("re-seal stored secrets (nothing was changed): %w", err)
+	}
+	fmt.Fprintf(stdout, "Stored secrets re-sealed under key %s: %d re-sealed, %d already under it.\n", keys.Ring().Current().ID, stats.Resealed, stats.Current)
+	if stats.Changed > 0 {
+		fmt.Fprintf(stdout, "%d changed by a node meanwhile; run \"kadi secret reseal\" again before retiring a key.\n", stats.Changed)
+	}
+	return nil
+}
