@@ -38,6 +38,11 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logLevel *
 		cfg.MetricsAllow = allow
 		return err
 	})
+	fs.Func("trusted-proxies", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For or Forwarded header names the client (default none: the socket's peer is the client)", func(v string) error {
+		trusted, err := parsePrefixes(v)
+		cfg.TrustedProxies = trusted
+		return err
+	})
 	fs.StringVar(&cfg.TimeZone, "timezone", cfg.TimeZone, "IANA time zone of dates in callbacks and IPN, and of an order.expiry without an offset")
 	fs.StringVar(&cfg.DefaultRegion, "default-region", cfg.DefaultRegion, "region (ISO 3166 alpha-2) whose national form customers' mobile numbers may use, e.g. 0712345678 in KE")
 	fs.IntVar(&cfg.IPN.Workers, "ipn-workers", cfg.IPN.Workers, "IPN requests in flight at once on this node")

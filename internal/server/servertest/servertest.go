@@ -47,6 +47,8 @@ type Options struct {
 	PublicURL    string           // default http://kadi.test
 	// MetricsAllow replaces the peers /metrics answers (default loopback).
 	MetricsAllow []netip.Prefix
+	// TrustedProxies are the peers whose forwarding headers are believed.
+	TrustedProxies []netip.Prefix
 	// Restart, when set, starts on that gateway's data dir and master key
 	// with that gateway's clock: what a node restarted with new flags sees.
 	Restart *Gateway
@@ -84,6 +86,7 @@ func Start(tb testing.TB, opts Options) *Gateway {
 	if opts.MetricsAllow != nil {
 		cfg.MetricsAllow = opts.MetricsAllow
 	}
+	cfg.TrustedProxies = opts.TrustedProxies
 	if opts.TimeZone != "" {
 		cfg.TimeZone = opts.TimeZone
 	}
