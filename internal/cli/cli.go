@@ -24,7 +24,7 @@ import (
 const usage = `kadi: a hosted card payment gateway
 
 Usage:
-  kadi serve   [--addr 127.0.0.1:8080] [--data-dir DIR] [--public-url URL] [--database-url URL] [--allow-private-ipn] [--form-addr ADDR] [--dashboard-addr ADDR] [--metrics-addr ADDR]
+  kadi serve   [--addr 127.0.0.1:8080] [--data-dir DIR] [--public-url URL] [--database-url URL] [--allow-private-ipn] [--form-addr ADDR] [--dashboard-addr ADDR] [--metrics-addr ADDR] [--trusted-proxies CIDR,…] [--log-format json|text]
   kadi demo    [--addr 127.0.0.1:8080] [--shop-addr 127.0.0.1:8081] [--data-dir DIR]
   kadi merchant create     --data-dir DIR --name NAME [--json]
   kadi merchant set-ipn    --data-dir DIR --merchant CODE --mode test|live --url URL --username U --password P
