@@ -112,7 +112,7 @@ func TestBackupRefuses(t *testing.T) {
 		}
 	}
 	if b, _ := os.ReadFile(taken); string(b) != "x" {
-		t.Errorf("an existing file was overwritten: %q", b)
+		t.Errorf("an existing file was overwritten (%d bytes now)", len(b))
 	}
 
 	garbage := filepath.Join(dir, "garbage.db")
