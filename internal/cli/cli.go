@@ -32,6 +32,7 @@ Usage:
   kadi ipn list   --data-dir DIR --merchant CODE [--mode test|live] [--status pending|delivered|failed] [--timezone ZONE] [--json]
   kadi ipn show   ID --data-dir DIR [--timezone ZONE] [--json]
   kadi ipn replay ID --data-dir DIR
+  kadi backup  --data-dir DIR --out DIR2
 
   kadi version
 
@@ -85,6 +86,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	case "ipn":
 		return ipnCommand(ctx, args[1:], stdout, stderr)
+	case "backup":
+		return backupCommand(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
