@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -92,4 +95,38 @@ func TestTrustedProxiesOnTheRealBinary(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Mistakes in the new serve flags are usage errors that say what is wrong.
+func TestServeProxyAndLogFlagMistakes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0", "--log-format", "xml"}, `--log-format must be json or text, not "xml"`},
+		{[]string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0", "--trusted-proxies", "proxy.internal"}, "neither a CIDR prefix nor an IP address"},
+	} {
+		_, stderr, err := runKadi(t, tc.args...)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(stderr), tc.want) || !strings.Contains(string(stderr), "usage: kadi serve") {
+			t.Errorf("kadi %v: %v, stderr %s; want exit 2 saying %q", tc.args, err, stderr, tc.want)
+		}
+	}
+}
+
+// --log-format text on the real binary: key=value lines, though stderr is a
+// file (where the default is JSON, which every other test reads).
+func TestServeLogFormatText(t *testing.T) {
+	g := startGateway(t, nil, "--log-format", "text")
+	resp, err := http.Get(g.BaseURL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	g.Stop()
+	logs := string(g.Logs())
+	if !strings.Contains(logs, "level=INFO msg=request ") || !strings.Contains(logs, "path=/healthz status=200") || strings.Contains(logs, `{"time"`) {
+		t.Errorf("--log-format text wrote:\n%s", tail(g.Logs(), 10))
+	}
 }
