@@ -24,7 +24,7 @@ import (
 const usage = `kadi: a hosted card payment gateway
 
 Usage:
-  kadi serve   [--addr 127.0.0.1:8080] [--data-dir DIR] [--public-url URL] [--database-url URL] [--allow-private-ipn] [--form-addr ADDR] [--dashboard-addr ADDR] [--metrics-addr ADDR]
+  kadi serve   [--addr 127.0.0.1:8080] [--data-dir DIR] [--public-url URL] [--database-url URL] [--allow-private-ipn] [--form-addr ADDR] [--dashboard-addr ADDR] [--metrics-addr ADDR] [--trusted-proxies CIDR,…] [--log-format json|text]
   kadi demo    [--addr 127.0.0.1:8080] [--shop-addr 127.0.0.1:8081] [--data-dir DIR]
   kadi merchant create     --data-dir DIR --name NAME [--json]
   kadi merchant set-ipn    --data-dir DIR --merchant CODE --mode test|live --url URL --username U --password P
@@ -34,6 +34,7 @@ Usage:
   kadi ipn replay ID --data-dir DIR
   kadi secret rotate [--data-dir DIR | --database-url URL] [--key-file FILE] [--reseal=false]
   kadi secret reseal [--data-dir DIR | --database-url URL] [--key-file FILE]
+  kadi backup  --data-dir DIR --out DIR2
 
   kadi version
 
@@ -89,6 +90,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return ipnCommand(ctx, args[1:], stdout, stderr)
 	case "secret":
 		return secretCommand(ctx, args[1:], stdout, stderr)
+	case "backup":
+		return backupCommand(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -24,9 +24,10 @@ import (
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := server.Defaults()
 	var st storeFlags
-	var level, shopAddr string
+	var logs logFlags
+	var shopAddr string
 	fs := newFlags("demo", stderr)
-	serveFlags(fs, &cfg, &st, &level)
+	serveFlags(fs, &cfg, &st, &logs)
 	fs.StringVar(&shopAddr, "shop-addr", "127.0.0.1:8081", "listen address of the demo shop")
 	st.dataDir = ""
 	if err := parseFlags(fs, args); err != nil {
@@ -43,7 +44,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		st.dataDir = dir
 	}
 	cfg.DataDir, cfg.DatabaseURL, cfg.AllowPrivateIPN = st.dataDir, st.databaseURL, true
-	log, err := newLogger(stderr, level)
+	log, err := newLogger(stderr, logs)
 	if err != nil {
 		return usageErr(fs, err)
 	}

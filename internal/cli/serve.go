@@ -16,7 +16,7 @@ import (
 )
 
 // serveFlags binds `kadi serve`'s flags onto a server.Config.
-func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logLevel *string) {
+func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logFlags) {
 	st.register(fs)
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address for the API, the hosted form and /healthz")
 	fs.StringVar(&cfg.PublicURL, "public-url", "", "the URL merchants and customers reach this gateway at (default http://ADDR)")
@@ -38,6 +38,11 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logLevel *
 		cfg.MetricsAllow = allow
 		return err
 	})
+	fs.Func("trusted-proxies", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For or Forwarded header names the client (default none: the socket's peer is the client)", func(v string) error {
+		trusted, err := parsePrefixes(v)
+		cfg.TrustedProxies = trusted
+		return err
+	})
 	fs.StringVar(&cfg.TimeZone, "timezone", cfg.TimeZone, "IANA time zone of dates in callbacks and IPN, and of an order.expiry without an offset")
 	fs.StringVar(&cfg.DefaultRegion, "default-region", cfg.DefaultRegion, "region (ISO 3166 alpha-2) whose national form customers' mobile numbers may use, e.g. 0712345678 in KE")
 	fs.IntVar(&cfg.IPN.Workers, "ipn-workers", cfg.IPN.Workers, "IPN requests in flight at once on this node")
@@ -52,20 +57,24 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logLevel *
 	fs.IntVar(&cfg.DBPool.MaxConns, "db-max-conns", cfg.DBPool.MaxConns, "PostgreSQL: connections this node keeps at most, all kept open while in use; the default is 4 per core, at least 8")
 	fs.DurationVar(&cfg.DBPool.MaxIdleTime, "db-conn-idle-time", cfg.DBPool.MaxIdleTime, "PostgreSQL: close a connection unused this long")
 	fs.DurationVar(&cfg.DBPool.MaxLifetime, "db-conn-lifetime", cfg.DBPool.MaxLifetime, "PostgreSQL: replace every connection after this long (to follow a failover or a pooler)")
-	fs.StringVar(logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&logs.level, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&logs.format, "log-format", "", "json or text (default: text when stderr is a terminal, json otherwise)")
 }
+
+// logFlags are how a long-running command logs.
+type logFlags struct{ level, format string }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := server.Defaults()
 	var st storeFlags
-	var level string
+	var logs logFlags
 	fs := newFlags("serve", stderr)
-	serveFlags(fs, &cfg, &st, &level)
+	serveFlags(fs, &cfg, &st, &logs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg.DataDir, cfg.DatabaseURL = st.dataDir, st.databaseURL
-	log, err := newLogger(stderr, level)
+	log, err := newLogger(stderr, logs)
 	if err != nil {
 		return usageErr(fs, err)
 	}
@@ -84,7 +93,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer g.Close()
-	log.Info("kadi serving", "addr", ln.Addr().String(), "public_url", cfg.PublicURL, "database", redactURL(server.DatabaseURL(cfg.DataDir, cfg.DatabaseURL)))
+	log.Info("kadi serving", "addr", ln.Addr().String(), "public_url", cfg.PublicURL, "database", redactURL(server.DatabaseURL(cfg.DataDir, cfg.DatabaseURL)),
+		"trusted_proxies", fmt.Sprint(cfg.TrustedProxies))
 	return g.Serve(ctx, ln)
 }
 
@@ -123,12 +133,46 @@ func limitMemory(log *slog.Logger) {
 	log.Debug("soft memory limit", "bytes", defaultMemoryLimit)
 }
 
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+func newLogger(w io.Writer, f logFlags) (*slog.Logger, error) {
 	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
+	if err := l.UnmarshalText([]byte(f.level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
+	format, err := logFormat(f.format, w)
+	if err != nil {
+		return nil, err
+	}
+	if format == "text" {
+		return logging.NewText(w, l), nil
+	}
 	return logging.New(w, l), nil
+}
+
+// logFormat is the format asked for, or by default the one that suits
+// where the log goes.
+func logFormat(asked string, w io.Writer) (string, error) {
+	switch asked {
+	case "json", "text":
+		return asked, nil
+	case "":
+		if isTerminal(w) {
+			return "text", nil
+		}
+		return "json", nil
+	}
+	return "", fmt.Errorf("--log-format must be json or text, not %q", asked)
+}
+
+// isTerminal reports whether w is a character device: someone reading at a
+// terminal, rather than a file, a pipe or journald's socket, which get JSON
+// for their log processors. (/dev/null is one too; nobody reads it.)
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // redactURL hides a password in a database URL before it is logged.

@@ -1,8 +1,14 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -19,6 +25,71 @@ func TestParsePrefixes(t *testing.T) {
 	for _, bad := range []string{"10.0.0.0/33", "localhost", "10.0.0.0/8;1.2.3.4"} {
 		if _, err := parsePrefixes(bad); err == nil {
 			t.Errorf("parsePrefixes(%q) accepted", bad)
+		}
+	}
+}
+
+func TestLogFormat(t *testing.T) {
+	file, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	r, pipe, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer pipe.Close()
+	for _, tc := range []struct {
+		name, asked string
+		w           io.Writer
+		want        string
+	}{
+		{"json asked at a terminal", "json", devNull, "json"},
+		{"text asked into a file", "text", file, "text"},
+		{"default into a file", "", file, "json"},
+		{"default into a pipe", "", pipe, "json"},
+		{"default into a buffer", "", &bytes.Buffer{}, "json"},
+		// /dev/null is a character device, as a terminal is.
+		{"default to a character device", "", devNull, "text"},
+	} {
+		got, err := logFormat(tc.asked, tc.w)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %q, %v; want %q", tc.name, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"JSON", "xml", "logfmt", " text"} {
+		_, err := newLogger(&bytes.Buffer{}, logFlags{level: "info", format: bad})
+		if err == nil || !strings.Contains(err.Error(), "--log-format must be json or text") {
+			t.Errorf("--log-format %q: %v", bad, err)
+		}
+	}
+	// What each format writes, card numbers redacted in both.
+	for _, tc := range []struct {
+		format string
+		isJSON bool
+	}{{"json", true}, {"text", false}} {
+		var buf bytes.Buffer
+		log, err := newLogger(&buf, logFlags{level: "info", format: tc.format})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Info("hello", "card", "4242424242424242")
+		out := buf.String()
+		if got := json.Valid(buf.Bytes()); got != tc.isJSON {
+			t.Errorf("--log-format %s wrote %q", tc.format, out)
+		}
+		if !tc.isJSON && !strings.HasPrefix(out, "time=") {
+			t.Errorf("--log-format text wrote %q", out)
+		}
+		if strings.Contains(out, "4242424242424242") {
+			t.Errorf("--log-format %s: card number in clear: %s", tc.format, out)
 		}
 	}
 }

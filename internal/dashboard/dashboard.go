@@ -12,7 +12,6 @@ import (
 	"errors"
 	"html/template"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -23,6 +22,7 @@ import (
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/card"
+	"github.com/kadipay/kadi/internal/clientaddr"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/logging"
 	"github.com/kadipay/kadi/internal/merchant"
@@ -292,13 +292,10 @@ func back(w http.ResponseWriter, r *http.Request, to, note string) {
 	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
+// clientIP is the address throttles, lockouts and audit lines count: the
+// one the request middleware decided (behind a trusted proxy, the client it
+// names).
+func clientIP(r *http.Request) string { return clientaddr.From(r) }
 
 var errBadInput = errors.New("bad input")
 

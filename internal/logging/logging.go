@@ -1,5 +1,5 @@
-// Package logging builds the gateway's structured logger: JSON lines that
-// carry the request id and never a card number.
+// Package logging builds the gateway's structured logger: JSON (or, for a
+// terminal, text) lines that carry the request id and never a card number.
 package logging
 
 import (
@@ -54,9 +54,16 @@ func Notes(ctx context.Context) []any {
 	return nil
 }
 
-// New returns a JSON logger writing to w.
+// New returns a JSON logger writing to w: one object a line, for log
+// collectors.
 func New(w io.Writer, level slog.Level) *slog.Logger {
 	return slog.New(&redactor{next: slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})})
+}
+
+// NewText returns a logger writing key=value lines to w, for people at a
+// terminal. It redacts exactly as New does.
+func NewText(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(&redactor{next: slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})})
 }
 
 // redactor masks anything that looks like a card number in the message and

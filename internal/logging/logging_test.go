@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -36,21 +37,27 @@ func TestRedactsCardNumbersEverywhere(t *testing.T) {
 			l.WarnContext(ctx, "x", "err", errors.Join(errors.New("a"), errors.New(pan)))
 		}},
 	}
+	formats := []struct {
+		name string
+		new  func(io.Writer, slog.Level) *slog.Logger
+	}{{"json", logging.New}, {"text", logging.NewText}}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			tc.log(logging.New(&buf, slog.LevelDebug), context.Background())
-			out := buf.String()
-			if out == "" {
-				t.Fatal("nothing logged")
-			}
-			if strings.Contains(strings.ReplaceAll(out, " ", ""), pan) {
-				t.Errorf("card number in clear: %s", out)
-			}
-			if !strings.Contains(out, "424242******4242") {
-				t.Errorf("masked form missing, so the redactor was not applied: %s", out)
-			}
-		})
+		for _, f := range formats {
+			t.Run(f.name+" "+tc.name, func(t *testing.T) {
+				var buf bytes.Buffer
+				tc.log(f.new(&buf, slog.LevelDebug), context.Background())
+				out := buf.String()
+				if out == "" {
+					t.Fatal("nothing logged")
+				}
+				if strings.Contains(strings.ReplaceAll(out, " ", ""), pan) {
+					t.Errorf("card number in clear: %s", out)
+				}
+				if !strings.Contains(out, "424242******4242") {
+					t.Errorf("masked form missing, so the redactor was not applied: %s", out)
+				}
+			})
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kadipay/kadi/internal/card"
+	"github.com/kadipay/kadi/internal/clientaddr"
 	"github.com/kadipay/kadi/internal/logging"
 	"github.com/kadipay/kadi/internal/secret"
 )
@@ -40,8 +41,10 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 }
 
 // withRequest gives every request an id (a sane incoming one is kept, so a
-// merchant can correlate), bounds its body, recovers panics and logs it once.
-func withRequest(next http.Handler, log *slog.Logger) http.Handler {
+// merchant can correlate) and its client address (decided here once, so
+// that throttle, lockout, audit and this log agree), bounds its body,
+// recovers panics and logs it once.
+func withRequest(next http.Handler, log *slog.Logger, addrs clientaddr.Resolver) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(RequestIDHeader)
 		// An id that looks like a card number would be logged and echoed in
@@ -49,7 +52,8 @@ func withRequest(next http.Handler, log *slog.Logger) http.Handler {
 		if !safeRequestID.MatchString(id) || card.Redact(id) != id {
 			id = secret.NewID("req")
 		}
-		ctx := logging.WithRequestID(r.Context(), id)
+		client := addrs.Resolve(r.RemoteAddr, r.Header)
+		ctx := clientaddr.With(logging.WithRequestID(r.Context(), id), client)
 		r = r.WithContext(ctx)
 		w.Header().Set(RequestIDHeader, id)
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
@@ -69,8 +73,12 @@ func withRequest(next http.Handler, log *slog.Logger) http.Handler {
 			}
 			// The path only: query strings can hold references but never
 			// card data, which travels in bodies, and bodies are not logged.
-			log.InfoContext(ctx, "request", append([]any{"method", r.Method, "path", loggedPath(r.URL.Path), "status", rec.status,
-				"duration_ms", time.Since(start).Milliseconds(), "remote", r.RemoteAddr}, logging.Notes(ctx)...)...)
+			attrs := []any{"method", r.Method, "path", loggedPath(r.URL.Path), "status", rec.status,
+				"duration_ms", time.Since(start).Milliseconds(), "remote", client}
+			if peer := clientaddr.Socket(r.RemoteAddr); peer != client {
+				attrs = append(attrs, "proxy", peer) // who vouched for remote
+			}
+			log.InfoContext(ctx, "request", append(attrs, logging.Notes(ctx)...)...)
 		}()
 		next.ServeHTTP(rec, r)
 	})

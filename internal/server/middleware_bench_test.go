@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kadipay/kadi/internal/clientaddr"
 	"github.com/kadipay/kadi/internal/logging"
 )
 
@@ -29,8 +30,8 @@ func BenchmarkMiddleware(b *testing.B) {
 		h    http.Handler
 	}{
 		{"bare handler", ok},
-		{"no log output", withRequest(ok, logging.New(io.Discard, slog.LevelInfo))},
-		{"log to a file", withRequest(ok, logging.New(f, slog.LevelInfo))},
+		{"no log output", withRequest(ok, logging.New(io.Discard, slog.LevelInfo), clientaddr.Resolver{})},
+		{"log to a file", withRequest(ok, logging.New(f, slog.LevelInfo), clientaddr.Resolver{})},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			req := httptest.NewRequest(http.MethodGet, "/healthz", nil)

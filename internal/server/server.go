@@ -24,6 +24,7 @@ import (
 	"github.com/kadipay/kadi/internal/api"
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/clientaddr"
 	"github.com/kadipay/kadi/internal/dashboard"
 	"github.com/kadipay/kadi/internal/form"
 	"github.com/kadipay/kadi/internal/ipn"
@@ -68,6 +69,11 @@ type Config struct {
 	// else gets the 404 of an unknown path. Business volume is nobody
 	// else's business.
 	MetricsAllow []netip.Prefix
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For or
+	// Forwarded header names the client (for throttle, lockout, audit and
+	// logs); from anyone else the socket's peer is the client. None by
+	// default: a header anyone can send must not pick the address counted.
+	TrustedProxies []netip.Prefix
 	// MetricsRefresh is how often gauges read from the database are
 	// brought up to date; scrapes read the last values.
 	MetricsRefresh time.Duration
@@ -273,9 +279,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if cfg.MetricsAddr == "" {
 		mux.Handle("GET /metrics", onlyFrom(cfg.MetricsAllow, g.metricsHandler, http.HandlerFunc(notFound)))
 	}
-	g.Handler = withRequest(mux, log)
-	g.FormHandler = withRequest(formMux, log)
-	g.DashboardHandler = withRequest(dashMux, log)
+	addrs := clientaddr.NewResolver(cfg.TrustedProxies)
+	g.Handler = withRequest(mux, log, addrs)
+	g.FormHandler = withRequest(formMux, log, addrs)
+	g.DashboardHandler = withRequest(dashMux, log, addrs)
 	return g, nil
 }
 
@@ -376,7 +383,9 @@ func (g *Gateway) refreshGauges(ctx context.Context) {
 }
 
 // onlyFrom serves h to peers inside allow and other to everyone else. The
-// peer is the socket's address: forwarded headers are not believed here.
+// peer is the socket's address, never the client a trusted proxy names:
+// behind a proxy on loopback every outside request would otherwise look
+// local, and --metrics-allow names who may connect, not who says so.
 func onlyFrom(allow []netip.Prefix, h, other http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ap, err := netip.ParseAddrPort(r.RemoteAddr)

@@ -50,6 +50,8 @@ type Options struct {
 	// DatabaseURL, when set, runs the gateway on that PostgreSQL instead
 	// of SQLite in its data dir.
 	DatabaseURL string
+	// TrustedProxies are the peers whose forwarding headers are believed.
+	TrustedProxies []netip.Prefix
 	// Restart, when set, starts on that gateway's data dir and master key
 	// with that gateway's clock: what a node restarted with new flags sees.
 	Restart *Gateway
@@ -88,6 +90,7 @@ func Start(tb testing.TB, opts Options) *Gateway {
 	if opts.MetricsAllow != nil {
 		cfg.MetricsAllow = opts.MetricsAllow
 	}
+	cfg.TrustedProxies = opts.TrustedProxies
 	if opts.TimeZone != "" {
 		cfg.TimeZone = opts.TimeZone
 	}
