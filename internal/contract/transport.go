@@ -10,11 +10,7 @@ import (
 // Covers reports whether the document has an operation for req's method and
 // path.
 func (v *Validator) Covers(req *http.Request) bool {
-	r := req.Clone(req.Context())
-	if p := r.URL.Path; len(p) > 1 && p[len(p)-1] == '/' {
-		r.URL.Path, r.URL.RawPath = p[:len(p)-1], ""
-	}
-	_, _, err := v.router.FindRoute(r)
+	_, _, err := v.router.FindRoute(routable(req))
 	return err == nil
 }
 
