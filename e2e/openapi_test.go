@@ -3,9 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -85,5 +88,78 @@ func TestOpenAPIServed(t *testing.T) {
 		if !bytes.Contains(page, []byte(want)) {
 			t.Errorf("/docs does not mention %s", want)
 		}
+	}
+}
+
+// The IPN the real binary sends follows the document's webhook (headers,
+// Basic credentials, body), and the delivery log endpoints answer as
+// documented: list, one event with its history, a replay, and the errors
+// of each. Every answer goes through the contract-checking transport.
+func TestIPNFollowsTheDocument(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var ids []string
+	var broken []error
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err == nil {
+			err = contractCheck.Webhook("ipn", r, body)
+		}
+		mu.Lock()
+		ids = append(ids, r.Header.Get("webhook-id"))
+		if err != nil {
+			broken = append(broken, err)
+		}
+		mu.Unlock()
+		fmt.Fprint(w, "ok")
+	}))
+	defer receiver.Close()
+	received := func() (int, []error) { mu.Lock(); defer mu.Unlock(); return len(ids), append([]error(nil), broken...) }
+
+	var m merchantCreds
+	g := startGateway(t, func(dir string) {
+		m = createMerchant(t, dir, "Contract Shop")
+		if _, stderr, err := runKadi(t, "merchant", "set-ipn", "--data-dir", dir, "--merchant", m.MerchantCode, "--mode", "test",
+			"--url", receiver.URL+"/ipn", "--username", "shop", "--password", "ipn-secret-1"); err != nil {
+			t.Fatalf("set-ipn: %v %s", err, stderr)
+		}
+	}, "--allow-private-ipn", "--ipn-poll", "100ms")
+	s := newShopper(t, g, m)
+	b := s.createBill(t, "CONTRACT1", "1500.00")
+	if page := s.submit(t, s.paymentForm(t, b, testCard("4242424242424242"))); !strings.Contains(page.Body, "Transaction Successfull") {
+		t.Fatalf("payment: %s", page.Body)
+	}
+	waitFor(t, "the IPN", func() bool { n, _ := received(); return n >= 1 })
+
+	key := "Basic " + m.Test.APIKey
+	var list struct {
+		Notifications []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"notifications"`
+	}
+	waitFor(t, "the IPN to be logged as delivered", func() bool {
+		call(t, g, http.MethodGet, "/payment/v2/notifications?status=delivered", key, "", "", http.StatusOK, &list)
+		return len(list.Notifications) == 1
+	})
+	id := list.Notifications[0].ID
+	var one map[string]any
+	call(t, g, http.MethodGet, "/payment/v2/notifications/"+id, key, "", "", http.StatusOK, &one)
+	call(t, g, http.MethodPost, "/payment/v2/notifications/"+id+"/replay", key, "", "", http.StatusAccepted, &one)
+	waitFor(t, "the replayed IPN", func() bool { n, _ := received(); return n >= 2 })
+
+	var refused map[string]any
+	call(t, g, http.MethodGet, "/payment/v2/notifications?status=lost", key, "", "", http.StatusBadRequest, &refused)
+	call(t, g, http.MethodGet, "/payment/v2/notifications/msg_000000000000000000000000", key, "", "", http.StatusNotFound, &refused)
+	call(t, g, http.MethodPost, "/payment/v2/notifications/"+id+"/replay", "Basic kadi_test_wrong", "", "", http.StatusUnauthorized, &refused)
+
+	n, errs := received()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n < 2 || ids[0] != id || ids[1] != id {
+		t.Errorf("webhook-ids %v, want the logged id %s twice", ids, id)
 	}
 }

@@ -232,3 +232,46 @@ func TestDrift(t *testing.T) {
 		}
 	}
 }
+
+func TestWebhook(t *testing.T) {
+	v := validator(t)
+	const payload = `{"callbackType":"IPN","customer":{"name":"Wanjiru Kamau","mobileNumber":"+254 712345678","reference":null},` +
+		`"transaction":{"date":"2026-11-21 14:13:34.0","reference":"SIMX","paymentMode":"CARD","amount":1500.00,"billNumber":"A9NMA2JOYJND",` +
+		`"orderAmount":1500.00,"serviceCharge":0,"servedBy":"73251053","additionalInfo":"ORD1001","status":"SUCCESS","remarks":"Payment approved"},` +
+		`"bank":{"reference":"pay_1","transactionType":"C","account":"7581494909317"}}`
+	request := func(change func(r *http.Request)) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "http://shop.example/ipn", nil)
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("webhook-id", "msg_0123456789abcdef01234567")
+		r.Header.Set("webhook-timestamp", "1795259615")
+		r.Header.Set("webhook-signature", "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=")
+		r.SetBasicAuth("shop", "secret")
+		if change != nil {
+			change(r)
+		}
+		return r
+	}
+	cases := []struct {
+		name string
+		req  *http.Request
+		body string
+		ok   bool
+	}{
+		{"as sent", request(nil), payload, true},
+		{"no webhook-id", request(func(r *http.Request) { r.Header.Del("webhook-id") }), payload, false},
+		{"a signature of another scheme", request(func(r *http.Request) { r.Header.Set("webhook-signature", "v1a,abc") }), payload, false},
+		{"no Basic credentials", request(func(r *http.Request) { r.Header.Del("Authorization") }), payload, false},
+		{"an extra field", request(nil), strings.Replace(payload, `"callbackType":"IPN",`, `"callbackType":"IPN","v":2,`, 1), false},
+		{"the amount as text", request(nil), strings.Replace(payload, `"amount":1500.00`, `"amount":"1500.00"`, 1), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := v.Webhook("ipn", tc.req, []byte(tc.body)); (err == nil) != tc.ok {
+				t.Errorf("ok %v, want %v: %v", err == nil, tc.ok, err)
+			}
+		})
+	}
+	if err := v.Webhook("nope", request(nil), []byte(payload)); err == nil {
+		t.Error("an undocumented webhook passed")
+	}
+}
