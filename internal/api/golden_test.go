@@ -272,3 +272,30 @@ func writeScalar(buf *bytes.Buffer, v any) {
 	}
 	buf.Write(bytes.TrimRight(b.Bytes(), "\n"))
 }
+
+// Every golden file is written, and so checked against api/openapi.yaml,
+// by a test: a golden no test names would be checked by nothing.
+func TestEveryGoldenIsChecked(t *testing.T) {
+	goldens, err := filepath.Glob(filepath.Join("testdata", "*.golden.json"))
+	if err != nil || len(goldens) == 0 {
+		t.Fatalf("no goldens: %v", err)
+	}
+	sources, err := filepath.Glob("*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var code strings.Builder
+	for _, src := range sources {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code.Write(b)
+	}
+	for _, g := range goldens {
+		name := strings.TrimSuffix(filepath.Base(g), ".golden.json")
+		if !strings.Contains(code.String(), `"`+name+`"`) {
+			t.Errorf("%s: no test writes it", g)
+		}
+	}
+}
