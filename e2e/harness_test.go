@@ -22,11 +22,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kadipay/kadi/client"
+	"github.com/kadipay/kadi/internal/contract"
 )
 
 // kadiBin is the binary under test, built once per test binary by TestMain.
@@ -50,7 +52,51 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: building kadi:", err)
 		return 1
 	}
-	return m.Run()
+	if contractCheck, err = contract.Load(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	// Every response the suite reads through net/http's default transport
+	// (http.Get, http.DefaultClient, clients without a transport of their
+	// own) and through the merchant clients of gateway.Client is checked
+	// against api/openapi.yaml.
+	http.DefaultTransport = contractCheck.Transport(http.DefaultTransport, contractBroken.add)
+	code := m.Run()
+	// A test may ignore a request's error; the run still fails.
+	if broken := contractBroken.all(); len(broken) > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: %d responses break api/openapi.yaml:\n", len(broken))
+		for _, err := range broken {
+			fmt.Fprintln(os.Stderr, " ", err)
+		}
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// contractCheck is api/openapi.yaml, which every response of the gateway
+// to a documented operation must follow: status, headers and body.
+var contractCheck *contract.Validator
+
+// contractBroken collects the responses that did not.
+var contractBroken mismatches
+
+type mismatches struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (m *mismatches) add(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.errs = append(m.errs, err)
+}
+
+func (m *mismatches) all() []error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]error(nil), m.errs...)
 }
 
 // Generous bounds: the suite must pass on a loaded 2-core machine.
@@ -405,7 +451,7 @@ func (g *gateway) clientWithKey(t testing.TB, m merchantCreds, apiKey string) *c
 	g.transports = append(g.transports, tr)
 	c, err := client.New(client.Config{
 		BaseURL: g.BaseURL, APIKey: apiKey, Username: m.MerchantCode, Password: m.Password,
-		HTTPClient: &http.Client{Timeout: 60 * time.Second, Transport: tr},
+		HTTPClient: &http.Client{Timeout: 60 * time.Second, Transport: contractCheck.Transport(tr, contractBroken.add)},
 	})
 	if err != nil {
 		t.Fatalf("client.New: %v", err)

@@ -78,8 +78,9 @@ func TestBillResponses(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := g.Serve(servertest.BillRequest(token, tc.body))
-			checkGolden(t, tc.golden, rec, known(c))
+			req := servertest.BillRequest(token, tc.body)
+			rec := g.Serve(req)
+			checkGolden(t, tc.golden, req, rec, known(c))
 			if rec.Code != http.StatusOK {
 				// status must be the JSON boolean false, never "false".
 				var raw map[string]json.RawMessage

@@ -5,14 +5,17 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/kadipay/kadi/internal/contract"
 	"github.com/kadipay/kadi/internal/merchant"
 )
 
@@ -55,11 +58,35 @@ func known(cs ...merchant.Credentials) map[string]string {
 	return out
 }
 
-// checkGolden compares rec, normalised, with testdata/name.golden.json, and
-// checks the rules every API response keeps: a request id, and a message on
-// every error.
-func checkGolden(t *testing.T, name string, rec *httptest.ResponseRecorder, knownValues map[string]string) {
+// document is api/openapi.yaml, loaded once per test binary.
+var document = sync.OnceValues(contract.Load)
+
+// checkContract checks rec, the answer to req, against api/openapi.yaml:
+// the operation for req's method and path must document its status, its
+// headers and its body, field for field. An answer of no operation (an
+// unknown path) must be the document's Error.
+func checkContract(t *testing.T, name string, req *http.Request, rec *httptest.ResponseRecorder) {
 	t.Helper()
+	v, err := document()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Covers(req) {
+		err = v.Response(req, rec.Code, rec.Header(), rec.Body.Bytes())
+	} else {
+		err = v.Body("Error", rec.Body.Bytes())
+	}
+	if err != nil {
+		t.Errorf("%s: %v", name, err)
+	}
+}
+
+// checkGolden compares rec, normalised, with testdata/name.golden.json,
+// checks it against api/openapi.yaml (checkContract), and checks the rules
+// every API response keeps: a request id, and a message on every error.
+func checkGolden(t *testing.T, name string, req *http.Request, rec *httptest.ResponseRecorder, knownValues map[string]string) {
+	t.Helper()
+	checkContract(t, name, req, rec)
 	if rec.Header().Get("X-Request-Id") == "" {
 		t.Errorf("%s: response has no X-Request-Id header", name)
 	}
@@ -244,4 +271,31 @@ func writeScalar(buf *bytes.Buffer, v any) {
 		panic(err)
 	}
 	buf.Write(bytes.TrimRight(b.Bytes(), "\n"))
+}
+
+// Every golden file is written, and so checked against api/openapi.yaml,
+// by a test: a golden no test names would be checked by nothing.
+func TestEveryGoldenIsChecked(t *testing.T) {
+	goldens, err := filepath.Glob(filepath.Join("testdata", "*.golden.json"))
+	if err != nil || len(goldens) == 0 {
+		t.Fatalf("no goldens: %v", err)
+	}
+	sources, err := filepath.Glob("*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var code strings.Builder
+	for _, src := range sources {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code.Write(b)
+	}
+	for _, g := range goldens {
+		name := strings.TrimSuffix(filepath.Base(g), ".golden.json")
+		if !strings.Contains(code.String(), `"`+name+`"`) {
+			t.Errorf("%s: no test writes it", g)
+		}
+	}
 }

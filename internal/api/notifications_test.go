@@ -22,6 +22,14 @@ func notificationsRequest(method, path, apiKey string) *http.Request {
 	return req
 }
 
+// checked serves req and checks the answer against api/openapi.yaml.
+func checked(t *testing.T, g *servertest.Gateway, req *http.Request) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := g.Serve(req)
+	checkContract(t, req.Method+" "+req.URL.Path, req, rec)
+	return rec
+}
+
 func decodeInto(t *testing.T, rec *httptest.ResponseRecorder, want int, v any) {
 	t.Helper()
 	if rec.Code != want {
@@ -44,7 +52,7 @@ func TestNotificationsAPI(t *testing.T) {
 	g.Pay(c, token, "NOTE2", "20", servertest.Card{Number: decliningCard, CVV: "737"})
 
 	var list struct{ Notifications []api.NotificationResponse }
-	decodeInto(t, g.Serve(notificationsRequest(http.MethodGet, "/payment/v2/notifications", key)), http.StatusOK, &list)
+	decodeInto(t, checked(t, g, notificationsRequest(http.MethodGet, "/payment/v2/notifications", key)), http.StatusOK, &list)
 	if len(list.Notifications) != 1 {
 		t.Fatalf("%d notifications, want 1 (the approved payment only)", len(list.Notifications))
 	}
@@ -54,7 +62,7 @@ func TestNotificationsAPI(t *testing.T) {
 	}
 
 	var shown api.NotificationResponse
-	decodeInto(t, g.Serve(notificationsRequest(http.MethodGet, "/payment/v2/notifications/"+n.ID, key)), http.StatusOK, &shown)
+	decodeInto(t, checked(t, g, notificationsRequest(http.MethodGet, "/payment/v2/notifications/"+n.ID, key)), http.StatusOK, &shown)
 	if shown.ID != n.ID || shown.PaymentID == "" {
 		t.Fatalf("shown %+v", shown)
 	}
@@ -68,21 +76,21 @@ func TestNotificationsAPI(t *testing.T) {
 		"malformed id":     notificationsRequest(http.MethodGet, "/payment/v2/notifications/msg_%ff", key),
 		"no such event id": notificationsRequest(http.MethodGet, "/payment/v2/notifications/msg_000000000000000000000000", key),
 	} {
-		if rec := g.Serve(req); rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `"code":"not_found"`) {
+		if rec := checked(t, g, req); rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), `"code":"not_found"`) {
 			t.Errorf("%s: HTTP %d %s", name, rec.Code, rec.Body)
 		}
 	}
 	var otherList struct{ Notifications []api.NotificationResponse }
-	decodeInto(t, g.Serve(notificationsRequest(http.MethodGet, "/payment/v2/notifications", servertest.Key(other, merchant.Test))), http.StatusOK, &otherList)
+	decodeInto(t, checked(t, g, notificationsRequest(http.MethodGet, "/payment/v2/notifications", servertest.Key(other, merchant.Test))), http.StatusOK, &otherList)
 	if len(otherList.Notifications) != 0 {
 		t.Errorf("another merchant lists %d of this merchant's notifications", len(otherList.Notifications))
 	}
-	if rec := g.Serve(notificationsRequest(http.MethodGet, "/payment/v2/notifications?status=lost", key)); rec.Code != http.StatusBadRequest {
+	if rec := checked(t, g, notificationsRequest(http.MethodGet, "/payment/v2/notifications?status=lost", key)); rec.Code != http.StatusBadRequest {
 		t.Errorf("unknown status filter: HTTP %d", rec.Code)
 	}
 
 	var replayed api.NotificationResponse
-	decodeInto(t, g.Serve(notificationsRequest(http.MethodPost, "/payment/v2/notifications/"+n.ID+"/replay", key)), http.StatusAccepted, &replayed)
+	decodeInto(t, checked(t, g, notificationsRequest(http.MethodPost, "/payment/v2/notifications/"+n.ID+"/replay", key)), http.StatusAccepted, &replayed)
 	if replayed.ID != n.ID || replayed.Replays != 1 || replayed.Status != "pending" {
 		t.Errorf("replayed %+v: want the same id, one replay, pending", replayed)
 	}

@@ -52,7 +52,7 @@ func TestQueryResponses(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := g.Serve(tc.req)
-			checkGolden(t, tc.golden, rec, known(c, other))
+			checkGolden(t, tc.golden, tc.req, rec, known(c, other))
 			// Goldens are scrubbed; another merchant's bill must look like
 			// a missing one byte for byte.
 			if prev, ok := bodies[tc.golden]; ok && prev != rec.Body.String() && tc.golden == "query_404" {
@@ -125,7 +125,7 @@ func TestBearerRefusals(t *testing.T) {
 					req.Header.Set("Authorization", header)
 				}
 				rec := g.Serve(req)
-				checkGolden(t, r.golden, rec, known(c))
+				checkGolden(t, r.golden, req, rec, known(c))
 				if h := rec.Header().Get("WWW-Authenticate"); !strings.HasPrefix(h, "Bearer ") || !strings.Contains(h, `error="invalid_token"`) {
 					t.Errorf("%s %s: WWW-Authenticate %q", req.Method, req.URL.Path, h)
 				}
@@ -161,7 +161,8 @@ func TestUnknownPaths(t *testing.T) {
 		{http.MethodGet, "/identity/v2/token"},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
-			checkGolden(t, "not_found", g.Serve(httptestRequest(tc.method, tc.path, "")), nil)
+			req := httptestRequest(tc.method, tc.path, "")
+			checkGolden(t, "not_found", req, g.Serve(req), nil)
 		})
 	}
 }

@@ -60,7 +60,7 @@ func TestTokenResponses(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := g.Serve(tc.req)
-			checkGolden(t, tc.golden, rec, known(c))
+			checkGolden(t, tc.golden, tc.req, rec, known(c))
 			if rec.Code == http.StatusUnauthorized && !strings.HasPrefix(rec.Header().Get("WWW-Authenticate"), "Basic") {
 				t.Errorf("401 without WWW-Authenticate: Basic: %q", rec.Header().Get("WWW-Authenticate"))
 			}
@@ -116,14 +116,15 @@ func TestTokenLockout(t *testing.T) {
 			t.Fatalf("failure %d: %d %s", i, rec.Code, rec.Body)
 		}
 	}
-	rec := g.Serve(servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password))
-	checkGolden(t, "token_429", rec, known(c))
+	req := servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password)
+	rec := g.Serve(req)
+	checkGolden(t, "token_429", req, rec, known(c))
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
 		t.Fatalf("11th request: %d, Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
 	}
 
 	// The lock is on the merchant: another address does not lift it.
-	req := servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password)
+	req = servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password)
 	req.RemoteAddr = "203.0.113.9:4000"
 	if rec := g.Serve(req); rec.Code != http.StatusTooManyRequests {
 		t.Errorf("locked merchant from another address: %d", rec.Code)

@@ -27,6 +27,7 @@ var endpoints = []endpoint{
 	{"GET", "/payment/v2/query?billReference=…", "verify a payment (Bearer access token)"},
 	{"GET", "/payment/v2/notifications", "the IPN delivery log (Basic API key)"},
 	{"GET", "/healthz", "liveness"},
+	{"GET", "/docs", "the API reference (the OpenAPI 3.1 document: /openapi.json, /openapi.yaml)"},
 }
 
 const docsURL = "https://github.com/kadipay/kadi/tree/main/docs"

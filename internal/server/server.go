@@ -22,6 +22,7 @@ import (
 
 	"github.com/kadipay/kadi/internal/acquirer/sim"
 	"github.com/kadipay/kadi/internal/api"
+	"github.com/kadipay/kadi/internal/apidocs"
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/clientaddr"
@@ -257,6 +258,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 
 	mux := newMux()
 	(&api.Handler{Auth: g.Auth, Bills: g.Bills, Merchants: st, Payments: st, Notifications: st, Location: loc, Log: log}).Register(mux)
+	docs, err := apidocs.New()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	docs.Register(mux)
 	formMux := mux
 	if cfg.FormAddr != "" {
 		formMux = newMux()
