@@ -36,7 +36,7 @@ func (h *Handler) createBill(w http.ResponseWriter, r *http.Request) {
 	}
 	m, err := h.Merchants.MerchantByCode(r.Context(), c.MerchantCode)
 	if err != nil {
-		h.fail(w, r, err)
+		h.failBill(w, r, req, err)
 		return
 	}
 	b, replay, err := h.Bills.Create(r.Context(), m, c.Mode, req)
