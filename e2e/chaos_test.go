@@ -351,6 +351,10 @@ func pgOutage(t *testing.T, pg *privatePostgres, s *chaosStore) chaosOutage {
 			for what, ask := range map[string]func() (int, []byte, error){
 				"bill":  func() (int, []byte, error) { return chaosBill(hc, n.base(), s.token, s.m, ref) },
 				"query": func() (int, []byte, error) { st, b := chaosQuery(t, hc, n.base(), s.token, "X0N0"); return st, b, nil },
+				"readyz": func() (int, []byte, error) {
+					req, _ := http.NewRequest(http.MethodGet, n.base()+"/readyz", nil)
+					return chaosDo(hc, req)
+				},
 				"token": func() (int, []byte, error) {
 					st, b := clusterTokenRequest(t, &clusterNode{base: n.base()}, s.m, s.m.Test.APIKey)
 					return st, b, nil

@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A stranger's mistakes on the command line: each one exits 2 and says on
@@ -112,5 +115,23 @@ func TestServeSaysWhenReady(t *testing.T) {
 	want := "Kadi is ready: API, hosted form, dashboard, /metrics (to --metrics-allow) on " + g.BaseURL + "; SQLite in " + g.DataDir
 	if !strings.Contains(string(g.Stdout()), want) {
 		t.Errorf("no %q on stdout:\n%s", want, g.Stdout())
+	}
+	// Ready means ready: the store, its schema and the IPN worker, which
+	// starts beside the listener; an orchestrator polls until it says so.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get(g.BaseURL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && string(body) == `{"status":"ready"}` {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz 5 s after the ready line: %d %s", resp.StatusCode, body)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

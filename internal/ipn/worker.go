@@ -144,6 +144,7 @@ type Worker struct {
 	// given back (event id → claim owner): what the heartbeat renews.
 	held     map[string]string
 	stopping bool
+	running  atomic.Bool
 	active   int
 	wake     chan struct{}
 	wg       sync.WaitGroup
@@ -179,6 +180,8 @@ func (w *Worker) init() {
 // recorded, so a shutdown does not count as a failed attempt.
 func (w *Worker) Run(ctx context.Context) {
 	w.initOnce.Do(w.init)
+	w.running.Store(true)
+	defer w.running.Store(false)
 	defer w.releaseQueued()
 	// The heartbeat outlives the deliveries the shutdown waits for.
 	defer w.heartbeat()()
@@ -213,6 +216,10 @@ func (w *Worker) Run(ctx context.Context) {
 		}
 	}
 }
+
+// Running reports whether Run is delivering: a node whose notifications
+// would wait is not ready.
+func (w *Worker) Running() bool { return w.running.Load() }
 
 // claimOnce fills free slots with due events, if at least batch are free.
 // It reports whether the claim came back full, meaning more events may be

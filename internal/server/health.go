@@ -2,17 +2,24 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/kadipay/kadi/internal/outage"
 )
 
-// healthEvery is how long one store ping answers /healthz for: a probe,
-// however often it comes (a load balancer, a load test), never loads the
-// database it checks, and an outage shows within this long.
+// healthEvery is how long one store ping answers /healthz (and a round of
+// checks /readyz) for: a probe, however often it comes (a load balancer, a
+// load test), never loads the database it checks, and an outage shows
+// within this long.
 const healthEvery = 250 * time.Millisecond
 
 // health is GET /healthz: 200 while the store answers, 503 when it does not.
+// It is liveness: a node whose database is down is alive and recovers.
 type health struct {
 	ping  func(context.Context) error
 	every time.Duration
@@ -43,4 +50,59 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte(`{"status":"ok"}`))
+}
+
+// readiness is GET /readyz: 200 only when this node can do all its work:
+// the store answers, its schema has every migration of this binary, and
+// the IPN worker runs. An orchestrator sends traffic on it; /healthz
+// decides restarts.
+type readiness struct {
+	checks []readyCheck
+	health
+}
+
+type readyCheck struct {
+	name string
+	fn   func(context.Context) error
+}
+
+// notReady names the check that failed; its error stays in the logs.
+type notReady struct {
+	check string
+	err   error
+}
+
+func (e *notReady) Error() string { return e.check + ": " + e.err.Error() }
+
+func newReadiness(checks ...readyCheck) *readiness {
+	r := &readiness{checks: checks}
+	r.every = healthEvery
+	r.ping = func(ctx context.Context) error {
+		for _, c := range r.checks {
+			if err := c.fn(ctx); err != nil {
+				return &notReady{c.name, err}
+			}
+		}
+		return nil
+	}
+	return r
+}
+
+func (rd *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	err := rd.check(r.Context())
+	if err == nil {
+		_, _ = w.Write([]byte(`{"status":"ready"}`))
+		return
+	}
+	check := "unknown"
+	var nr *notReady
+	if errors.As(err, &nr) {
+		check = nr.check
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(int(outage.RetryAfter.Seconds())))
+	w.WriteHeader(http.StatusServiceUnavailable)
+	body, _ := json.Marshal(map[string]string{"status": "not ready", "failed": check})
+	_, _ = w.Write(body)
 }

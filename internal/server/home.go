@@ -27,6 +27,7 @@ var endpoints = []endpoint{
 	{"GET", "/payment/v2/query?billReference=…", "verify a payment (Bearer access token)"},
 	{"GET", "/payment/v2/notifications", "the IPN delivery log (Basic API key)"},
 	{"GET", "/healthz", "liveness"},
+	{"GET", "/readyz", "readiness: database, schema and IPN worker"},
 	{"GET", "/docs", "the API reference (the OpenAPI 3.1 document: /openapi.json, /openapi.yaml)"},
 }
 

@@ -144,6 +144,7 @@ func openStore(ctx context.Context, dataDir, url string, keys *keyring.Keyring, 
 func (g *Gateway) MetricsListener() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", g.metricsHandler)
+	mux.Handle("GET /readyz", g.ready)
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
@@ -169,6 +170,7 @@ type Gateway struct {
 	DashboardHandler http.Handler
 
 	metricsHandler http.Handler
+	ready          *readiness
 	ipnMetrics     *ipn.Metrics
 	keys           *keyring.Keyring
 	cfg            Config
@@ -243,6 +245,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	g.IPN = &ipn.Worker{Queue: st, Config: ipnCfg, Log: log, Metrics: ipnMetrics}
 
 	health := &health{ping: st.Ping, every: healthEvery}
+	g.ready = newReadiness(readyCheck{"database", st.Ping}, readyCheck{"migrations", st.Migrated},
+		readyCheck{"ipn", func(context.Context) error {
+			if !g.IPN.Running() {
+				return errors.New("the IPN worker is not running")
+			}
+			return nil
+		}})
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
@@ -251,6 +260,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	newMux := func() *http.ServeMux {
 		m := http.NewServeMux()
 		m.Handle("GET /healthz", health)
+		m.Handle("GET /readyz", g.ready)
 		m.Handle("GET /{$}", home{publicURL: cfg.PublicURL})
 		m.HandleFunc("/", notFound)
 		return m

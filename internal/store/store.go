@@ -134,6 +134,23 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 // Ping checks the database answers.
 func (s *DB) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
+// ErrBehind: the database lacks migrations this binary has (another tool
+// restored an older copy, or the migration that Open ran was rolled back).
+var ErrBehind = errors.New("the database schema is behind this binary")
+
+// Migrated checks that every migration this binary embeds is recorded as
+// applied, for readiness: a node whose schema is behind must not serve.
+func (s *DB) Migrated(ctx context.Context) error {
+	var version string
+	if err := s.queryRow(ctx, `SELECT COALESCE(MAX(version), '') FROM schema_migrations`).Scan(&version); err != nil {
+		return fmt.Errorf("read the schema version: %w", err)
+	}
+	if latest := latestMigration(); version != latest {
+		return fmt.Errorf("%w: at %q, this binary needs %q", ErrBehind, version, latest)
+	}
+	return nil
+}
+
 // Close lets queued writes commit, then releases the connection pool.
 func (s *DB) Close() error {
 	if s.writes != nil {

@@ -1,0 +1,79 @@
+package server_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/server/servertest"
+)
+
+// /readyz says ready only when the node can do all its work, and names
+// what is missing otherwise; /healthz (liveness) does not care about the
+// IPN worker or the schema.
+func TestReadiness(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	probe := func(path string) (int, map[string]string, http.Header) {
+		rec := g.ServeOnce(httptest.NewRequest(http.MethodGet, path, nil))
+		var body map[string]string
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatalf("%s: %d %q: %v", path, rec.Code, rec.Body, err)
+		}
+		return rec.Code, body, rec.Header()
+	}
+	waitFor := func(want int, failed string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			code, body, h := probe("/readyz")
+			if code == want && body["failed"] == failed {
+				if code == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
+					t.Errorf("a 503 without Retry-After")
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz: %d %v, want %d failed=%q", code, body, want, failed)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	waitFor(http.StatusServiceUnavailable, "ipn") // nothing delivers notifications yet
+	if code, _, _ := probe("/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz without the IPN worker: %d, want 200 (liveness)", code)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.IPN.Run(ctx) }()
+	defer func() { stop(); <-done }()
+	waitFor(http.StatusOK, "")
+
+	db, err := sql.Open("sqlite", filepath.Join(g.Dir, "kadi.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var latest string
+	if err := db.QueryRow(`SELECT MAX(version) FROM schema_migrations`).Scan(&latest); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DELETE FROM schema_migrations WHERE version = ?`, latest); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(http.StatusServiceUnavailable, "migrations")
+	if _, err := db.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)`, latest); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(http.StatusOK, "")
+
+	stop()
+	<-done
+	g.Store.Close()
+	waitFor(http.StatusServiceUnavailable, "database")
+}
