@@ -35,9 +35,10 @@ type Repo interface {
 
 // Service creates and finds bills.
 type Service struct {
-	Repo   Repo
-	Policy Policy
-	Now    func() time.Time
+	Repo    Repo
+	Policy  Policy
+	Now     func() time.Time
+	Metrics *Metrics // nil: none
 }
 
 // Create validates req and stores a new bill. An identical retry within the
@@ -60,6 +61,7 @@ func (s *Service) Create(ctx context.Context, m merchant.Merchant, mode merchant
 		case err != nil:
 			return Bill{}, false, fmt.Errorf("store bill: %w", err)
 		case created:
+			s.Metrics.created(mode)
 			return stored, false, nil
 		case stored.RequestHash == b.RequestHash && now.Sub(stored.CreatedAt) < IdempotencyWindow:
 			return stored, true, nil

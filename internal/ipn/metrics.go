@@ -4,17 +4,19 @@ import (
 	"context"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kadipay/kadi/internal/metrics"
 )
 
 // Metrics are the delivery series on /metrics. A nil *Metrics records
 // nothing.
 type Metrics struct {
-	outcomes *metrics.CounterVec
-	latency  *metrics.Histogram
-	depth    *metrics.Gauge
-	failed   *metrics.Gauge
-	oldest   *metrics.Gauge
+	outcomes *prometheus.CounterVec
+	latency  prometheus.Histogram
+	depth    prometheus.Gauge
+	failed   prometheus.Gauge
+	oldest   prometheus.Gauge
 }
 
 // Outcome labels of kadi_ipn_deliveries_total.
@@ -26,16 +28,21 @@ const (
 	OutcomeDeferred  = "deferred"  // no request made: no URL configured
 )
 
-// NewMetrics registers the IPN series in r.
+// NewMetrics registers the IPN series in r. Their names are what operators'
+// dashboards and alerts read: they do not change.
 func NewMetrics(r *metrics.Registry) *Metrics {
-	return &Metrics{
-		outcomes: r.Counter("kadi_ipn_deliveries_total", "IPN delivery attempts by outcome.", "outcome"),
-		latency: r.Histogram("kadi_ipn_delivery_duration_seconds", "Time from sending an IPN request to its answer or failure.",
-			[]float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 30}),
-		depth:  r.Gauge("kadi_ipn_queue_depth", "IPN events waiting for delivery."),
-		failed: r.Gauge("kadi_ipn_failed_events", "IPN events that exhausted their retries, waiting for a replay."),
-		oldest: r.Gauge("kadi_ipn_oldest_pending_age_seconds", "Age of the oldest IPN event waiting for delivery; 0 when none waits."),
+	m := &Metrics{
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kadi_ipn_deliveries_total",
+			Help: "IPN delivery attempts by outcome."}, []string{"outcome"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kadi_ipn_delivery_duration_seconds",
+			Help: "Time from sending an IPN request to its answer or failure.", Buckets: metrics.DurationBuckets}),
+		depth:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "kadi_ipn_queue_depth", Help: "IPN events waiting for delivery."}),
+		failed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kadi_ipn_failed_events", Help: "IPN events that exhausted their retries, waiting for a replay."}),
+		oldest: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kadi_ipn_oldest_pending_age_seconds",
+			Help: "Age of the oldest IPN event waiting for delivery; 0 when none waits."}),
 	}
+	r.MustRegister(m.outcomes, m.latency, m.depth, m.failed, m.oldest)
+	return m
 }
 
 func (m *Metrics) observe(r Result) {
@@ -53,7 +60,7 @@ func (m *Metrics) observe(r Result) {
 	case r.DisableURL != "":
 		outcome = OutcomeGone
 	}
-	m.outcomes.With(outcome).Inc()
+	m.outcomes.WithLabelValues(outcome).Inc()
 	if r.Attempt != nil {
 		m.latency.Observe(r.Attempt.Latency.Seconds())
 	}

@@ -23,7 +23,7 @@ func TestDeliveredOnce(t *testing.T) {
 	s := f.shop(t, "")
 	rc := newReceiver(t, s, nil)
 	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
-	reg := metrics.NewRegistry()
+	reg := metrics.New()
 	m := ipn.NewMetrics(reg)
 	stop := f.runWorker(t, fast(ipn.Config{}), m)
 
@@ -363,7 +363,7 @@ func TestHungMerchantDoesNotDelayOthers(t *testing.T) {
 func TestWaitsForConfiguration(t *testing.T) {
 	f := newFixture(t)
 	s := f.shop(t, "")
-	reg := metrics.NewRegistry()
+	reg := metrics.New()
 	m := ipn.NewMetrics(reg)
 	stop := f.runWorker(t, fast(ipn.Config{Defer: 20 * time.Millisecond}), m)
 

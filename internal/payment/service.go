@@ -60,6 +60,7 @@ type Service struct {
 	// Node names this run of this node: NodeName, a slash, then what
 	// tells this run from the last. Payments record it while processing.
 	Node, NodeName string
+	Metrics        *Metrics // nil: none
 }
 
 // NodeID is the Node of a run of the node called name.
@@ -137,7 +138,9 @@ func (s *Service) Pay(ctx context.Context, b bill.Bill, m merchant.Merchant, a A
 	}
 
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.AcquirerTimeout)
+	start := time.Now()
 	res, err := acq.Charge(actx, ChargeRequest{PaymentID: p.ID, Amount: b.Amount, PAN: a.PAN, Expiry: a.Expiry, CVV: a.CVV, Holder: a.Holder})
+	s.Metrics.answered(p.Mode, "charge", res, err, time.Since(start))
 	cancel()
 	if err != nil {
 		s.Log.WarnContext(ctx, "acquirer did not answer; payment left unknown", "payment", p.ID, "err", err)
@@ -176,7 +179,9 @@ func (s *Service) CompleteChallenge(ctx context.Context, id, code string) (Payme
 		return Payment{}, fmt.Errorf("claim challenge: %w", err)
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.AcquirerTimeout)
+	start := time.Now()
 	res, err := acq.CompleteChallenge(actx, p.ChallengeRef, code)
+	s.Metrics.answered(p.Mode, "challenge", res, err, time.Since(start))
 	cancel()
 	if err != nil {
 		res = Result{Message: MsgUnknown}
@@ -243,7 +248,7 @@ func (s *Service) Reconcile(ctx context.Context, olderThan time.Duration) error 
 				continue
 			}
 			res = Result{Outcome: Declined, DeclineCode: "authentication_timeout", Message: MsgChallengeStale}
-		} else if res, err = acq.Lookup(ctx, p.ID); err != nil {
+		} else if res, err = s.lookup(ctx, acq, p); err != nil {
 			s.Log.WarnContext(ctx, "acquirer lookup failed; payment stays unknown", "payment", p.ID, "err", err)
 			continue
 		}
@@ -256,6 +261,13 @@ func (s *Service) Reconcile(ctx context.Context, olderThan time.Duration) error 
 		s.Log.InfoContext(ctx, "reconciled payment", "payment", p.ID, "outcome", res.Outcome)
 	}
 	return nil
+}
+
+func (s *Service) lookup(ctx context.Context, acq Acquirer, p Payment) (Result, error) {
+	start := time.Now()
+	res, err := acq.Lookup(ctx, p.ID)
+	s.Metrics.answered(p.Mode, "lookup", res, err, time.Since(start))
+	return res, err
 }
 
 func (s *Service) billAndMerchant(ctx context.Context, p Payment) (bill.Bill, merchant.Merchant, error) {
@@ -293,6 +305,7 @@ func (s *Service) settle(ctx context.Context, p Payment, b bill.Bill, m merchant
 		if err := s.Repo.SetChallenge(ctx, p); err != nil {
 			return Payment{}, fmt.Errorf("record challenge of payment %s: %w: %w", p.ID, ErrUnrecorded, err)
 		}
+		s.Metrics.recorded(p)
 		return p, nil
 	case Declined, AcquirerError:
 		p.Status = Failed
@@ -307,6 +320,7 @@ func (s *Service) settle(ctx context.Context, p Payment, b bill.Bill, m merchant
 	if err != nil {
 		return Payment{}, fmt.Errorf("finish payment %s: %w: %w", p.ID, ErrUnrecorded, err)
 	}
+	s.Metrics.recorded(p)
 	return p, nil
 }
 

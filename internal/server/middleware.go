@@ -44,7 +44,7 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 // merchant can correlate) and its client address (decided here once, so
 // that throttle, lockout, audit and this log agree), bounds its body,
 // recovers panics and logs it once.
-func withRequest(next http.Handler, log *slog.Logger, addrs clientaddr.Resolver) http.Handler {
+func withRequest(next http.Handler, log *slog.Logger, addrs clientaddr.Resolver, m *httpMetrics) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(RequestIDHeader)
 		// An id that looks like a card number would be logged and echoed in
@@ -73,8 +73,14 @@ func withRequest(next http.Handler, log *slog.Logger, addrs clientaddr.Resolver)
 			}
 			// The path only: query strings can hold references but never
 			// card data, which travels in bodies, and bodies are not logged.
+			took := time.Since(start)
+			status := rec.status
+			if status == 0 {
+				status = http.StatusOK // nothing written: net/http answers 200
+			}
+			m.observe(r, status, took)
 			attrs := []any{"method", r.Method, "path", loggedPath(r.URL.Path), "status", rec.status,
-				"duration_ms", time.Since(start).Milliseconds(), "remote", client}
+				"duration_ms", took.Milliseconds(), "remote", client}
 			if peer := clientaddr.Socket(r.RemoteAddr); peer != client {
 				attrs = append(attrs, "proxy", peer) // who vouched for remote
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kadipay/kadi/internal/clientaddr"
 	"github.com/kadipay/kadi/internal/logging"
+	"github.com/kadipay/kadi/internal/metrics"
 )
 
 // BenchmarkMiddleware measures what the middleware adds to a request
@@ -30,8 +31,9 @@ func BenchmarkMiddleware(b *testing.B) {
 		h    http.Handler
 	}{
 		{"bare handler", ok},
-		{"no log output", withRequest(ok, logging.New(io.Discard, slog.LevelInfo), clientaddr.Resolver{})},
-		{"log to a file", withRequest(ok, logging.New(f, slog.LevelInfo), clientaddr.Resolver{})},
+		{"no log output", withRequest(ok, logging.New(io.Discard, slog.LevelInfo), clientaddr.Resolver{}, nil)},
+		{"log to a file", withRequest(ok, logging.New(f, slog.LevelInfo), clientaddr.Resolver{}, nil)},
+		{"no log output, route metrics", withRequest(ok, logging.New(io.Discard, slog.LevelInfo), clientaddr.Resolver{}, newHTTPMetrics(metrics.New()))},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			req := httptest.NewRequest(http.MethodGet, "/healthz", nil)

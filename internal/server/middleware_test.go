@@ -20,7 +20,7 @@ func TestRequestID(t *testing.T) {
 	var seen string
 	h := withRequest(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen = logging.RequestID(r.Context())
-	}), logging.New(&logs, slog.LevelInfo), clientaddr.Resolver{})
+	}), logging.New(&logs, slog.LevelInfo), clientaddr.Resolver{}, nil)
 
 	cases := []struct {
 		incoming string
@@ -64,7 +64,7 @@ func TestBodyLimit(t *testing.T) {
 	var n int64
 	h := withRequest(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, readErr = io.Copy(io.Discard, r.Body)
-	}), slog.New(slog.NewTextHandler(io.Discard, nil)), clientaddr.Resolver{})
+	}), slog.New(slog.NewTextHandler(io.Discard, nil)), clientaddr.Resolver{}, nil)
 
 	const limit = 65536 // docs/api.md: bodies over 64 KiB are refused
 	for _, size := range []int{limit, limit + 1} {
@@ -86,7 +86,7 @@ func TestPanicRecovered(t *testing.T) {
 	var logs bytes.Buffer
 	h := withRequest(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		panic("boom 4242424242424242")
-	}), logging.New(&logs, slog.LevelInfo), clientaddr.Resolver{})
+	}), logging.New(&logs, slog.LevelInfo), clientaddr.Resolver{}, nil)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/payment/v2/query", nil))
 

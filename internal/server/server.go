@@ -229,16 +229,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	g.Auth = &auth.Service{Repo: st, Signer: auth.NewRingSigner(keys.Purpose("token")), Revocations: revoked,
 		TTL: cfg.TokenTTL, Lockout: auth.DefaultLockout, Throttle: auth.DefaultThrottle,
 		Hashes: auth.NewHashGate(cores, 4*cores, 2*time.Second), Now: now, Log: log}
-	g.Bills = &bill.Service{Repo: st, Policy: cfg.Bills, Now: now}
+	g.Metrics = metrics.New()
+	g.Bills = &bill.Service{Repo: st, Policy: cfg.Bills, Now: now, Metrics: bill.NewMetrics(g.Metrics)}
 	acquirers := map[merchant.Mode]payment.Acquirer{merchant.Test: sim.New(keys.FixedKey("sim-acquirer"), st.SimLedger())}
 	if cfg.LiveAcquirer != nil {
 		acquirers[merchant.Live] = cfg.LiveAcquirer
 	}
 	g.Payments = &payment.Service{Repo: st, Acquirers: acquirers, FingerprintKey: keys.FixedKey("card-fingerprint"),
 		Now: now, Location: loc, Log: log, MaxFailures: 5, AcquirerTimeout: 30 * time.Second,
-		ChallengeTTL: 15 * time.Minute, WaitInFlight: 5 * time.Second}
+		ChallengeTTL: 15 * time.Minute, WaitInFlight: 5 * time.Second, Metrics: payment.NewMetrics(g.Metrics)}
 
-	g.Metrics = metrics.NewRegistry()
 	ipnCfg := cfg.IPN
 	ipnCfg.AllowPrivate = cfg.AllowPrivateIPN
 	ipnMetrics := ipn.NewMetrics(g.Metrics)
@@ -297,9 +297,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		mux.Handle("GET /metrics", onlyFrom(cfg.MetricsAllow, g.metricsHandler, http.HandlerFunc(notFound)))
 	}
 	addrs := clientaddr.NewResolver(cfg.TrustedProxies)
-	g.Handler = withRequest(mux, log, addrs)
-	g.FormHandler = withRequest(formMux, log, addrs)
-	g.DashboardHandler = withRequest(dashMux, log, addrs)
+	routes := newHTTPMetrics(g.Metrics)
+	g.Handler = withRequest(mux, log, addrs, routes)
+	g.FormHandler = withRequest(formMux, log, addrs, routes)
+	g.DashboardHandler = withRequest(dashMux, log, addrs, routes)
 	return g, nil
 }
 

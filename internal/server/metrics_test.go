@@ -1,0 +1,63 @@
+package server_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/server/servertest"
+)
+
+// The series an operator's dashboards read: Go and process, requests by
+// route pattern (never by path), bills, payments by outcome and brand,
+// the acquirer's latency.
+func TestMetricsSeries(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Metrics Shop")
+	tok := g.Token(c, merchant.Test)
+	g.CreateBill(c, tok, "MET1", "10")
+	paid, _ := g.Pay(c, tok, "MET2", "10", servertest.Card{Number: "4242424242424242", CVV: "123"})
+	declined, _ := g.Pay(c, tok, "MET3", "10", servertest.Card{Number: "4000000000000002", CVV: "123"})
+	for _, ref := range []string{"NOSUCHBILL1", "NOSUCHBILL2"} {
+		g.Serve(servertest.QueryRequest(tok, ref))
+	}
+	g.Serve(httptest.NewRequest(http.MethodGet, "/no/such/path", nil))
+
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.RemoteAddr = "127.0.0.1:5555"
+	g.Handler.ServeHTTP(rec, req)
+	text := rec.Body.String()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/metrics: %d %s", rec.Code, text)
+	}
+	for _, want := range []string{
+		"\ngo_goroutines ",
+		"\nprocess_resident_memory_bytes ",
+		`kadi_http_requests_total{method="GET",route="/payment/v2/query",status="404"} 2`,
+		`kadi_http_requests_total{method="POST",route="/payment/v2/bills",status="200"} 3`,
+		`kadi_http_requests_total{method="POST",route="/identity/v2/token",status="200"} 1`,
+		`kadi_http_requests_total{method="GET",route="unmatched",status="404"} 1`,
+		`kadi_http_request_duration_seconds_count{method="POST",route="/cardPay"} 2`,
+		`kadi_http_requests_total{method="GET",route="/cardPay/page/{id}",status="200"} 2`,
+		`kadi_bills_created_total{mode="test"} 3`,
+		`kadi_payments_total{brand="VISA",mode="test",outcome="succeeded"} 1`,
+		`kadi_payments_total{brand="VISA",mode="test",outcome="failed"} 1`,
+		`kadi_acquirer_duration_seconds_count{answer="approved",call="charge",mode="test"} 1`,
+		`kadi_acquirer_duration_seconds_count{answer="declined",call="charge",mode="test"} 1`,
+		"kadi_ipn_queue_depth ",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in the scrape", want)
+		}
+	}
+	// Paths never become labels: a label per bill or page would grow
+	// without bound and publish references.
+	for _, leak := range []string{paid.Reference, declined.Reference, "NOSUCHBILL", "/cardPay/page/k", "/no/such/path"} {
+		if strings.Contains(text, leak) {
+			t.Errorf("%q in the scrape", leak)
+		}
+	}
+}
