@@ -23,7 +23,7 @@ func NewMetrics(r *metrics.Registry) *Metrics {
 			Help: "Charge attempts recorded, by mode, outcome (succeeded, failed, unknown, challenge) and card brand."},
 			[]string{"mode", "outcome", "brand"}),
 		acquirer: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kadi_acquirer_duration_seconds",
-			Help: "Time the acquirer took to answer, by mode, call (charge, challenge, lookup) and answer (its outcome, or no_answer).",
+			Help:    "Time the acquirer took to answer, by mode, call (charge, challenge, lookup) and answer (its outcome, or no_answer).",
 			Buckets: metrics.DurationBuckets}, []string{"mode", "call", "answer"}),
 	}
 	r.MustRegister(m.payments, m.acquirer)
