@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +16,7 @@ import (
 	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/secret"
 	"github.com/kadipay/kadi/internal/server/servertest"
+	"github.com/kadipay/kadi/internal/store/storetest"
 )
 
 // TestDatabaseOutage cuts the connection between a gateway and its
@@ -31,7 +30,7 @@ func TestDatabaseOutage(t *testing.T) {
 	if base == "" {
 		t.Skip("KADI_TEST_DATABASE_URL is not set: the outage is a PostgreSQL one")
 	}
-	u, err := url.Parse(freshSchema(t, base))
+	u, err := url.Parse(storetest.FreshSchema(t, base))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,32 +178,3 @@ func pageSays(status int, parts ...string) func(t *testing.T, got int, body stri
 }
 
 func httpGet(path string) *http.Request { return httptest.NewRequest(http.MethodGet, path, nil) }
-
-// freshSchema is base with search_path in a new schema, dropped when t
-// ends: the test's own database.
-func freshSchema(t *testing.T, base string) string {
-	t.Helper()
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := "kadi_test_" + strings.ToLower(rand.Text())
-	if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+name); err != nil {
-		admin.Close()
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		defer admin.Close()
-		if _, err := admin.ExecContext(context.Background(), `DROP SCHEMA `+name+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	return u.String()
-}

@@ -1,14 +1,10 @@
 package store_test
 
 import (
-	"context"
-	"crypto/rand"
 	"database/sql"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -53,34 +49,8 @@ func postgresURL(t *testing.T) string {
 	return u
 }
 
-// freshSchema creates an empty schema, dropped when t ends, and returns base
-// with search_path pointing into it: every test gets a database of its own.
-func freshSchema(t testing.TB, base string) string {
-	t.Helper()
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := "kadi_test_" + strings.ToLower(rand.Text())
-	if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA `+name); err != nil {
-		admin.Close()
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		defer admin.Close()
-		if _, err := admin.ExecContext(context.Background(), `DROP SCHEMA `+name+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", name) // pgx passes unknown parameters on as runtime settings
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+// freshSchema is a PostgreSQL schema of the test's own on base.
+func freshSchema(t testing.TB, base string) string { return storetest.FreshSchema(t, base) }
 
 // migrationCount is how many migrations the store embeds.
 func migrationCount(t *testing.T) int {
