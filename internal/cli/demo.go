@@ -96,7 +96,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, `Kadi demo is running (test mode; no real money moves).
 
   Demo shop      %s   ← open this in a browser and buy something
-  Gateway API    %s
+  Gateway API    %s   (reference: %s/docs)
   Dashboard      %s/dashboard/   ← sign in with the merchant code and password below
   Hosted form    POST %s/cardPay (the shop's checkout sends you there)
   Data dir       %s%s
@@ -111,7 +111,7 @@ Sandbox merchant (test mode):
 
 Test card: %s, any future expiry, any 3-digit CVV.
 Press Ctrl-C to stop.
-`, shopURL, gatewayURL, gatewayURL, gatewayURL, st.dataDir, keep, creds.MerchantCode, creds.Password, creds.Test.APIKey, creds.BillerCode, creds.OutletCode, shopURL, demo.IPNPath, sim.TestCards[0].Grouped())
+`, shopURL, gatewayURL, gatewayURL, gatewayURL, gatewayURL, st.dataDir, keep, creds.MerchantCode, creds.Password, creds.Test.APIKey, creds.BillerCode, creds.OutletCode, shopURL, demo.IPNPath, sim.TestCards[0].Grouped())
 	err = g.Serve(ctx, gwLn)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil

@@ -89,10 +89,15 @@ func TestDemo(t *testing.T) {
 	}
 	shop := shopLine.FindStringSubmatch(stdout.String())[1]
 	gateway := gatewayLine.FindStringSubmatch(stdout.String())[1]
-	for _, want := range []string{"merchant code", "test API key", "password", "4242 4242 4242 4242"} {
+	for _, want := range []string{"merchant code", "test API key", "password", "4242 4242 4242 4242", gateway + "/docs"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("demo output lacks %q", want)
 		}
+	}
+	if resp, err := http.Get(gateway + "/docs"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("the API reference the demo names: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 
 	checkout := postForm(t, shop+"/checkout", url.Values{"product": {"kenya-aa"}})
