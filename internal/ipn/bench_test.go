@@ -17,12 +17,12 @@ import (
 // BenchmarkDeliver measures end-to-end deliveries per second to a fast
 // local receiver: claim from SQLite, sign, POST, record the attempt. In the
 // same run it measures a plain POST loop of the same body to the same
-// receiver at the same concurrency, and reports the ratio, so the figure
+// receiver at the worker's concurrency to one merchant, and reports the ratio, so the figure
 // says what the queue's durability costs on this machine.
 //
 //	go test -run '^$' -bench BenchmarkDeliver -benchtime 2000x ./internal/ipn/
 func BenchmarkDeliver(b *testing.B) {
-	const workers = 16
+	workers := ipn.DefaultConfig().PerEndpoint
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -67,7 +67,10 @@ func BenchmarkDeliver(b *testing.B) {
 
 	b.ResetTimer()
 	start = time.Now()
-	stop := f.runWorker(b, ipn.Config{Workers: workers, PerEndpoint: workers, AllowPrivate: true, Poll: 5 * time.Millisecond}, nil)
+	// The server's own settings: what a merchant's backlog drains at.
+	cfg := ipn.DefaultConfig()
+	cfg.AllowPrivate = true
+	stop := f.runWorker(b, cfg, nil)
 	for hits.Load() < int64(b.N) {
 		time.Sleep(time.Millisecond)
 	}

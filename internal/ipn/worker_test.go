@@ -564,7 +564,11 @@ func TestClaimsAheadPerEndpoint(t *testing.T) {
 	if n := rc.maxIn.Load(); n > 2 {
 		t.Errorf("%d requests in flight at once; the cap is 2", n)
 	}
-	t.Logf("%d claims for %d events", q.claims.Load(), len(ids))
+	// Two in flight and a share of four claimed at a time: a claim per
+	// delivery (or per two) would mean no claiming ahead.
+	if n := q.claims.Load(); n > int32(len(ids)/3) {
+		t.Errorf("%d claims for %d events", n, len(ids))
+	}
 
 	// Stopping with events queued behind a hung endpoint gives them back.
 	hold := make(chan struct{})
@@ -601,4 +605,33 @@ func TestClaimsAheadPerEndpoint(t *testing.T) {
 	if leased != 0 {
 		t.Errorf("%d never-started events still leased after the worker stopped", leased)
 	}
+}
+
+// A notification goes out as soon as its payment is recorded, not at the
+// next poll: the store tells the worker when it queues one, as kadi serve
+// wires them. The poll here is an hour, and the first claim has already
+// found the queue empty, so only the nudge can deliver in time.
+func TestQueuedEventNudgesTheWorker(t *testing.T) {
+	f := newFixture(t)
+	s := f.shop(t, "")
+	rc := newReceiver(t, s, nil)
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+	q := &countingQueue{Queue: f.db}
+	cfg := fast(ipn.Config{})
+	cfg.Poll = time.Hour
+	w := &ipn.Worker{Queue: q, Config: cfg, Log: slog.New(slog.DiscardHandler)}
+	f.db.OnIPNQueued(w.Nudge)
+	t.Cleanup(func() { f.db.OnIPNQueued(func() {}) })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "the first claim", func() bool { return q.claims.Load() > 0 })
+
+	ev := f.event(t, s, f.pay(t, s).Reference)
+	waitFor(t, "the payment's notification", f.statusIs(t, ev.ID, ipn.Delivered))
+	if _, err := f.db.ReplayIPN(t.Context(), ev.ID, time.Now(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the replayed notification", func() bool { return len(f.attempts(t, ev.ID)) == 2 })
 }

@@ -243,6 +243,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	ipnCfg.AllowPrivate = cfg.AllowPrivateIPN
 	ipnMetrics := ipn.NewMetrics(g.Metrics)
 	g.IPN = &ipn.Worker{Queue: st, Config: ipnCfg, Log: log, Metrics: ipnMetrics}
+	st.OnIPNQueued(g.IPN.Nudge)
 
 	health := &health{ping: st.Ping, every: healthEvery}
 	g.ready = newReadiness(readyCheck{"database", st.Ping}, readyCheck{"migrations", st.Migrated},

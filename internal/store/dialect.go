@@ -150,3 +150,12 @@ func (d dialect) lockMigrations(ctx context.Context, t tx) error {
 	_, err := t.ExecContext(ctx, `SELECT pg_advisory_xact_lock(4711)`)
 	return err
 }
+
+// jsonTexts is a subquery of the strings in a JSON array bound to its one
+// placeholder: a list of any length in one statement text, prepared once.
+func (d dialect) jsonTexts() string {
+	if d.name == "postgres" {
+		return `SELECT jsonb_array_elements_text(CAST(? AS jsonb))`
+	}
+	return `SELECT value FROM json_each(?)`
+}

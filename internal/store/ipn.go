@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -19,11 +20,13 @@ var _ ipn.Repo = (*DB)(nil)
 const ipnEventColumns = `id, merchant_code, mode, payment_id, payload, status, attempts, next_attempt_at, created_at,
 	delivered_at, replays, last_error, lease_owner, lease_until`
 
-// ClaimIPN leases due events in one statement: the candidates are picked
-// by a subquery (among the oldest due, at most c.PerEndpoint per merchant
-// and mode, none of a disabled endpoint), and only rows still pending, due
-// and unleased when the UPDATE reaches them are taken, so two claimers
-// never both win an event.
+// ClaimIPN leases due events. It reads the oldest due events (at most a
+// window of them, through the pending index alone), picks at most
+// c.PerEndpoint of each endpoint and c.Limit in all, oldest first, and
+// leases those that are still pending, due and unleased when the UPDATE
+// reaches them, so two claimers never both win an event. Picking in Go
+// rather than with a window function over 4,096 rows was many times
+// cheaper on SQLite (BenchmarkClaimIPN).
 func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 	if c.Limit <= 0 {
 		return nil, nil
@@ -33,67 +36,63 @@ func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 		perEndpoint = c.Limit
 	}
 	now := ms(c.Now)
-	var skip strings.Builder
-	var skipArgs []any
-	if len(c.Skip) > 0 {
-		skip.WriteString(` AND (e.merchant_code || '/' || e.mode) NOT IN (`)
-		for i, ep := range c.Skip {
-			if i > 0 {
-				skip.WriteString(", ")
-			}
-			skip.WriteString("?")
-			skipArgs = append(skipArgs, ep.MerchantCode+"/"+string(ep.Mode))
-		}
-		skip.WriteString(")")
+	skip := make([]string, 0, len(c.Skip))
+	for _, ep := range c.Skip {
+		skip = append(skip, endpointKey(ep.MerchantCode, ep.Mode))
 	}
-	// The window looks at the oldest due events only, through the
-	// (status, next_attempt_at) index, so a claim costs the same with a
-	// backlog of a million as with ten; of those it takes at most
-	// perEndpoint per endpoint, oldest first.
-	window := min(max(c.Limit*16, 256), 4096)
-	due := `SELECT id FROM (
-			SELECT id, next_attempt_at,
-				ROW_NUMBER() OVER (PARTITION BY merchant_code, mode ORDER BY next_attempt_at, id) AS rn
-			FROM (
-				SELECT e.id, e.merchant_code, e.mode, e.next_attempt_at FROM ipn_events e
-				WHERE e.status = ? AND e.next_attempt_at <= ? AND e.lease_until < ?
-					AND NOT EXISTS (SELECT 1 FROM merchant_settings st
-						WHERE st.merchant_code = e.merchant_code AND st.mode = e.mode AND st.ipn_disabled_at > 0)` + skip.String() + `
-				ORDER BY e.next_attempt_at, e.id LIMIT ?
-			) candidates
-		) ranked
-		WHERE rn <= ? ORDER BY next_attempt_at, id LIMIT ?`
-	dueArgs := append(append([]any{string(ipn.Pending), now, now}, skipArgs...), window, perEndpoint, c.Limit)
-	var q string
-	var args []any
-	if s.d.name == "postgres" {
-		// Nodes claim side by side. Each locks only the rows it takes, in
-		// id order, skipping rows another claim holds: no claim ever waits
-		// for another, so two nodes cannot deadlock (they did, 40P01, when
-		// the UPDATE locked its rows in whatever order it met them). A row
-		// taken meanwhile fails the re-check after its lock and is left.
-		q = `WITH due AS (` + due + `),
-		locked AS (SELECT e.id FROM ipn_events e WHERE e.id IN (SELECT id FROM due)
-			AND e.status = ? AND e.next_attempt_at <= ? AND e.lease_until < ?
-			ORDER BY e.id FOR UPDATE SKIP LOCKED)
-		UPDATE ipn_events SET lease_owner = ?, lease_until = ? WHERE id IN (SELECT id FROM locked)
-		RETURNING ` + ipnEventColumns
-		args = append(dueArgs, string(ipn.Pending), now, now, c.Owner, ms(c.LeaseUntil))
-	} else {
-		// One writer at a time: the UPDATE re-checks each row is still due
-		// and unleased. status || '' keeps SQLite from walking the due
-		// index over every due row instead of looking the few ids up by
-		// primary key.
-		q = `UPDATE ipn_events SET lease_owner = ?, lease_until = ?
-		WHERE id IN (` + due + `)
-		AND (status || '') = ? AND next_attempt_at <= ? AND lease_until < ?
-		RETURNING ` + ipnEventColumns
-		args = append(append([]any{c.Owner, ms(c.LeaseUntil)}, dueArgs...), string(ipn.Pending), now, now)
+	skipList, err := json.Marshal(skip)
+	if err != nil {
+		return nil, err
 	}
+	// The window is how far past the claim's own size a claim looks for
+	// other endpoints' events behind one endpoint's backlog; every row of
+	// it costs about 1.5 µs on SQLite. An endpoint at its cap is left out
+	// of the scan (c.Skip), so others' events are reached then too.
+	window := min(max(2*c.Limit, 64), 1024)
 	var out []ipn.Event
-	// An UPDATE … RETURNING: a write.
-	err := s.inTx(ctx, func(t tx) error {
-		rows, err := t.query(ctx, q, args...)
+	err = s.inTx(ctx, func(t tx) error {
+		rows, err := t.query(ctx, `SELECT e.id, e.merchant_code, e.mode FROM ipn_events e
+			WHERE e.status = 'pending' AND e.next_attempt_at <= ? AND e.lease_until < ?
+				AND (e.merchant_code || '/' || e.mode) NOT IN (`+s.d.jsonTexts()+`)
+				AND NOT EXISTS (SELECT 1 FROM merchant_settings st
+					WHERE st.merchant_code = e.merchant_code AND st.mode = e.mode AND st.ipn_disabled_at > 0)
+			ORDER BY e.next_attempt_at, e.id LIMIT ?`, now, now, string(skipList), window)
+		if err != nil {
+			return err
+		}
+		picked, err := pickDue(rows, perEndpoint, c.Limit)
+		if err != nil || len(picked) == 0 {
+			return err
+		}
+		ids, err := json.Marshal(picked)
+		if err != nil {
+			return err
+		}
+		var q string
+		var args []any
+		if s.d.name == "postgres" {
+			// Nodes claim side by side. Each locks only the rows it
+			// takes, in id order, skipping rows another claim holds: no
+			// claim ever waits for another, so two nodes cannot deadlock
+			// (they did, 40P01, when the UPDATE locked its rows in
+			// whatever order it met them). A row taken meanwhile fails
+			// the re-check after its lock and is left.
+			q = `WITH locked AS (SELECT e.id FROM ipn_events e WHERE e.id IN (` + s.d.jsonTexts() + `)
+				AND e.status = 'pending' AND e.next_attempt_at <= ? AND e.lease_until < ?
+				ORDER BY e.id FOR UPDATE SKIP LOCKED)
+			UPDATE ipn_events SET lease_owner = ?, lease_until = ? WHERE id IN (SELECT id FROM locked)
+			RETURNING ` + ipnEventColumns
+			args = []any{string(ids), now, now, c.Owner, ms(c.LeaseUntil)}
+		} else {
+			// One writer at a time, and this transaction is it: the
+			// re-check only guards against an event that changed since
+			// this node's last look in another way.
+			q = `UPDATE ipn_events SET lease_owner = ?, lease_until = ?
+			WHERE id IN (` + s.d.jsonTexts() + `) AND status = 'pending' AND next_attempt_at <= ? AND lease_until < ?
+			RETURNING ` + ipnEventColumns
+			args = []any{c.Owner, ms(c.LeaseUntil), string(ids), now, now}
+		}
+		rows, err = t.query(ctx, q, args...)
 		if err != nil {
 			return err
 		}
@@ -107,6 +106,27 @@ func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 	sortEvents(out)
 	return out, nil
 }
+
+// pickDue takes, from due events oldest first, at most perEndpoint of each
+// endpoint and limit in all, and stops reading once it has them.
+func pickDue(rows *sql.Rows, perEndpoint, limit int) ([]string, error) {
+	defer rows.Close()
+	var picked []string
+	taken := map[string]int{}
+	for len(picked) < limit && rows.Next() {
+		var id, code, mode string
+		if err := rows.Scan(&id, &code, &mode); err != nil {
+			return nil, err
+		}
+		if ep := endpointKey(code, merchant.Mode(mode)); taken[ep] < perEndpoint {
+			taken[ep]++
+			picked = append(picked, id)
+		}
+	}
+	return picked, rows.Err()
+}
+
+func endpointKey(code string, mode merchant.Mode) string { return code + "/" + string(mode) }
 
 func sortEvents(evs []ipn.Event) {
 	slices.SortStableFunc(evs, func(a, b ipn.Event) int { return a.NextAttemptAt.Compare(b.NextAttemptAt) })
@@ -218,13 +238,14 @@ func (s *DB) RecordIPN(ctx context.Context, r ipn.Result) error {
 func (s *DB) IPNStats(ctx context.Context) (ipn.Stats, error) {
 	var st ipn.Stats
 	var oldest int64
-	err := s.queryRow(ctx, `SELECT COUNT(*), COALESCE(MIN(created_at), 0) FROM ipn_events WHERE status = ?`, string(ipn.Pending)).
+	// The literals let both databases count from the partial indexes.
+	err := s.queryRow(ctx, `SELECT COUNT(*), COALESCE(MIN(created_at), 0) FROM ipn_events WHERE status = 'pending'`).
 		Scan(&st.Pending, &oldest)
 	if err != nil {
 		return st, fmt.Errorf("count pending IPN events: %w", err)
 	}
 	st.OldestPending = fromMS(oldest)
-	if err := s.queryRow(ctx, `SELECT COUNT(*) FROM ipn_events WHERE status = ?`, string(ipn.Failed)).Scan(&st.Failed); err != nil {
+	if err := s.queryRow(ctx, `SELECT COUNT(*) FROM ipn_events WHERE status = 'failed'`).Scan(&st.Failed); err != nil {
 		return st, fmt.Errorf("count failed IPN events: %w", err)
 	}
 	return st, nil
@@ -303,6 +324,9 @@ func (s *DB) ReplayIPN(ctx context.Context, id string, now time.Time, actor stri
 		return insertAudit(ctx, t, audit.Event{At: now, MerchantCode: ev.MerchantCode, Actor: actor, Action: audit.IPNReplayed,
 			Detail: fmt.Sprintf("%s event %s (payment %s), replay %d", ev.Mode, ev.ID, ev.PaymentID, ev.Replays)})
 	})
+	if err == nil {
+		s.ipnDue()
+	}
 	return ev, err
 }
 

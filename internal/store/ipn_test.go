@@ -35,7 +35,7 @@ func ipnBackends() []ipnBackend {
 	}
 }
 
-func ipnOpen(t *testing.T, dsn string) *store.DB {
+func ipnOpen(t testing.TB, dsn string) *store.DB {
 	t.Helper()
 	db, err := store.Open(t.Context(), dsn)
 	if err != nil {
@@ -46,7 +46,7 @@ func ipnOpen(t *testing.T, dsn string) *store.DB {
 }
 
 // ipnMerchant onboards a merchant with an IPN URL in test mode.
-func ipnMerchant(t *testing.T, db *store.DB, url string) string {
+func ipnMerchant(t testing.TB, db *store.DB, url string) string {
 	t.Helper()
 	creds, err := merchant.Onboard(t.Context(), db, "Shop", time.Now())
 	if err != nil {
@@ -60,28 +60,32 @@ func ipnMerchant(t *testing.T, db *store.DB, url string) string {
 
 // ipnEvent writes a successful payment and its outbox event through the
 // same FinishPayment the payment service uses.
-func ipnEvent(t *testing.T, db *store.DB, code string, due time.Time) ipn.Event {
+func ipnEvent(t testing.TB, db *store.DB, code string, due time.Time) ipn.Event {
 	t.Helper()
-	ctx := t.Context()
+	ev, err := queueIPNEvent(t.Context(), db, code, due)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+func queueIPNEvent(ctx context.Context, db *store.DB, code string, due time.Time) (ipn.Event, error) {
 	amount, _ := money.FromMinor(150000, "KES")
 	b := bill.Bill{Reference: secret.RandomUpperAlnum(12), MerchantCode: code, Mode: merchant.Test, OrderReference: secret.RandomUpperAlnum(10),
 		RequestHash: "h", CustomerName: "C", BillerCode: "1", Outlet: "1", Amount: amount, Description: "d", State: bill.Open,
 		ExpiresAt: due.Add(time.Hour), CreatedAt: due}
 	if _, _, err := db.InsertBill(ctx, b); err != nil {
-		t.Fatal(err)
+		return ipn.Event{}, err
 	}
 	p := payment.Payment{ID: secret.NewID("pay"), BillReference: b.Reference, MerchantCode: code, Mode: merchant.Test, Status: payment.Processing,
 		Amount: amount, CallbackURL: "https://shop.example/cb", CreatedAt: due, UpdatedAt: due}
 	if err := db.StartPayment(ctx, p); err != nil {
-		t.Fatal(err)
+		return ipn.Event{}, err
 	}
 	p.Status = payment.Succeeded
 	ev := ipn.Event{ID: secret.NewID("msg"), MerchantCode: code, Mode: merchant.Test, PaymentID: p.ID, Payload: []byte(`{"callbackType":"IPN"}`),
 		Status: ipn.Pending, NextAttemptAt: due, CreatedAt: due}
-	if err := db.FinishPayment(ctx, p, 5, &ev); err != nil {
-		t.Fatal(err)
-	}
-	return ev
+	return ev, db.FinishPayment(ctx, p, 5, &ev)
 }
 
 func ipnIDs(evs []ipn.Event) []string {

@@ -71,7 +71,7 @@ func (s *DB) ClaimChallenge(ctx context.Context, id, node string, at time.Time) 
 // FinishPayment records p's outcome, moves its bill on and, for a success,
 // writes the IPN outbox row, all in one transaction.
 func (s *DB) FinishPayment(ctx context.Context, p payment.Payment, maxFailures int, event *ipn.Event) error {
-	return s.inTx(ctx, func(t tx) error {
+	err := s.inTx(ctx, func(t tx) error {
 		res, err := t.exec(ctx, `UPDATE payments SET status = ?, network_ref = ?, approval_code = ?, decline_code = ?, message = ?, updated_at = ?
 			WHERE id = ? AND status IN (?, ?, ?)`,
 			string(p.Status), p.NetworkRef, p.ApprovalCode, p.DeclineCode, p.Message, ms(p.UpdatedAt),
@@ -103,6 +103,10 @@ func (s *DB) FinishPayment(ctx context.Context, p payment.Payment, maxFailures i
 		}
 		return nil
 	})
+	if err == nil && event != nil {
+		s.ipnDue()
+	}
+	return err
 }
 
 // PaymentByID loads one payment.

@@ -75,6 +75,20 @@ type DB struct {
 	// merchants caches MerchantByCode (merchants.go).
 	merchants      sync.Map // code → cachedMerchant
 	merchantMaxAge time.Duration
+	// ipnQueued is told after a commit that made an IPN event due.
+	ipnQueued atomic.Pointer[func()]
+}
+
+// OnIPNQueued has fn called after every commit through this DB that made
+// an IPN event due (a payment succeeded, an event was replayed), so that
+// this node's worker claims it within milliseconds instead of at its next
+// poll. Events queued by another node wait for the poll.
+func (s *DB) OnIPNQueued(fn func()) { s.ipnQueued.Store(&fn) }
+
+func (s *DB) ipnDue() {
+	if fn := s.ipnQueued.Load(); fn != nil {
+		(*fn)()
+	}
 }
 
 // maxStatements bounds the statement cache: texts are built from a few

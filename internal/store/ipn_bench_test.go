@@ -1,0 +1,58 @@
+package store_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/ipn"
+)
+
+// BenchmarkClaimIPN measures one claim as the worker makes it against a
+// backlog of one merchant's 5,000 due events: up to 240 events in all and
+// 32 of the endpoint. Each claimed share is given back, so every claim
+// sees the same backlog.
+//
+//	go test -run '^$' -bench ClaimIPN ./internal/store/
+func BenchmarkClaimIPN(b *testing.B) {
+	const backlog = 5000
+	db := ipnOpen(b, filepath.Join(b.TempDir(), "kadi.db"))
+	code := ipnMerchant(b, db, "http://127.0.0.1:9/ipn")
+	due := time.Now().Add(-time.Minute)
+	// Sixteen at once, for the writer to commit them in groups.
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := w; i < backlog; i += 16 {
+				if _, err := queueIPNEvent(b.Context(), db, code, due); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		now := time.Now()
+		owner := fmt.Sprintf("bench#%d", i)
+		evs, err := db.ClaimIPN(b.Context(), ipn.Claim{Owner: owner, Now: now, LeaseUntil: now.Add(time.Minute), Limit: 240, PerEndpoint: 32})
+		if err != nil || len(evs) != 32 {
+			b.Fatalf("claimed %d, %v", len(evs), err)
+		}
+		ids := make([]string, len(evs))
+		for j, ev := range evs {
+			ids[j] = ev.ID
+		}
+		if err := db.ReleaseIPN(b.Context(), owner, ids); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
