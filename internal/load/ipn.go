@@ -31,6 +31,7 @@ type receiver struct {
 
 	mu      sync.Mutex
 	arrived map[string]time.Time // by bill reference
+	last    time.Time            // the latest arrival
 	gate    chan struct{}        // closed: open door
 }
 
@@ -70,6 +71,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if _, seen := r.arrived[body.Transaction.BillNumber]; !seen {
 		r.arrived[body.Transaction.BillNumber] = now
 	}
+	r.last = now
 	r.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -97,6 +99,20 @@ func (r *receiver) arrival(ref string) (time.Time, bool) {
 	return t, ok
 }
 
+// quiet waits until no notification has arrived for d, or until deadline:
+// the notifications of earlier scenarios' payments are out of the way.
+func (r *receiver) quiet(d time.Duration, deadline time.Time) {
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		last := r.last
+		r.mu.Unlock()
+		if time.Since(last) >= d {
+			return
+		}
+		time.Sleep(d / 10)
+	}
+}
+
 // waitAll waits until every ref has arrived or the deadline passes, and
 // returns the last arrival.
 func (r *receiver) waitAll(refs []string, deadline time.Time) (time.Time, error) {
@@ -122,13 +138,10 @@ func (r *receiver) waitAll(refs []string, deadline time.Time) (time.Time, error)
 	}
 }
 
-// ipnScenarios runs both IPN scenarios.
-func ipnScenarios(ctx context.Context, o Options, c *client.Client, httpc *http.Client, token string) ([]Result, error) {
-	rcv, err := startReceiver(o.IPNListen)
-	if err != nil {
-		return nil, err
-	}
-	defer rcv.srv.Close()
+// ipnScenarios runs both IPN scenarios, once the notifications of the
+// scenarios before them have stopped arriving at rcv.
+func ipnScenarios(ctx context.Context, o Options, rcv *receiver, c *client.Client, httpc *http.Client, token string) ([]Result, error) {
+	rcv.quiet(time.Second, time.Now().Add(2*time.Minute))
 	n := max(o.IPNRate*int(o.Duration/time.Second), 100)
 	pay := func(b *client.Bill) error {
 		_, err := seeOther(httpc, cardPost(ctx, o, c, token, b))

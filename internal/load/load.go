@@ -180,6 +180,17 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			return get(ctx, httpc, pay.base+loc)
 		}},
 	}
+	// The receiver listens from the start, so that the checkouts' own
+	// notifications are delivered (and cost what they cost) while they
+	// run, as a merchant's would, rather than failing and coming back as
+	// retries in the middle of the IPN scenarios.
+	var rcv *receiver
+	if o.IPNListen != "" {
+		if rcv, err = startReceiver(o.IPNListen); err != nil {
+			return nil, err
+		}
+		defer rcv.srv.Close()
+	}
 	var out []Result
 	for i, s := range scenarios {
 		if i >= 2 && o.Only != nil && !o.Only.MatchString(s.name) {
@@ -206,9 +217,9 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			out = append(out, hr)
 		}
 	}
-	if o.IPNListen != "" && (o.Only == nil || o.Only.MatchString("IPN")) {
+	if rcv != nil && (o.Only == nil || o.Only.MatchString("IPN")) {
 		// On the first node: the receiver measures one node's worker.
-		rs, err := ipnScenarios(ctx, o, nodes[0].c, httpc, token)
+		rs, err := ipnScenarios(ctx, o, rcv, nodes[0].c, httpc, token)
 		if err != nil {
 			return out, err
 		}
