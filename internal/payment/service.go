@@ -113,7 +113,7 @@ func (s *Service) Pay(ctx context.Context, b bill.Bill, m merchant.Merchant, a A
 	}
 
 	p := Payment{
-		ID:            secret.NewID("pay"),
+		ID:            secret.NewOrderedID("pay", now),
 		BillReference: b.Reference,
 		MerchantCode:  b.MerchantCode,
 		Mode:          b.Mode,
@@ -394,7 +394,7 @@ func (s *Service) notification(p Payment, b bill.Bill, m merchant.Merchant) (ipn
 		return ipn.Event{}, fmt.Errorf("encode IPN payload: %w", err)
 	}
 	return ipn.Event{
-		ID: secret.NewID("msg"), MerchantCode: p.MerchantCode, Mode: p.Mode, PaymentID: p.ID,
+		ID: secret.NewOrderedID("msg", p.UpdatedAt), MerchantCode: p.MerchantCode, Mode: p.Mode, PaymentID: p.ID,
 		Payload: body, Status: ipn.Pending, NextAttemptAt: p.UpdatedAt, CreatedAt: p.UpdatedAt,
 	}, nil
 }

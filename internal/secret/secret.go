@@ -9,10 +9,12 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 
 	"golang.org/x/crypto/argon2"
@@ -93,6 +95,19 @@ func HashToken(token string) string {
 // NewID returns a prefixed random identifier, e.g. "pay_3f9c…".
 func NewID(prefix string) string {
 	return prefix + "_" + hex.EncodeToString(RandomBytes(12))
+}
+
+// NewOrderedID is NewID for rows written at a high rate (payments, IPN
+// events): the same shape, but its first four bytes are the time in
+// seconds, so the ids of one second sort together and a database inserts
+// them at the end of its index instead of on a random page each, which
+// was a page written per row per index at every commit. The other eight
+// bytes are random: 64 bits that nobody guesses, though these ids carry
+// no authority anyway.
+func NewOrderedID(prefix string, now time.Time) string {
+	b := RandomBytes(12)
+	binary.BigEndian.PutUint32(b, uint32(now.Unix()))
+	return prefix + "_" + hex.EncodeToString(b)
 }
 
 // NewAPIKey returns a fresh 256-bit API key. The prefix tells a human which

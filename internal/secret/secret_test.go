@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -68,6 +69,34 @@ func TestNewID(t *testing.T) {
 	a, b := NewID("pay"), NewID("pay")
 	if !re.MatchString(a) || a == b {
 		t.Errorf("NewID = %q, %q", a, b)
+	}
+}
+
+// Ordered ids keep NewID's shape (the API documents it) and sort by the
+// second they were made in, whatever their random part.
+func TestNewOrderedID(t *testing.T) {
+	re := regexp.MustCompile(`^msg_[0-9a-f]{24}$`)
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	var prev string
+	seen := map[string]bool{}
+	for i := range 200 {
+		id := NewOrderedID("msg", t0.Add(time.Duration(i/20)*time.Second))
+		if !re.MatchString(id) {
+			t.Fatalf("NewOrderedID = %q", id)
+		}
+		if seen[id] {
+			t.Fatalf("%q made twice", id)
+		}
+		seen[id] = true
+		if i%20 == 0 && id[:12] <= prev[:min(len(prev), 12)] {
+			t.Errorf("%q (second %d) does not sort after %q", id, i/20, prev)
+		}
+		if i%20 == 19 {
+			prev = id
+		}
+	}
+	if a, b := NewOrderedID("pay", t0), NewOrderedID("pay", t0); a[:12] != b[:12] || a == b {
+		t.Errorf("two ids of one second: %q, %q", a, b)
 	}
 }
 
