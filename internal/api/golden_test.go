@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/kadipay/kadi/internal/contract"
+	"github.com/kadipay/kadi/internal/jsonorder"
 	"github.com/kadipay/kadi/internal/merchant"
 )
 
@@ -102,7 +102,7 @@ func checkGolden(t *testing.T, name string, req *http.Request, rec *httptest.Res
 
 	dec := json.NewDecoder(bytes.NewReader(rec.Body.Bytes()))
 	dec.UseNumber()
-	parsed, err := decodeOrdered(dec)
+	parsed, err := jsonorder.Decode(dec)
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
@@ -119,12 +119,12 @@ func checkGolden(t *testing.T, name string, req *http.Request, rec *httptest.Res
 				v = "<seconds, at most 1800>"
 			}
 		}
-		headers = append(headers, member{h, v})
+		headers = append(headers, member{Key: h, Value: v})
 	}
 	doc := object{
-		{"status", json.Number(strconv.Itoa(rec.Code))},
-		{"headers", headers},
-		{"body", scrub(parsed, "", knownValues)},
+		{Key: "status", Value: json.Number(strconv.Itoa(rec.Code))},
+		{Key: "headers", Value: headers},
+		{Key: "body", Value: scrub(parsed, "", knownValues)},
 	}
 	var buf bytes.Buffer
 	render(&buf, doc, "")
@@ -150,60 +150,18 @@ func checkGolden(t *testing.T, name string, req *http.Request, rec *httptest.Res
 	}
 }
 
-type member struct {
-	key string
-	val any
-}
-
 // object keeps members in wire order, so a golden also pins field order.
-type object []member
-
-func decodeOrdered(dec *json.Decoder) (any, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return tok, nil
-	}
-	switch d {
-	case '{':
-		obj := object{}
-		for dec.More() {
-			k, err := dec.Token()
-			if err != nil {
-				return nil, err
-			}
-			v, err := decodeOrdered(dec)
-			if err != nil {
-				return nil, err
-			}
-			obj = append(obj, member{k.(string), v})
-		}
-		_, err = dec.Token()
-		return obj, err
-	case '[':
-		arr := []any{}
-		for dec.More() {
-			v, err := decodeOrdered(dec)
-			if err != nil {
-				return nil, err
-			}
-			arr = append(arr, v)
-		}
-		_, err = dec.Token()
-		return arr, err
-	}
-	return nil, fmt.Errorf("unexpected %v", d)
-}
+type (
+	object = jsonorder.Object
+	member = jsonorder.Member
+)
 
 func scrub(v any, key string, knownValues map[string]string) any {
 	switch x := v.(type) {
 	case object:
 		out := make(object, len(x))
 		for i, m := range x {
-			out[i] = member{m.key, scrub(m.val, m.key, knownValues)}
+			out[i] = member{Key: m.Key, Value: scrub(m.Value, m.Key, knownValues)}
 		}
 		return out
 	case []any:
@@ -233,9 +191,9 @@ func render(buf *bytes.Buffer, v any, indent string) {
 		buf.WriteString("{\n")
 		for i, m := range x {
 			buf.WriteString(indent + "  ")
-			writeScalar(buf, m.key)
+			writeScalar(buf, m.Key)
 			buf.WriteString(": ")
-			render(buf, m.val, indent+"  ")
+			render(buf, m.Value, indent+"  ")
 			if i < len(x)-1 {
 				buf.WriteByte(',')
 			}

@@ -100,13 +100,13 @@ func build(raw []byte) (*page, error) {
 		return nil, fmt.Errorf("the OpenAPI document is not an object")
 	}
 	b := builder{doc: doc}
-	info := doc.obj("info")
-	p := &page{Title: info.str("title"), Version: info.str("version"), Summary: info.str("summary"),
-		Description: markdown(info.str("description"))}
-	p.Servers = b.servers(doc.arr("servers"))
-	for _, s := range doc.obj("components").obj("securitySchemes") {
-		o, _ := s.val.(object)
-		p.Security = append(p.Security, securityView{Name: s.key, Scheme: o.str("type") + " " + o.str("scheme"), Description: markdown(o.str("description"))})
+	info := doc.Obj("info")
+	p := &page{Title: info.Str("title"), Version: info.Str("version"), Summary: info.Str("summary"),
+		Description: markdown(info.Str("description"))}
+	p.Servers = b.servers(doc.Arr("servers"))
+	for _, s := range doc.Obj("components").Obj("securitySchemes") {
+		o, _ := s.Value.(object)
+		p.Security = append(p.Security, securityView{Name: s.Key, Scheme: o.Str("type") + " " + o.Str("scheme"), Description: markdown(o.Str("description"))})
 	}
 
 	byTag := map[string][]operationView{}
@@ -118,14 +118,14 @@ func build(raw []byte) (*page, error) {
 		}
 	}
 	tagDescriptions := map[string]string{}
-	for _, t := range doc.arr("tags") {
+	for _, t := range doc.Arr("tags") {
 		o, _ := t.(object)
-		addTag(o.str("name"))
-		tagDescriptions[o.str("name")] = o.str("description")
+		addTag(o.Str("name"))
+		tagDescriptions[o.Str("name")] = o.Str("description")
 	}
-	for _, m := range doc.obj("paths") {
-		item, _ := m.val.(object)
-		for _, op := range b.operations(m.key, item) {
+	for _, m := range doc.Obj("paths") {
+		item, _ := m.Value.(object)
+		for _, op := range b.operations(m.Key, item) {
 			tag := op.tag
 			if tag == "" {
 				tag = "Other"
@@ -140,17 +140,17 @@ func build(raw []byte) (*page, error) {
 		}
 		p.Tags = append(p.Tags, tagView{Name: name, ID: "tag-" + anchor(name), Description: markdown(tagDescriptions[name]), Operations: byTag[name]})
 	}
-	for _, m := range doc.obj("webhooks") {
-		item, _ := m.val.(object)
-		for _, op := range b.operations(m.key, item) {
-			op.view.Path = "your " + m.key + " URL"
-			op.view.ID = "webhook-" + anchor(m.key) + "-" + strings.ToLower(op.view.Method)
+	for _, m := range doc.Obj("webhooks") {
+		item, _ := m.Value.(object)
+		for _, op := range b.operations(m.Key, item) {
+			op.view.Path = "your " + m.Key + " URL"
+			op.view.ID = "webhook-" + anchor(m.Key) + "-" + strings.ToLower(op.view.Method)
 			p.Webhooks = append(p.Webhooks, op.view)
 		}
 	}
-	for _, m := range doc.obj("components").obj("schemas") {
-		s, _ := m.val.(object)
-		p.Schemas = append(p.Schemas, schemaView{Name: m.key, ID: "schema-" + anchor(m.key), Description: markdown(s.str("description")),
+	for _, m := range doc.Obj("components").Obj("schemas") {
+		s, _ := m.Value.(object)
+		p.Schemas = append(p.Schemas, schemaView{Name: m.Key, ID: "schema-" + anchor(m.Key), Description: markdown(s.Str("description")),
 			Type: b.typeOf(s), Fields: b.fields(s, "")})
 	}
 	return p, nil
@@ -167,62 +167,62 @@ func (b builder) operations(path string, item object) []taggedOperation {
 	item = b.resolve(item)
 	var out []taggedOperation
 	for _, method := range methods {
-		op := item.obj(method)
+		op := item.Obj(method)
 		if op == nil {
 			continue
 		}
-		v := operationView{ID: "op-" + anchor(op.str("operationId")), Method: strings.ToUpper(method), Path: path,
-			Summary: op.str("summary"), Description: markdown(op.str("description"))}
+		v := operationView{ID: "op-" + anchor(op.Str("operationId")), Method: strings.ToUpper(method), Path: path,
+			Summary: op.Str("summary"), Description: markdown(op.Str("description"))}
 		if v.ID == "op-" {
 			v.ID = "op-" + method + anchor(path)
 		}
-		for _, s := range b.servers(item.arr("servers")) {
+		for _, s := range b.servers(item.Arr("servers")) {
 			v.Servers = append(v.Servers, s.URL)
 		}
-		security := op.arr("security")
+		security := op.Arr("security")
 		if security == nil {
-			security = b.doc.arr("security")
+			security = b.doc.Arr("security")
 		}
 		for _, req := range security {
 			for _, m := range asObject(req) {
-				v.Security = append(v.Security, m.key)
+				v.Security = append(v.Security, m.Key)
 			}
 		}
-		params := append(append([]any{}, item.arr("parameters")...), op.arr("parameters")...)
+		params := append(append([]any{}, item.Arr("parameters")...), op.Arr("parameters")...)
 		for _, pr := range params {
 			p := b.resolve(asObject(pr))
-			v.Parameters = append(v.Parameters, fieldView{Name: p.str("name"), In: p.str("in"), Required: p.get("required") == true,
-				Type: b.typeOf(p.obj("schema")), Description: markdown(p.str("description"))})
+			v.Parameters = append(v.Parameters, fieldView{Name: p.Str("name"), In: p.Str("in"), Required: p.Get("required") == true,
+				Type: b.typeOf(p.Obj("schema")), Description: markdown(p.Str("description"))})
 		}
-		if rb := b.resolve(op.obj("requestBody")); rb != nil {
-			v.Body = &bodyView{Required: rb.get("required") == true, Media: b.media(rb.obj("content"), true)}
+		if rb := b.resolve(op.Obj("requestBody")); rb != nil {
+			v.Body = &bodyView{Required: rb.Get("required") == true, Media: b.media(rb.Obj("content"), true)}
 		}
-		for _, r := range op.obj("responses") {
-			ref := asObject(r.val)
+		for _, r := range op.Obj("responses") {
+			ref := asObject(r.Value)
 			resp := b.resolve(ref)
-			desc := resp.str("description")
-			if d := ref.str("description"); d != "" {
+			desc := resp.Str("description")
+			if d := ref.Str("description"); d != "" {
 				desc = d // OpenAPI 3.1: a description beside a $ref overrides
 			}
-			rv := responseView{Status: r.key, Description: markdown(desc), Media: b.media(resp.obj("content"), false)}
-			for _, h := range resp.obj("headers") {
-				hd := b.resolve(asObject(h.val))
-				rv.Headers = append(rv.Headers, fieldView{Name: h.key, Required: hd.get("required") == true,
-					Type: b.typeOf(hd.obj("schema")), Description: markdown(hd.str("description"))})
+			rv := responseView{Status: r.Key, Description: markdown(desc), Media: b.media(resp.Obj("content"), false)}
+			for _, h := range resp.Obj("headers") {
+				hd := b.resolve(asObject(h.Value))
+				rv.Headers = append(rv.Headers, fieldView{Name: h.Key, Required: hd.Get("required") == true,
+					Type: b.typeOf(hd.Obj("schema")), Description: markdown(hd.Str("description"))})
 			}
 			v.Responses = append(v.Responses, rv)
 		}
-		for _, cb := range op.obj("callbacks") {
-			for _, expr := range b.resolve(asObject(cb.val)) {
-				cv := callbackView{Name: cb.key, Expression: expr.key}
-				for _, o := range b.operations(expr.key, asObject(expr.val)) {
+		for _, cb := range op.Obj("callbacks") {
+			for _, expr := range b.resolve(asObject(cb.Value)) {
+				cv := callbackView{Name: cb.Key, Expression: expr.Key}
+				for _, o := range b.operations(expr.Key, asObject(expr.Value)) {
 					cv.Operations = append(cv.Operations, o.view)
 				}
 				v.Callbacks = append(v.Callbacks, cv)
 			}
 		}
 		tag := ""
-		if tags := op.arr("tags"); len(tags) > 0 {
+		if tags := op.Arr("tags"); len(tags) > 0 {
 			tag, _ = tags[0].(string)
 		}
 		out = append(out, taggedOperation{tag, v})
@@ -234,10 +234,10 @@ func (b builder) servers(list []any) []serverView {
 	var out []serverView
 	for _, s := range list {
 		o := asObject(s)
-		sv := serverView{URL: o.str("url"), Description: markdown(o.str("description"))}
+		sv := serverView{URL: o.Str("url"), Description: markdown(o.Str("description"))}
 		var defaults []string
-		for _, v := range o.obj("variables") {
-			defaults = append(defaults, v.key+" = "+asObject(v.val).str("default"))
+		for _, v := range o.Obj("variables") {
+			defaults = append(defaults, v.Key+" = "+asObject(v.Value).Str("default"))
 		}
 		sv.Default = strings.Join(defaults, ", ")
 		out = append(out, sv)
@@ -250,23 +250,23 @@ func (b builder) servers(list []any) []serverView {
 func (b builder) media(content object, withFields bool) []mediaView {
 	var out []mediaView
 	for _, c := range content {
-		mt := asObject(c.val)
-		schema := mt.obj("schema")
-		mv := mediaView{Type: c.key, Schema: b.typeOf(schema)}
+		mt := asObject(c.Value)
+		schema := mt.Obj("schema")
+		mv := mediaView{Type: c.Key, Schema: b.typeOf(schema)}
 		if withFields {
 			mv.Fields = b.fields(b.resolve(schema), "")
 		}
-		form := strings.HasPrefix(c.key, "application/x-www-form-urlencoded")
-		if mt.has("example") {
-			mv.Examples = append(mv.Examples, exampleView{Text: exampleText(mt.get("example"), form)})
+		form := strings.HasPrefix(c.Key, "application/x-www-form-urlencoded")
+		if mt.Has("example") {
+			mv.Examples = append(mv.Examples, exampleView{Text: exampleText(mt.Get("example"), form)})
 		}
-		for _, e := range mt.obj("examples") {
-			ex := b.resolve(asObject(e.val))
-			name := ex.str("summary")
+		for _, e := range mt.Obj("examples") {
+			ex := b.resolve(asObject(e.Value))
+			name := ex.Str("summary")
 			if name == "" {
-				name = e.key
+				name = e.Key
 			}
-			mv.Examples = append(mv.Examples, exampleView{Name: name, Text: exampleText(ex.get("value"), form)})
+			mv.Examples = append(mv.Examples, exampleView{Name: name, Text: exampleText(ex.Get("value"), form)})
 		}
 		out = append(out, mv)
 	}
@@ -282,7 +282,7 @@ func exampleText(v any, form bool) string {
 	}
 	var lines []string
 	for _, m := range o {
-		lines = append(lines, url.QueryEscape(m.key)+"="+url.QueryEscape(fmt.Sprint(m.val)))
+		lines = append(lines, url.QueryEscape(m.Key)+"="+url.QueryEscape(fmt.Sprint(m.Value)))
 	}
 	return strings.Join(lines, "\n&")
 }
@@ -291,17 +291,17 @@ func exampleText(v any, form bool) string {
 // dotted names.
 func (b builder) fields(s object, prefix string) []fieldView {
 	required := map[string]bool{}
-	for _, r := range s.arr("required") {
+	for _, r := range s.Arr("required") {
 		if name, ok := r.(string); ok {
 			required[name] = true
 		}
 	}
 	var out []fieldView
-	for _, p := range s.obj("properties") {
-		ps := asObject(p.val)
-		out = append(out, fieldView{Name: prefix + p.key, Required: required[p.key], Type: b.typeOf(ps), Description: markdown(ps.str("description"))})
-		if !ps.has("$ref") && ps.has("properties") {
-			out = append(out, b.fields(ps, prefix+p.key+".")...)
+	for _, p := range s.Obj("properties") {
+		ps := asObject(p.Value)
+		out = append(out, fieldView{Name: prefix + p.Key, Required: required[p.Key], Type: b.typeOf(ps), Description: markdown(ps.Str("description"))})
+		if !ps.Has("$ref") && ps.Has("properties") {
+			out = append(out, b.fields(ps, prefix+p.Key+".")...)
 		}
 	}
 	return out
@@ -313,12 +313,12 @@ func (b builder) typeOf(s object) template.HTML {
 	if s == nil {
 		return ""
 	}
-	if ref := s.str("$ref"); ref != "" {
+	if ref := s.Str("$ref"); ref != "" {
 		name := ref[strings.LastIndex(ref, "/")+1:]
 		return template.HTML(`<a href="#schema-` + html.EscapeString(anchor(name)) + `">` + html.EscapeString(name) + `</a>`)
 	}
 	var out string
-	switch t := s.get("type").(type) {
+	switch t := s.Get("type").(type) {
 	case string:
 		out = html.EscapeString(t)
 	case []any:
@@ -328,17 +328,17 @@ func (b builder) typeOf(s object) template.HTML {
 		}
 		out = html.EscapeString(strings.Join(ts, " or "))
 	}
-	if items := s.obj("items"); items != nil {
+	if items := s.Obj("items"); items != nil {
 		out = "array of " + string(b.typeOf(items))
 	}
 	var notes []string
-	if s.has("format") {
-		notes = append(notes, html.EscapeString(s.str("format")))
+	if s.Has("format") {
+		notes = append(notes, html.EscapeString(s.Str("format")))
 	}
 	if c, ok := lookup(s, "const"); ok {
 		notes = append(notes, "always "+code(c))
 	}
-	if e := s.arr("enum"); e != nil {
+	if e := s.Arr("enum"); e != nil {
 		var vals []string
 		for _, x := range e {
 			vals = append(vals, code(x))
@@ -351,10 +351,10 @@ func (b builder) typeOf(s object) template.HTML {
 			notes = append(notes, fmt.Sprintf(k.say, html.EscapeString(fmt.Sprint(x))))
 		}
 	}
-	if s.has("pattern") {
-		notes = append(notes, "matches "+code(s.str("pattern")))
+	if s.Has("pattern") {
+		notes = append(notes, "matches "+code(s.Str("pattern")))
 	}
-	if s.get("additionalProperties") == false {
+	if s.Get("additionalProperties") == false {
 		notes = append(notes, "no other fields")
 	}
 	if len(notes) > 0 {
@@ -365,8 +365,8 @@ func (b builder) typeOf(s object) template.HTML {
 
 func lookup(o object, key string) (any, bool) {
 	for _, m := range o {
-		if m.key == key {
-			return m.val, true
+		if m.Key == key {
+			return m.Value, true
 		}
 	}
 	return nil, false
@@ -389,14 +389,14 @@ func code(v any) string {
 // resolve follows a local $ref (#/components/…) to what it names.
 func (b builder) resolve(o object) object {
 	for range 8 { // a chain of refs, never a loop
-		ref := o.str("$ref")
+		ref := o.Str("$ref")
 		if !strings.HasPrefix(ref, "#/") {
 			return o
 		}
 		var cur any = b.doc
 		for _, part := range strings.Split(ref[2:], "/") {
 			part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
-			cur = asObject(cur).get(part)
+			cur = asObject(cur).Get(part)
 		}
 		o = asObject(cur)
 	}
