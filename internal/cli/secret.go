@@ -54,6 +54,19 @@ func (f *secretFlags) checkDatabase() error {
 	return nil
 }
 
+// parse reads args and says where the ring is, refusing a ring or a
+// database that is not there before either is touched.
+func (f *secretFlags) parse(fset *flag.FlagSet, args []string) (server.KeySource, error) {
+	if err := parseFlags(fset, args); err != nil {
+		return server.KeySource{}, err
+	}
+	src, err := f.source()
+	if err != nil {
+		return src, err
+	}
+	return src, f.checkDatabase()
+}
+
 func secretCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
@@ -75,14 +88,8 @@ func secretRotate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fset := newFlags("secret rotate", stderr)
 	f.register(fset)
 	fset.BoolVar(&reseal, "reseal", true, "re-seal the stored secrets under the new key at once (false when other nodes read their own copy of the ring: copy it to them first, then run kadi secret reseal)")
-	if err := parseFlags(fset, args); err != nil {
-		return err
-	}
-	src, err := f.source()
+	src, err := f.parse(fset, args)
 	if err != nil {
-		return err
-	}
-	if err := f.checkDatabase(); err != nil {
 		return err
 	}
 	if src.Env != "" {
@@ -120,14 +127,8 @@ func secretReseal(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var f secretFlags
 	fset := newFlags("secret reseal", stderr)
 	f.register(fset)
-	if err := parseFlags(fset, args); err != nil {
-		return err
-	}
-	src, err := f.source()
+	src, err := f.parse(fset, args)
 	if err != nil {
-		return err
-	}
-	if err := f.checkDatabase(); err != nil {
 		return err
 	}
 	return resealWith(ctx, &f, src, stdout)
