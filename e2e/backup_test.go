@@ -2,13 +2,11 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,47 +24,9 @@ func TestBackupWhileServing(t *testing.T) {
 
 	// Bills are created for the whole backup; each acknowledged one is
 	// recorded, in order.
-	var (
-		mu    sync.Mutex
-		acked []string
-		stop  = make(chan struct{})
-		wg    sync.WaitGroup
-		errs  = make(chan error, 1)
-	)
-	wg.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			ref := fmt.Sprintf("BK%d", i)
-			if _, err := shop.c.CreateBill(ctx, shop.billRequest(ref, "7.00")); err != nil {
-				select {
-				case errs <- fmt.Errorf("create %s: %w", ref, err):
-				default:
-				}
-				return
-			}
-			mu.Lock()
-			acked = append(acked, ref)
-			mu.Unlock()
-			time.Sleep(2 * time.Millisecond) // paced: the machine is shared
-		}
-	})
-	stopLoad := func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
-	}
-	t.Cleanup(stopLoad)
+	load := startBillLoad(t, shop, "BK", "7.00", 2*time.Millisecond)
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		mu.Lock()
-		n := len(acked)
-		mu.Unlock()
+		n := len(load.Acked())
 		if n >= 20 {
 			break
 		}
@@ -78,22 +38,15 @@ func TestBackupWhileServing(t *testing.T) {
 
 	old := syscall.Umask(0o022) // the copy must be private whatever the umask
 	defer syscall.Umask(old)
-	mu.Lock()
-	before := append([]string(nil), acked...)
-	mu.Unlock()
+	before := load.Acked()
 	out := filepath.Join(t.TempDir(), "backup")
 	stdout, stderr, err := runKadi(t, "backup", "--data-dir", g.DataDir, "--out", out)
-	mu.Lock()
-	during := len(acked) - len(before)
-	mu.Unlock()
+	during := len(load.Acked()) - len(before)
 	if err != nil {
 		t.Fatalf("kadi backup: %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
 	}
-	stopLoad()
-	select {
-	case err := <-errs:
+	if err := load.Stop(); err != nil {
 		t.Fatalf("bills while backing up: %v", err)
-	default:
 	}
 	if during == 0 {
 		t.Errorf("no bill was created while kadi backup ran: the test proves nothing about a busy gateway")

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,40 +31,8 @@ func TestCLIWhileServing(t *testing.T) {
 
 	// Keep the database busy with writes for the whole test, so the CLI
 	// meets real contention on the SQLite file.
-	var (
-		stop     = make(chan struct{})
-		wg       sync.WaitGroup
-		written  atomic.Int64
-		loadErrs = make(chan error, 1)
-	)
-	wg.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := busy.c.CreateBill(ctx, busy.billRequest(fmt.Sprintf("LOAD%d", i), "5.00")); err != nil {
-				select {
-				case loadErrs <- err:
-				default:
-				}
-				return
-			}
-			written.Add(1)
-			// Paced, so parallel tests on a small machine keep their CPU.
-			time.Sleep(5 * time.Millisecond)
-		}
-	})
-	stopLoad := func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
-	}
-	t.Cleanup(stopLoad)
+	// Paced, so parallel tests on a small machine keep their CPU.
+	load := startBillLoad(t, busy, "LOAD", "5.00", 5*time.Millisecond)
 
 	second := createMerchant(t, g.DataDir, "Second Shop")
 	if second.MerchantCode == first.MerchantCode {
@@ -150,16 +116,14 @@ func TestCLIWhileServing(t *testing.T) {
 		busy.createBill(t, "BUSYAFTER", "3.00")
 	})
 
-	stopLoad()
-	select {
-	case err := <-loadErrs:
+	if err := load.Stop(); err != nil {
 		t.Fatalf("bill writes failed while the CLI ran: %v", err)
-	default:
 	}
-	if written.Load() == 0 {
+	written := len(load.Acked())
+	if written == 0 {
 		t.Fatal("no bill was written while the CLI ran: the contention this test needs never happened")
 	}
-	t.Logf("%d bills written concurrently with the CLI", written.Load())
+	t.Logf("%d bills written concurrently with the CLI", written)
 	for _, bad := range []string{"database is locked", "SQLITE_BUSY"} {
 		if bytes.Contains(g.Logs(), []byte(bad)) {
 			t.Errorf("server log mentions %q", bad)

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -732,4 +733,65 @@ func (s *shopper) verify(t testing.TB, ref string) *client.Verification {
 		t.Fatalf("Verify %s: %v", ref, err)
 	}
 	return v
+}
+
+// billLoad keeps a gateway busy with bill writes in the background, one
+// every pace (the machine is shared), noting each acknowledged reference.
+type billLoad struct {
+	stop chan struct{}
+	wg   sync.WaitGroup
+	err  chan error
+
+	mu    sync.Mutex
+	acked []string
+}
+
+// startBillLoad creates bills for s under order references prefix0,
+// prefix1… until Stop or the first error; the test's end stops it too.
+func startBillLoad(t testing.TB, s *shopper, prefix, amount string, pace time.Duration) *billLoad {
+	l := &billLoad{stop: make(chan struct{}), err: make(chan error, 1)}
+	l.wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-l.stop:
+				return
+			default:
+			}
+			ref := fmt.Sprintf("%s%d", prefix, i)
+			if _, err := s.c.CreateBill(context.Background(), s.billRequest(ref, amount)); err != nil {
+				l.err <- fmt.Errorf("create %s: %w", ref, err)
+				return
+			}
+			l.mu.Lock()
+			l.acked = append(l.acked, ref)
+			l.mu.Unlock()
+			time.Sleep(pace)
+		}
+	})
+	t.Cleanup(func() { l.Stop() })
+	return l
+}
+
+// Acked is the references acknowledged so far, in order.
+func (l *billLoad) Acked() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.acked)
+}
+
+// Stop ends the load, waits for it, and returns the error that ended it
+// early, if one did.
+func (l *billLoad) Stop() error {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	l.wg.Wait()
+	select {
+	case err := <-l.err:
+		return err
+	default:
+		return nil
+	}
 }
