@@ -325,7 +325,7 @@ func (s *DB) ReplayIPN(ctx context.Context, id string, now time.Time, actor stri
 			Detail: fmt.Sprintf("%s event %s (payment %s), replay %d", ev.Mode, ev.ID, ev.PaymentID, ev.Replays)})
 	})
 	if err == nil {
-		s.ipnDue()
+		s.notifyIPNQueued()
 	}
 	return ev, err
 }

@@ -85,7 +85,7 @@ type DB struct {
 // poll. Events queued by another node wait for the poll.
 func (s *DB) OnIPNQueued(fn func()) { s.ipnQueued.Store(&fn) }
 
-func (s *DB) ipnDue() {
+func (s *DB) notifyIPNQueued() {
 	if fn := s.ipnQueued.Load(); fn != nil {
 		(*fn)()
 	}
