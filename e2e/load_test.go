@@ -32,7 +32,7 @@ func TestKadiLoadRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := runKadiLoad(t, bin, credsFile, g.BaseURL)
-	checkLoadTable(t, out)
+	checkLoadTable(t, out, true)
 }
 
 // TestKadiLoadTwoNodes runs kadi-load against two nodes sharing a
@@ -61,7 +61,7 @@ func TestKadiLoadTwoNodes(t *testing.T) {
 	}
 	a := clusterStartNode(t, "A", dbURL, key)
 	b := clusterStartNode(t, "B", dbURL, key)
-	checkLoadTable(t, runKadiLoad(t, bin, credsFile, a.base+","+b.base))
+	checkLoadTable(t, runKadiLoad(t, bin, credsFile, a.base+","+b.base), false)
 	for _, n := range []*clusterNode{a, b} {
 		logs, _ := os.ReadFile(n.logPath)
 		if c := bytes.Count(logs, []byte(`"path":"/payment/v2/bills","status":200`)); c == 0 {
@@ -90,8 +90,9 @@ func runKadiLoad(t *testing.T, bin, credsFile, urls string) string {
 }
 
 // checkLoadTable holds kadi-load's table to every scenario with both
-// baselines, no errors, and the server's CPU where it must show.
-func checkLoadTable(t *testing.T, out string) {
+// baselines, no errors, the server's CPU where it must show and, on
+// SQLite, the group-commit writer's figures for the scenarios that write.
+func checkLoadTable(t *testing.T, out string, sqlite bool) {
 	t.Helper()
 	half := ""
 	for _, line := range strings.Split(out, "\n") {
@@ -99,7 +100,7 @@ func checkLoadTable(t *testing.T, out string) {
 			half = line[strings.Index(line, ")")+1:]
 		}
 	}
-	if f := strings.Fields(half); len(f) != 8 || f[0] == "0" || f[1] != "0" {
+	if f := strings.Fields(half); len(f) != 10 || f[0] == "0" || f[1] != "0" {
 		t.Errorf("the paced bills row: %q", half)
 	}
 	for _, scenario := range []string{"minimal net/http handler", "GET /healthz", "POST /payment/v2/bills", "GET /payment/v2/query", "bill + POST /cardPay (approved)"} {
@@ -109,8 +110,9 @@ func checkLoadTable(t *testing.T, out string) {
 				row = strings.Fields(strings.TrimPrefix(line, scenario))
 			}
 		}
-		// ok, errors, per sec, p50, p99, vs minimal, vs /healthz, CPU/req
-		if len(row) != 8 {
+		// ok, errors, per sec, p50, p99, vs minimal, vs /healthz, CPU/req,
+		// writes/commit, writer busy
+		if len(row) != 10 {
 			t.Errorf("no row for %q", scenario)
 			continue
 		}
@@ -122,6 +124,9 @@ func checkLoadTable(t *testing.T, out string) {
 		if strings.Contains(scenario, "bills") || strings.Contains(scenario, "cardPay") {
 			if row[7] == "—" {
 				t.Errorf("%s: no server CPU figure", scenario)
+			}
+			if writes := row[8] != "—" && row[9] != "—"; writes != sqlite {
+				t.Errorf("%s: writes per commit %s, writer busy %s (SQLite: %v)", scenario, row[8], row[9], sqlite)
 			}
 		}
 	}

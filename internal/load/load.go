@@ -62,6 +62,9 @@ type Result struct {
 	// ServerCPU is the CPU time the measured server used during the
 	// scenario; zero when it could not be read.
 	ServerCPU time.Duration
+	// Writer is the change of the SQLite writer's counters over the
+	// scenario; zero on PostgreSQL.
+	Writer writerStats
 }
 
 // CPUPerRequest is the server's CPU time per successful request.
@@ -152,20 +155,20 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		}
 	}
 	scenarios := []struct {
-		name string
-		pids []int
-		op   func(ctx context.Context) error
+		name      string
+		onGateway bool // false: the minimal server
+		op        func(ctx context.Context) error
 	}{
-		{"minimal net/http handler", []int{minimalPID}, func(ctx context.Context) error { return get(ctx, httpc, minimal+"/healthz") }},
-		{"GET /healthz", gatewayPIDs, func(ctx context.Context) error { n, _ := next(); return get(ctx, httpc, n.base+"/healthz") }},
-		{"POST /payment/v2/bills", gatewayPIDs, func(ctx context.Context) error { n, _ := next(); _, err := newBill(ctx, n.c, o); return err }},
-		{"GET /payment/v2/query", gatewayPIDs, func(ctx context.Context) error {
+		{"minimal net/http handler", false, func(ctx context.Context) error { return get(ctx, httpc, minimal+"/healthz") }},
+		{"GET /healthz", true, func(ctx context.Context) error { n, _ := next(); return get(ctx, httpc, n.base+"/healthz") }},
+		{"POST /payment/v2/bills", true, func(ctx context.Context) error { n, _ := next(); _, err := newBill(ctx, n.c, o); return err }},
+		{"GET /payment/v2/query", true, func(ctx context.Context) error {
 			n, _ := next()
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.base+"/payment/v2/query?billReference=NOSUCHBILL", nil)
 			req.Header.Set("Authorization", "Bearer "+token)
 			return do(httpc, req, http.StatusNotFound)
 		}},
-		{"bill + POST /cardPay (approved)", gatewayPIDs, func(ctx context.Context) error {
+		{"bill + POST /cardPay (approved)", true, func(ctx context.Context) error {
 			n, pay := next()
 			b, err := newBill(ctx, n.c, o)
 			if err != nil {
@@ -191,16 +194,37 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		}
 		defer rcv.srv.Close()
 	}
+	// measure runs a scenario and adds what the servers spent on it: CPU
+	// time, and for the gateway the writer's counters.
+	bases := make([]string, len(nodes))
+	for i, n := range nodes {
+		bases[i] = n.base
+	}
+	measure := func(onGateway bool, scenario func() Result) Result {
+		pids := []int{minimalPID}
+		if onGateway {
+			pids = gatewayPIDs
+		}
+		before, cpuErr := cpuOf(pids)
+		var wBefore writerStats
+		if onGateway {
+			wBefore, onGateway = readWriterStats(ctx, httpc, bases)
+		}
+		r := scenario()
+		if after, err := cpuOf(pids); cpuErr == nil && err == nil {
+			r.ServerCPU = after - before
+		}
+		if wAfter, ok := readWriterStats(ctx, httpc, bases); onGateway && ok {
+			r.Writer = wAfter.sub(wBefore)
+		}
+		return r
+	}
 	var out []Result
 	for i, s := range scenarios {
 		if i >= 2 && o.Only != nil && !o.Only.MatchString(s.name) {
 			continue
 		}
-		before, cpuErr := cpuOf(s.pids)
-		r := run(ctx, s.name, o, s.op)
-		if after, err := cpuOf(s.pids); cpuErr == nil && err == nil {
-			r.ServerCPU = after - before
-		}
+		r := measure(s.onGateway, func() Result { return run(ctx, s.name, o, s.op) })
 		out = append(out, r)
 		if ctx.Err() != nil {
 			return out, ctx.Err()
@@ -209,12 +233,9 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			// Latency where it matters: at half the peak, not at the
 			// peak, where every request queues.
 			half := max(int(r.PerSecond()/2), 1)
-			before, cpuErr := cpuOf(s.pids)
-			hr := runPaced(ctx, fmt.Sprintf("bills at half the peak (%d/s)", half), o, half, s.op)
-			if after, err := cpuOf(s.pids); cpuErr == nil && err == nil {
-				hr.ServerCPU = after - before
-			}
-			out = append(out, hr)
+			out = append(out, measure(true, func() Result {
+				return runPaced(ctx, fmt.Sprintf("bills at half the peak (%d/s)", half), o, half, s.op)
+			}))
 		}
 	}
 	if rcv != nil && (o.Only == nil || o.Only.MatchString("IPN")) {
@@ -382,21 +403,28 @@ func runPaced(ctx context.Context, name string, o Options, rate int, op func(con
 
 // Report writes a table with every scenario's throughput as a ratio of the
 // two baselines measured in the same run: the minimal net/http handler
-// (the first result) and the gateway's /healthz (the second), and the
-// server's CPU time per request.
+// (the first result) and the gateway's /healthz (the second), the
+// server's CPU time per request and, on SQLite, the group-commit writer's
+// writes per commit and the share of the scenario it was busy.
 func Report(w io.Writer, rs []Result) {
 	if len(rs) < 2 {
 		return
 	}
 	minimal, health := rs[0], rs[1]
-	fmt.Fprintf(w, "%-34s %8s %6s %9s %9s %9s %11s %11s %10s\n", "scenario", "ok", "errors", "per sec", "p50", "p99", "vs minimal", "vs /healthz", "CPU/req")
+	fmt.Fprintf(w, "%-34s %8s %6s %9s %9s %9s %11s %11s %10s %13s %11s\n", "scenario", "ok", "errors", "per sec", "p50", "p99",
+		"vs minimal", "vs /healthz", "CPU/req", "writes/commit", "writer busy")
 	for _, r := range rs {
 		cpu := "—"
 		if r.ServerCPU > 0 {
 			cpu = r.CPUPerRequest().Round(time.Microsecond).String()
 		}
-		fmt.Fprintf(w, "%-34s %8d %6d %9.0f %9s %9s %10.3fx %10.3fx %10s\n", r.Name, r.Count, r.Errors, r.PerSecond(),
+		perCommit, busy := "—", "—"
+		if st := r.Writer; st.commits > 0 && r.Elapsed > 0 {
+			perCommit = fmt.Sprintf("%.1f", float64(st.writes)/float64(st.commits))
+			busy = fmt.Sprintf("%.0f%%", 100*st.busy.Seconds()/r.Elapsed.Seconds())
+		}
+		fmt.Fprintf(w, "%-34s %8d %6d %9.0f %9s %9s %10.3fx %10.3fx %10s %13s %11s\n", r.Name, r.Count, r.Errors, r.PerSecond(),
 			r.Percentile(50).Round(10*time.Microsecond), r.Percentile(99).Round(10*time.Microsecond),
-			r.PerSecond()/minimal.PerSecond(), r.PerSecond()/health.PerSecond(), cpu)
+			r.PerSecond()/minimal.PerSecond(), r.PerSecond()/health.PerSecond(), cpu, perCommit, busy)
 	}
 }

@@ -3,6 +3,8 @@ package server_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -53,6 +55,13 @@ func TestMetricsSeries(t *testing.T) {
 			t.Errorf("no %q in the scrape", want)
 		}
 	}
+	// The group-commit writer's counters (SQLite): three bills and two
+	// payments (started, charged in the simulator's ledger, finished) are
+	// at least nine writes, and a commit carries one or more.
+	writes, commits := scraped(t, text, "kadi_store_writes_total"), scraped(t, text, "kadi_store_commits_total")
+	if writes < 9 || commits < 1 || commits > writes || scraped(t, text, "kadi_store_commit_seconds_total") <= 0 {
+		t.Errorf("store writer series: %v writes, %v commits\n%s", writes, commits, text)
+	}
 	// Paths never become labels: a label per bill or page would grow
 	// without bound and publish references.
 	for _, leak := range []string{paid.Reference, declined.Reference, "NOSUCHBILL", "/cardPay/page/k", "/no/such/path"} {
@@ -60,4 +69,18 @@ func TestMetricsSeries(t *testing.T) {
 			t.Errorf("%q in the scrape", leak)
 		}
 	}
+}
+
+// scraped is the value of an unlabelled series in a text exposition.
+func scraped(t *testing.T, text, name string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("no %s in the scrape", name)
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return v
 }

@@ -230,6 +230,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		TTL: cfg.TokenTTL, Lockout: auth.DefaultLockout, Throttle: auth.DefaultThrottle,
 		Hashes: auth.NewHashGate(cores, 4*cores, 2*time.Second), Now: now, Log: log}
 	g.Metrics = metrics.New()
+	st.RegisterMetrics(g.Metrics)
 	g.Bills = &bill.Service{Repo: st, Policy: cfg.Bills, Now: now, Metrics: bill.NewMetrics(g.Metrics)}
 	acquirers := map[merchant.Mode]payment.Acquirer{merchant.Test: sim.New(keys.FixedKey("sim-acquirer"), st.SimLedger())}
 	if cfg.LiveAcquirer != nil {

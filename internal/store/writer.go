@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Group commit (SQLite). A commit in WAL mode with synchronous=FULL costs
@@ -45,9 +46,12 @@ type writer struct {
 	mu     sync.RWMutex // held to send; Close takes it to close the queue
 	closed bool
 	done   chan struct{}
-	// commits counts transactions committed or rolled back, for tests
-	// and benchmarks to see the grouping.
-	commits atomic.Int64
+	// commits counts transactions committed or rolled back, writes the
+	// writes they carried and busy the time spent running them: their
+	// ratios are the grouping and the writer's load (kadi_store_* on
+	// /metrics, docs/performance.md).
+	commits, writes atomic.Int64
+	busy            atomic.Int64 // nanoseconds
 }
 
 func startWriter(s *DB) *writer {
@@ -106,7 +110,9 @@ func (w *writer) run() {
 				break more
 			}
 		}
+		start := time.Now()
 		w.commit(batch)
+		w.busy.Add(int64(time.Since(start)))
 	}
 }
 
@@ -115,6 +121,7 @@ func (w *writer) commit(batch []*write) {
 	errs := make([]error, len(batch))
 	defer func() {
 		w.commits.Add(1)
+		w.writes.Add(int64(len(batch)))
 		for i, req := range batch {
 			req.done <- errs[i]
 		}

@@ -1,0 +1,29 @@
+package store
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kadipay/kadi/internal/metrics"
+)
+
+// RegisterMetrics adds the SQLite group-commit writer's series to r:
+// writes over commits is how many writes share an fsync, and the commit
+// seconds' rate is how busy the one writer is (1 is saturated). PostgreSQL
+// has no writer of ours: nothing is added.
+func (s *DB) RegisterMetrics(r *metrics.Registry) {
+	w := s.writes
+	if w == nil {
+		return
+	}
+	counter := func(name, help string, value func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, value)
+	}
+	r.MustRegister(
+		counter("kadi_store_writes_total", "Writes run by the SQLite group-commit writer.",
+			func() float64 { return float64(w.writes.Load()) }),
+		counter("kadi_store_commits_total", "Transactions the SQLite group-commit writer committed or rolled back, each carrying one or more writes.",
+			func() float64 { return float64(w.commits.Load()) }),
+		counter("kadi_store_commit_seconds_total", "Time the SQLite group-commit writer spent running and committing its transactions.",
+			func() float64 { return float64(w.busy.Load()) / 1e9 }),
+	)
+}
