@@ -38,6 +38,13 @@ type Claim struct {
 	// Skip lists endpoints already at their concurrency cap here: their
 	// events stay unclaimed for other nodes and later polls.
 	Skip []Endpoint
+	// Quick claims (a delivery ended, an event was queued) look only at
+	// the oldest due events, a few times Limit of them, and stop at a run
+	// of events they cannot take. The poll's claims are not quick: they
+	// read on past whatever they skip until they have matched as many, so
+	// an endpoint whose events wait behind another's long backlog is
+	// reached within a poll.
+	Quick bool
 }
 
 // Result is the outcome of handling one claimed event, stored in one
@@ -88,9 +95,10 @@ type Queue interface {
 	RenewIPN(ctx context.Context, held map[string]string, until time.Time) (int, error)
 	// RecordIPN stores r and clears the lease, if r.Owner still holds it.
 	RecordIPN(ctx context.Context, r Result) error
-	// Settings is read at send time, so a changed IPN configuration applies
-	// to events already queued.
-	Settings(ctx context.Context, code string, mode merchant.Mode) (merchant.Settings, error)
+	// RecentSettings is read at send time, so a changed IPN configuration
+	// applies to events already queued: at once when saved through the
+	// same store, within a second when saved by another node.
+	RecentSettings(ctx context.Context, code string, mode merchant.Mode) (merchant.Settings, error)
 	IPNStats(ctx context.Context) (Stats, error)
 }
 

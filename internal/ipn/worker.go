@@ -150,10 +150,11 @@ type Worker struct {
 	running  atomic.Bool
 	active   int
 	wake     chan struct{}
-	// nudge says an event was queued on this node just now: claim soon
-	// rather than at the next poll.
-	nudge chan struct{}
-	wg    sync.WaitGroup
+	// nudge says an event was queued on this node just now, for the
+	// endpoints in nudged: claim soon rather than at the next poll.
+	nudge  chan struct{}
+	nudged map[Endpoint]bool
+	wg     sync.WaitGroup
 }
 
 // nudgeGap spaces the claims nudges cause: at a thousand payments a second
@@ -182,6 +183,7 @@ func (w *Worker) init() {
 	w.inFlight = map[Endpoint]int{}
 	w.queued = map[Endpoint][]queuedEvent{}
 	w.held = map[string]string{}
+	w.nudged = map[Endpoint]bool{}
 	w.wake = make(chan struct{}, 1)
 	w.nudge = make(chan struct{}, 1)
 	if w.Now == nil {
@@ -211,14 +213,18 @@ func (w *Worker) Run(ctx context.Context) {
 	tick := time.NewTicker(w.cfg.Poll)
 	defer tick.Stop()
 	batch := 1 // slots that must be free before claiming
+	quick := false
+	claim := true
 	var nudged time.Time
 	for {
-		full, err := w.claimOnce(ctx, batch)
-		if err != nil && ctx.Err() == nil {
-			w.Log.Warn("claim IPN events", "err", err)
-		}
-		if full && err == nil {
-			continue // more may be due right now
+		if claim {
+			full, err := w.claimOnce(ctx, batch, quick)
+			if err != nil && ctx.Err() == nil {
+				w.Log.Warn("claim IPN events", "err", err)
+			}
+			if full && err == nil {
+				continue // more may be due right now
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -228,9 +234,9 @@ func (w *Worker) Run(ctx context.Context) {
 			// database write per event; wait for half the pool unless
 			// the poll comes first, which claims whatever is free (so
 			// endpoints that hang cannot starve the others).
-			batch = max(w.cfg.Workers/2, 1)
+			batch, quick, claim = max(w.cfg.Workers/2, 1), true, true
 		case <-tick.C:
-			batch = 1
+			batch, quick, claim = 1, false, true
 		case <-w.nudge:
 			if wait := nudgeGap - time.Since(nudged); wait > 0 {
 				t := time.NewTimer(wait)
@@ -242,20 +248,45 @@ func (w *Worker) Run(ctx context.Context) {
 				}
 			}
 			nudged = time.Now()
-			batch = 1
+			batch, quick, claim = 1, true, w.nudgeWanted()
 		}
 	}
 }
 
-// Nudge tells the worker an event was queued just now, so that it claims
-// within milliseconds instead of at its next poll. It never blocks: nudges
-// that come while one is pending are one.
-func (w *Worker) Nudge() {
+// Nudge tells the worker an event for ep was queued just now, so that it
+// claims within milliseconds instead of at its next poll. It never blocks:
+// nudges that come while one is pending are one.
+func (w *Worker) Nudge(ep Endpoint) {
 	w.initOnce.Do(w.init)
+	w.mu.Lock()
+	w.nudged[ep] = true
+	w.mu.Unlock()
 	select {
 	case w.nudge <- struct{}{}:
 	default:
 	}
+}
+
+// nudgeWanted reports whether a claim could start any of the nudged
+// endpoints' events sooner. A saturated one takes its next events as its
+// queue drains: claiming for it would only read its backlog again, which
+// behind an endpoint that hangs is thousands of rows read in the writer
+// for nothing at every payment.
+func (w *Worker) nudgeWanted() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	want := false
+	for ep := range w.nudged {
+		want = want || !w.saturated(ep)
+	}
+	clear(w.nudged)
+	return want
+}
+
+// saturated: ep is at its cap here and its queue has no room for another
+// share (it is more than half full). The caller holds w.mu.
+func (w *Worker) saturated(ep Endpoint) bool {
+	return w.inFlight[ep] >= w.cfg.PerEndpoint && w.cfg.queueCap()-len(w.queued[ep]) < w.cfg.share()
 }
 
 // Running reports whether Run is delivering: a node whose notifications
@@ -265,7 +296,7 @@ func (w *Worker) Running() bool { return w.running.Load() }
 // claimOnce fills free slots with due events, if at least batch are free.
 // It reports whether the claim came back full, meaning more events may be
 // waiting.
-func (w *Worker) claimOnce(ctx context.Context, batch int) (bool, error) {
+func (w *Worker) claimOnce(ctx context.Context, batch int, quick bool) (bool, error) {
 	w.mu.Lock()
 	free := w.cfg.Workers - w.active
 	// Endpoints at their cap take events into their queue when it has
@@ -276,10 +307,10 @@ func (w *Worker) claimOnce(ctx context.Context, batch int) (bool, error) {
 		if n < w.cfg.PerEndpoint {
 			continue
 		}
-		if r := w.cfg.queueCap() - len(w.queued[ep]); r >= w.cfg.share() {
-			room += r
-		} else {
+		if w.saturated(ep) {
 			skip = append(skip, ep)
+		} else {
+			room += w.cfg.queueCap() - len(w.queued[ep])
 		}
 	}
 	w.mu.Unlock()
@@ -290,7 +321,7 @@ func (w *Worker) claimOnce(ctx context.Context, batch int) (bool, error) {
 	owner := fmt.Sprintf("%s#%d", w.node, w.claims.Add(1))
 	limit := free + room
 	events, err := w.Queue.ClaimIPN(ctx, Claim{Owner: owner, Now: now, LeaseUntil: now.Add(w.cfg.Lease),
-		Limit: limit, PerEndpoint: w.cfg.share(), Skip: skip})
+		Limit: limit, PerEndpoint: w.cfg.share(), Skip: skip, Quick: quick})
 	if err != nil {
 		return false, err
 	}
@@ -457,10 +488,11 @@ func (w *Worker) heartbeat() (stop func()) {
 	}
 }
 
-// attempt reads the merchant's settings as they are now and sends ev.
+// attempt reads the merchant's settings (a change made on another node is
+// seen within a second) and sends ev.
 func (w *Worker) attempt(ctx context.Context, ev Event) Result {
 	now := w.Now()
-	st, err := w.Queue.Settings(ctx, ev.MerchantCode, ev.Mode)
+	st, err := w.Queue.RecentSettings(ctx, ev.MerchantCode, ev.Mode)
 	if err != nil {
 		return w.postpone(now, fmt.Sprintf("cannot read the merchant's IPN settings: %v", err))
 	}
@@ -517,7 +549,7 @@ func (w *Worker) attempt(ctx context.Context, ev Event) Result {
 // deliveries, and returns what happened. Nothing is queued or retried.
 func (w *Worker) Test(ctx context.Context, merchantCode string, mode merchant.Mode) (Attempt, error) {
 	w.initOnce.Do(w.init)
-	st, err := w.Queue.Settings(ctx, merchantCode, mode)
+	st, err := w.Queue.RecentSettings(ctx, merchantCode, mode)
 	if err != nil {
 		return Attempt{}, fmt.Errorf("read IPN settings: %w", err)
 	}

@@ -616,16 +616,8 @@ func TestQueuedEventNudgesTheWorker(t *testing.T) {
 	s := f.shop(t, "")
 	rc := newReceiver(t, s, nil)
 	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
-	q := &countingQueue{Queue: f.db}
-	cfg := fast(ipn.Config{})
-	cfg.Poll = time.Hour
-	w := &ipn.Worker{Queue: q, Config: cfg, Log: slog.New(slog.DiscardHandler)}
-	f.db.OnIPNQueued(w.Nudge)
-	t.Cleanup(func() { f.db.OnIPNQueued(func() {}) })
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { w.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	q, stop := f.runNudged(t, fast(ipn.Config{}))
+	defer stop()
 	waitFor(t, "the first claim", func() bool { return q.claims.Load() > 0 })
 
 	ev := f.event(t, s, f.pay(t, s).Reference)
@@ -634,4 +626,56 @@ func TestQueuedEventNudgesTheWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the replayed notification", func() bool { return len(f.attempts(t, ev.ID)) == 2 })
+}
+
+// A payment for a saturated endpoint (at its cap, its queue more than half
+// full) does not make the worker claim: its events are taken as the queue drains, and behind a hung
+// endpoint each claim would read the whole backlog again for nothing. A
+// payment for another endpoint still goes out at once.
+func TestNudgeForASaturatedEndpointClaimsNothing(t *testing.T) {
+	f := newFixture(t)
+	hold := make(chan struct{})
+	h := f.shop(t, "")
+	hung := newReceiver(t, h, func(int, http.ResponseWriter, *http.Request) bool { <-hold; return false })
+	f.setIPN(t, h.Code, hung.URL+"/kadi/ipn")
+	s := f.shop(t, "")
+	rc := newReceiver(t, s, nil)
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+
+	q, stop := f.runNudged(t, fast(ipn.Config{Workers: 8, PerEndpoint: 2, Timeout: time.Minute}))
+	defer func() { close(hold); stop() }()
+
+	// Two in flight and five queued: no room for another share of four.
+	leased := 0
+	for leased < 7 {
+		id := f.event(t, h, f.pay(t, h).Reference).ID
+		waitFor(t, "the event claimed", func() bool { ev, _ := f.db.IPNEvent(t.Context(), id); return ev.LeaseOwner != "" })
+		leased++
+	}
+	waitFor(t, "the hung endpoint's two requests", func() bool { return hung.inFlight.Load() == 2 })
+	before := q.claims.Load()
+	for range 10 {
+		f.pay(t, h)
+		time.Sleep(10 * time.Millisecond) // past the nudges' spacing: each could claim
+	}
+	ev := f.event(t, s, f.pay(t, s).Reference)
+	waitFor(t, "the other endpoint's notification", f.statusIs(t, ev.ID, ipn.Delivered))
+	if n := q.claims.Load() - before; n > 2 {
+		t.Errorf("%d claims for ten payments to a saturated endpoint and one to another; want the other's only", n)
+	}
+}
+
+// runNudged runs a worker as kadi serve wires it, nudged by the store when
+// a payment queues an event, with an hour's poll so that only nudges and
+// ended deliveries make it claim; it counts the claims.
+func (f *fixture) runNudged(t *testing.T, cfg ipn.Config) (*countingQueue, func()) {
+	q := &countingQueue{Queue: f.db}
+	cfg.Poll = time.Hour
+	w := &ipn.Worker{Queue: q, Config: cfg, Log: slog.New(slog.DiscardHandler)}
+	f.db.OnIPNQueued(w.Nudge)
+	t.Cleanup(func() { f.db.OnIPNQueued(func(ipn.Endpoint) {}) })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	return q, func() { cancel(); <-done }
 }

@@ -49,18 +49,33 @@ func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 	// it costs about 1.5 µs on SQLite. An endpoint at its cap is left out
 	// of the scan (c.Skip), so others' events are reached then too.
 	window := min(max(2*c.Limit, 64), 1024)
+	filters := `AND (e.merchant_code || '/' || e.mode) NOT IN (` + s.d.jsonTexts() + `)
+				AND NOT EXISTS (SELECT 1 FROM merchant_settings st
+					WHERE st.merchant_code = e.merchant_code AND st.mode = e.mode AND st.ipn_disabled_at > 0)`
+	// The poll's claim reads the due events in the index's order until
+	// the window has matched, whatever it skips. A quick claim looks at
+	// the window's worth of the oldest due events and no further: behind a
+	// hung endpoint's backlog of thousands each would otherwise read the
+	// whole backlog to find nothing. (Its sort is of the window only.)
+	scan := `SELECT e.id, e.merchant_code, e.mode FROM ipn_events e
+			WHERE e.status = 'pending' AND e.next_attempt_at <= ? AND e.lease_until < ? ` + filters + `
+			ORDER BY e.next_attempt_at, e.id LIMIT ?`
+	scanArgs := []any{now, now, string(skipList), window}
+	if c.Quick {
+		scan = `SELECT e.id, e.merchant_code, e.mode FROM (
+				SELECT id, merchant_code, mode, next_attempt_at, lease_until FROM ipn_events
+				WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?) e
+			WHERE e.lease_until < ? ` + filters + `
+			ORDER BY e.next_attempt_at, e.id LIMIT ?`
+		scanArgs = []any{now, window, now, string(skipList), window}
+	}
 	var out []ipn.Event
 	err = s.inTx(ctx, func(t tx) error {
-		rows, err := t.query(ctx, `SELECT e.id, e.merchant_code, e.mode FROM ipn_events e
-			WHERE e.status = 'pending' AND e.next_attempt_at <= ? AND e.lease_until < ?
-				AND (e.merchant_code || '/' || e.mode) NOT IN (`+s.d.jsonTexts()+`)
-				AND NOT EXISTS (SELECT 1 FROM merchant_settings st
-					WHERE st.merchant_code = e.merchant_code AND st.mode = e.mode AND st.ipn_disabled_at > 0)
-			ORDER BY e.next_attempt_at, e.id LIMIT ?`, now, now, string(skipList), window)
+		rows, err := t.query(ctx, scan, scanArgs...)
 		if err != nil {
 			return err
 		}
-		picked, err := pickDue(rows, perEndpoint, c.Limit)
+		picked, err := pickDue(rows, perEndpoint, c.Limit, c.Quick)
 		if err != nil || len(picked) == 0 {
 			return err
 		}
@@ -108,11 +123,14 @@ func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 }
 
 // pickDue takes, from due events oldest first, at most perEndpoint of each
-// endpoint and limit in all, and stops reading once it has them.
-func pickDue(rows *sql.Rows, perEndpoint, limit int) ([]string, error) {
+// endpoint and limit in all, and stops reading once it has them. A quick
+// claim also stops at a run of perEndpoint events it could not take: what
+// follows is most likely more of the same endpoints' backlog.
+func pickDue(rows *sql.Rows, perEndpoint, limit int, quick bool) ([]string, error) {
 	defer rows.Close()
 	var picked []string
 	taken := map[string]int{}
+	passed := 0 // events in a row that were not taken
 	for len(picked) < limit && rows.Next() {
 		var id, code, mode string
 		if err := rows.Scan(&id, &code, &mode); err != nil {
@@ -121,6 +139,9 @@ func pickDue(rows *sql.Rows, perEndpoint, limit int) ([]string, error) {
 		if ep := endpointKey(code, merchant.Mode(mode)); taken[ep] < perEndpoint {
 			taken[ep]++
 			picked = append(picked, id)
+			passed = 0
+		} else if passed++; quick && passed >= perEndpoint {
+			break
 		}
 	}
 	return picked, rows.Err()
@@ -185,6 +206,11 @@ func placeholders(n int) string {
 // disabling of the endpoint, all in one transaction and only while r.Owner
 // still holds the lease.
 func (s *DB) RecordIPN(ctx context.Context, r ipn.Result) error {
+	if r.DisableURL != "" {
+		// Which endpoint is the event's; a 410 is rare enough to forget
+		// them all.
+		defer s.settings.forgetAll()
+	}
 	return s.inTx(ctx, func(t tx) error {
 		set := `status = ?, attempts = attempts + ?, last_error = ?, lease_owner = '', lease_until = 0`
 		counted := 0
@@ -325,7 +351,7 @@ func (s *DB) ReplayIPN(ctx context.Context, id string, now time.Time, actor stri
 			Detail: fmt.Sprintf("%s event %s (payment %s), replay %d", ev.Mode, ev.ID, ev.PaymentID, ev.Replays)})
 	})
 	if err == nil {
-		s.notifyIPNQueued()
+		s.notifyIPNQueued(ipn.Endpoint{MerchantCode: ev.MerchantCode, Mode: ev.Mode})
 	}
 	return ev, err
 }

@@ -8,12 +8,15 @@ import (
 	"time"
 
 	"github.com/kadipay/kadi/internal/ipn"
+	"github.com/kadipay/kadi/internal/merchant"
 )
 
 // BenchmarkClaimIPN measures one claim as the worker makes it against a
 // backlog of one merchant's 5,000 due events: up to 240 events in all and
 // 32 of the endpoint. Each claimed share is given back, so every claim
-// sees the same backlog.
+// sees the same backlog. The poll's claim and a quick one (a delivery
+// ended, a payment nudged), each with the endpoint taking events and with
+// it skipped (saturated, as behind a hung endpoint).
 //
 //	go test -run '^$' -bench ClaimIPN ./internal/store/
 func BenchmarkClaimIPN(b *testing.B) {
@@ -39,20 +42,35 @@ func BenchmarkClaimIPN(b *testing.B) {
 	for err := range errs {
 		b.Fatal(err)
 	}
-	b.ResetTimer()
-	for i := range b.N {
-		now := time.Now()
-		owner := fmt.Sprintf("bench#%d", i)
-		evs, err := db.ClaimIPN(b.Context(), ipn.Claim{Owner: owner, Now: now, LeaseUntil: now.Add(time.Minute), Limit: 240, PerEndpoint: 32})
-		if err != nil || len(evs) != 32 {
-			b.Fatalf("claimed %d, %v", len(evs), err)
-		}
-		ids := make([]string, len(evs))
-		for j, ev := range evs {
-			ids[j] = ev.ID
-		}
-		if err := db.ReleaseIPN(b.Context(), owner, ids); err != nil {
-			b.Fatal(err)
-		}
+	ep := ipn.Endpoint{MerchantCode: code, Mode: merchant.Test}
+	for _, bc := range []struct {
+		name  string
+		quick bool
+		skip  []ipn.Endpoint
+		want  int
+	}{
+		{"poll", false, nil, 32},
+		{"quick", true, nil, 32},
+		{"poll, endpoint skipped", false, []ipn.Endpoint{ep}, 0},
+		{"quick, endpoint skipped", true, []ipn.Endpoint{ep}, 0},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for i := range b.N {
+				now := time.Now()
+				owner := fmt.Sprintf("bench#%d", i)
+				evs, err := db.ClaimIPN(b.Context(), ipn.Claim{Owner: owner, Now: now, LeaseUntil: now.Add(time.Minute), Limit: 240, PerEndpoint: 32,
+					Quick: bc.quick, Skip: bc.skip})
+				if err != nil || len(evs) != bc.want {
+					b.Fatalf("claimed %d, %v", len(evs), err)
+				}
+				ids := make([]string, len(evs))
+				for j, ev := range evs {
+					ids[j] = ev.ID
+				}
+				if err := db.ReleaseIPN(b.Context(), owner, ids); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

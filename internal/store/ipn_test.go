@@ -103,6 +103,7 @@ func TestIPNQueue(t *testing.T) {
 	for _, be := range ipnBackends() {
 		t.Run(be.name, func(t *testing.T) {
 			t.Run("claim", func(t *testing.T) { testIPNClaim(t, ipnOpen(t, be.dsn(t))) })
+			t.Run("quick claim", func(t *testing.T) { testIPNQuickClaim(t, ipnOpen(t, be.dsn(t))) })
 			t.Run("record", func(t *testing.T) { testIPNRecord(t, ipnOpen(t, be.dsn(t))) })
 			t.Run("gone", func(t *testing.T) { testIPNGone(t, ipnOpen(t, be.dsn(t))) })
 			t.Run("replay and log", func(t *testing.T) { testIPNReplay(t, ipnOpen(t, be.dsn(t))) })
@@ -176,6 +177,48 @@ func testIPNClaim(t *testing.T, db *store.DB) {
 	got, _ = db.ClaimIPN(ctx, ipn.Claim{Owner: "o5", Now: later.Add(2 * time.Minute), LeaseUntil: later.Add(3 * time.Minute), Limit: 1, PerEndpoint: 10})
 	if len(got) != 1 {
 		t.Fatalf("limit 1 claimed %d", len(got))
+	}
+}
+
+// A quick claim looks at the oldest due events only and stops at a run of
+// events it cannot take; the poll's claim reaches every endpoint, however
+// long the backlog in front of it.
+func testIPNQuickClaim(t *testing.T, db *store.DB) {
+	ctx := t.Context()
+	now := time.Now().Truncate(time.Millisecond)
+	a := ipnMerchant(t, db, "https://a.example/ipn")
+	b := ipnMerchant(t, db, "https://b.example/ipn")
+	c := ipnMerchant(t, db, "https://c.example/ipn")
+	start := now.Add(-time.Hour)
+	var as []ipn.Event
+	for i := range 80 {
+		as = append(as, ipnEvent(t, db, a, start.Add(time.Duration(i)*time.Second)))
+	}
+	b1 := ipnEvent(t, db, b, start.Add(10500*time.Millisecond)) // after a's tenth
+	c1 := ipnEvent(t, db, c, start.Add(100*time.Second))        // after all of a's
+	skipA := []ipn.Endpoint{{MerchantCode: a, Mode: merchant.Test}}
+	for _, tc := range []struct {
+		name  string
+		quick bool
+		skip  []ipn.Endpoint
+		want  []string
+	}{
+		{"quick: stops at a run of a's", true, nil, sorted(as[0].ID, as[1].ID)},
+		{"poll: past a's", false, nil, sorted(as[0].ID, as[1].ID, b1.ID)},
+		{"quick, a skipped: not past the oldest", true, skipA, sorted(b1.ID)},
+		{"poll, a skipped: every endpoint", false, skipA, sorted(b1.ID, c1.ID)},
+	} {
+		got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute), Limit: 4, PerEndpoint: 2,
+			Skip: tc.skip, Quick: tc.quick})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ipnIDs(got), tc.want) {
+			t.Errorf("%s: claimed %v, want %v", tc.name, ipnIDs(got), tc.want)
+		}
+		if err := db.ReleaseIPN(ctx, "o", ipnIDs(got)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -270,12 +313,18 @@ func testIPNGone(t *testing.T, db *store.DB) {
 		t.Fatalf("claimed %v", ipnIDs(got))
 	}
 	_ = db.ReleaseIPN(ctx, "o1", []string{otherEv.ID})
+	// Read once before the 410, as a delivery does: the worker's next
+	// attempt must see the endpoint disabled at once, not once the
+	// settings kept in memory are a second old.
+	if st, _ := db.RecentSettings(ctx, m, merchant.Test); !st.IPN.DisabledAt.IsZero() {
+		t.Fatal("endpoint disabled before any 410")
+	}
 	a := &ipn.Attempt{At: now, URL: "https://a.example/ipn", StatusCode: 410, Error: "410 Gone"}
 	if err := db.RecordIPN(ctx, ipn.Result{EventID: ev.ID, Owner: "o1", Attempt: a, Status: ipn.Pending, NextAttemptAt: now,
 		LastError: "410 Gone", DisableURL: "https://a.example/ipn"}); err != nil {
 		t.Fatal(err)
 	}
-	st, _ := db.Settings(ctx, m, merchant.Test)
+	st, _ := db.RecentSettings(ctx, m, merchant.Test)
 	if !st.IPN.DisabledAt.Equal(now) {
 		t.Fatalf("410 did not disable the endpoint: %+v", st.IPN)
 	}

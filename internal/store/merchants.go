@@ -63,29 +63,22 @@ func insertKey(ctx context.Context, t tx, k merchant.APIKey) error {
 // from memory: a change made through this DB is seen at once, one made by
 // another node or process within merchantMaxAge, as revoked keys are.
 func (s *DB) MerchantByCode(ctx context.Context, code string) (merchant.Merchant, error) {
-	if v, ok := s.merchants.Load(code); ok {
-		if c := v.(cachedMerchant); time.Since(c.at) < s.merchantMaxAge {
-			m := c.m
-			m.Outlets = slices.Clone(m.Outlets)
-			return m, nil
-		}
+	if m, ok := s.merchants.get(code); ok {
+		m.Outlets = slices.Clone(m.Outlets)
+		return m, nil
 	}
 	at := time.Now()
 	m, err := s.loadMerchant(ctx, code)
 	if err == nil {
-		s.merchants.Store(code, cachedMerchant{m: m, at: at})
+		s.merchants.put(code, m, at)
 		m.Outlets = slices.Clone(m.Outlets)
 	}
 	return m, err
 }
 
-// merchantMaxAge bounds how stale a cached merchant may be.
+// merchantMaxAge bounds how stale a merchant or its settings kept in
+// memory may be.
 const merchantMaxAge = time.Second
-
-type cachedMerchant struct {
-	m  merchant.Merchant
-	at time.Time
-}
 
 func (s *DB) loadMerchant(ctx context.Context, code string) (merchant.Merchant, error) {
 	var m merchant.Merchant
@@ -110,6 +103,26 @@ func (s *DB) loadMerchant(ctx context.Context, code string) (merchant.Merchant, 
 		m.Outlets = append(m.Outlets, o)
 	}
 	return m, rows.Err()
+}
+
+// RecentSettings is Settings as this DB read it within the last second
+// (merchantMaxAge), for the IPN worker, which reads them at every delivery.
+// A change saved through this DB, and a 410's disabling, show at once.
+//
+// Everything else reads Settings: issuing a token opens the sealed
+// secrets, which is how a node learns at once of a master key rotated by
+// another process (a value sealed under a key it lacks).
+func (s *DB) RecentSettings(ctx context.Context, code string, mode merchant.Mode) (merchant.Settings, error) {
+	key := endpointKey(code, mode)
+	if st, ok := s.settings.get(key); ok {
+		return st, nil
+	}
+	at := time.Now()
+	st, err := s.Settings(ctx, code, mode)
+	if err == nil {
+		s.settings.put(key, st, at)
+	}
+	return st, err
 }
 
 // Settings loads one mode's secrets and IPN configuration.
@@ -138,6 +151,7 @@ func (s *DB) SetIPN(ctx context.Context, code string, mode merchant.Mode, cfg me
 	if err != nil {
 		return err
 	}
+	defer s.settings.forget(endpointKey(code, mode))
 	return s.inTx(ctx, func(t tx) error {
 		res, err := t.exec(ctx, `UPDATE merchant_settings SET ipn_url = ?, ipn_username = ?, ipn_password = ?, ipn_disabled_at = 0
 			WHERE merchant_code = ? AND mode = ?`, cfg.URL, cfg.Username, passwordAtRest, code, string(mode))
@@ -217,6 +231,7 @@ func (s *DB) SetNotificationSecret(ctx context.Context, code string, mode mercha
 	if err != nil {
 		return err
 	}
+	defer s.settings.forget(endpointKey(code, mode))
 	return s.inTx(ctx, func(t tx) error {
 		res, err := t.exec(ctx, `UPDATE merchant_settings SET notification_secret = ? WHERE merchant_code = ? AND mode = ?`, sealed, code, string(mode))
 		if err != nil {
@@ -233,7 +248,7 @@ func (s *DB) SetNotificationSecret(ctx context.Context, code string, mode mercha
 // SetPassword replaces a merchant's password hash.
 func (s *DB) SetPassword(ctx context.Context, code, hash string) error {
 	res, err := s.exec(ctx, `UPDATE merchants SET password_hash = ? WHERE code = ?`, hash, code)
-	s.merchants.Delete(code)
+	s.merchants.forget(code)
 	if err != nil {
 		return fmt.Errorf("update password: %w", err)
 	}

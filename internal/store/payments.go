@@ -104,7 +104,7 @@ func (s *DB) FinishPayment(ctx context.Context, p payment.Payment, maxFailures i
 		return nil
 	})
 	if err == nil && event != nil {
-		s.notifyIPNQueued()
+		s.notifyIPNQueued(ipn.Endpoint{MerchantCode: event.MerchantCode, Mode: event.Mode})
 	}
 	return err
 }

@@ -72,22 +72,23 @@ type DB struct {
 	// is prepared on another connection, which cannot see tables the
 	// migration's transaction has just created.
 	migrating bool
-	// merchants caches MerchantByCode (merchants.go).
-	merchants      sync.Map // code → cachedMerchant
-	merchantMaxAge time.Duration
+	// merchants and settings keep MerchantByCode's and RecentSettings's
+	// answers (merchants.go).
+	merchants recent[merchant.Merchant]
+	settings  recent[merchant.Settings]
 	// ipnQueued is told after a commit that made an IPN event due.
-	ipnQueued atomic.Pointer[func()]
+	ipnQueued atomic.Pointer[func(ipn.Endpoint)]
 }
 
 // OnIPNQueued has fn called after every commit through this DB that made
 // an IPN event due (a payment succeeded, an event was replayed), so that
 // this node's worker claims it within milliseconds instead of at its next
 // poll. Events queued by another node wait for the poll.
-func (s *DB) OnIPNQueued(fn func()) { s.ipnQueued.Store(&fn) }
+func (s *DB) OnIPNQueued(fn func(ipn.Endpoint)) { s.ipnQueued.Store(&fn) }
 
-func (s *DB) notifyIPNQueued() {
+func (s *DB) notifyIPNQueued(ep ipn.Endpoint) {
 	if fn := s.ipnQueued.Load(); fn != nil {
-		(*fn)()
+		(*fn)(ep)
 	}
 }
 
@@ -124,7 +125,8 @@ func WithPool(p Pool) Option { return func(db *DB) { db.pool = p } }
 // Open connects to url ("postgres://…" or a SQLite file path, optionally
 // "sqlite:" prefixed) and applies pending migrations.
 func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
-	s := &DB{merchantMaxAge: merchantMaxAge, pool: DefaultPool()}
+	s := &DB{merchants: recent[merchant.Merchant]{maxAge: merchantMaxAge}, settings: recent[merchant.Settings]{maxAge: merchantMaxAge},
+		pool: DefaultPool()}
 	for _, o := range opts {
 		o(s)
 	}

@@ -1,0 +1,39 @@
+package store
+
+import (
+	"sync"
+	"time"
+)
+
+// recent keeps values read from the database for a short while, for
+// reads that every request or delivery makes and that seldom change
+// (merchants, their settings). A change made through the same DB forgets
+// the value at once; one made by another node or process is seen once
+// the value is older than maxAge, as revoked keys are.
+type recent[T any] struct {
+	maxAge time.Duration
+	m      sync.Map // key → recentValue[T]
+}
+
+type recentValue[T any] struct {
+	v  T
+	at time.Time
+}
+
+func (r *recent[T]) get(key string) (T, bool) {
+	if e, ok := r.m.Load(key); ok {
+		if e := e.(recentValue[T]); time.Since(e.at) < r.maxAge {
+			return e.v, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
+// put keeps v, read at at: a value read before a change and put after its
+// forget is still dropped once it is maxAge old.
+func (r *recent[T]) put(key string, v T, at time.Time) { r.m.Store(key, recentValue[T]{v, at}) }
+
+func (r *recent[T]) forget(key string) { r.m.Delete(key) }
+
+func (r *recent[T]) forgetAll() { r.m.Clear() }
