@@ -564,7 +564,7 @@ func clusterLaunch(t *testing.T, name, dbURL, key string) (*clusterNode, error) 
 		}
 		if t.Failed() {
 			logs, _ := os.ReadFile(n.logPath)
-			t.Logf("node %s log (last lines):\n%s", name, tail(logs, 40))
+			t.Logf("node %s log (last lines):\n%s", name, tail(logs, 12))
 		}
 	})
 

@@ -100,7 +100,7 @@ func checkLoadTable(t *testing.T, out string, sqlite bool) {
 			half = line[strings.Index(line, ")")+1:]
 		}
 	}
-	if f := strings.Fields(half); len(f) != 10 || f[0] == "0" || f[1] != "0" {
+	if f := strings.Fields(half); len(f) != 12 || f[0] == "0" || f[1] != "0" {
 		t.Errorf("the paced bills row: %q", half)
 	}
 	for _, scenario := range []string{"minimal net/http handler", "GET /healthz", "POST /payment/v2/bills", "GET /payment/v2/query", "bill + POST /cardPay (approved)"} {
@@ -111,19 +111,22 @@ func checkLoadTable(t *testing.T, out string, sqlite bool) {
 			}
 		}
 		// ok, errors, per sec, p50, p99, vs minimal, vs /healthz, CPU/req,
-		// writes/commit, writer busy
-		if len(row) != 10 {
+		// writes/commit, writer busy, peak RSS, load CPU/req
+		if len(row) != 12 {
 			t.Errorf("no row for %q", scenario)
 			continue
 		}
 		if row[0] == "0" || row[1] != "0" {
 			t.Errorf("%s: %s ok, %s errors", scenario, row[0], row[1])
 		}
+		if !strings.HasSuffix(row[10], "MB") || row[10] == "0MB" {
+			t.Errorf("%s: peak RSS %q", scenario, row[10])
+		}
 		// /proc counts CPU in 10 ms ticks: the light scenarios may not
 		// reach one in so short a run, the payment ones always do.
 		if strings.Contains(scenario, "bills") || strings.Contains(scenario, "cardPay") {
-			if row[7] == "—" {
-				t.Errorf("%s: no server CPU figure", scenario)
+			if row[7] == "—" || row[11] == "—" {
+				t.Errorf("%s: server CPU %s, load CPU %s", scenario, row[7], row[11])
 			}
 			if writes := row[8] != "—" && row[9] != "—"; writes != sqlite {
 				t.Errorf("%s: writes per commit %s, writer busy %s (SQLite: %v)", scenario, row[8], row[9], sqlite)

@@ -65,14 +65,27 @@ type Result struct {
 	// Writer is the change of the SQLite writer's counters over the
 	// scenario; zero on PostgreSQL.
 	Writer writerStats
+	// LoadCPU is kadi-load's own CPU time over the scenario (its clients,
+	// and its IPN receiver): the other half of what a request costs the
+	// machine when both share it.
+	LoadCPU time.Duration
+	// PeakRSS is the most memory the measured server (the largest of its
+	// nodes) has held since it started, read after the scenario; zero
+	// when it could not be read.
+	PeakRSS int64
 }
 
 // CPUPerRequest is the server's CPU time per successful request.
-func (r Result) CPUPerRequest() time.Duration {
-	if r.Count == 0 {
+func (r Result) CPUPerRequest() time.Duration { return perRequest(r.ServerCPU, r.Count) }
+
+// LoadCPUPerRequest is kadi-load's own CPU time per successful request.
+func (r Result) LoadCPUPerRequest() time.Duration { return perRequest(r.LoadCPU, r.Count) }
+
+func perRequest(cpu time.Duration, n int) time.Duration {
+	if n == 0 {
 		return 0
 	}
-	return r.ServerCPU / time.Duration(r.Count)
+	return cpu / time.Duration(n)
 }
 
 // PerSecond is throughput.
@@ -194,8 +207,9 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		}
 		defer rcv.srv.Close()
 	}
-	// measure runs a scenario and adds what the servers spent on it: CPU
-	// time, and for the gateway the writer's counters.
+	// measure runs a scenario and adds what the servers spent on it (CPU
+	// time, and for the gateway the writer's counters) and what kadi-load
+	// itself spent.
 	bases := make([]string, len(nodes))
 	for i, n := range nodes {
 		bases[i] = n.base
@@ -206,6 +220,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			pids = gatewayPIDs
 		}
 		before, cpuErr := cpuOf(pids)
+		self, selfErr := ownCPU()
 		var wBefore writerStats
 		if onGateway {
 			wBefore, onGateway = readWriterStats(ctx, httpc, bases)
@@ -214,9 +229,13 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		if after, err := cpuOf(pids); cpuErr == nil && err == nil {
 			r.ServerCPU = after - before
 		}
+		if after, err := ownCPU(); selfErr == nil && err == nil {
+			r.LoadCPU = after - self
+		}
 		if wAfter, ok := readWriterStats(ctx, httpc, bases); onGateway && ok {
 			r.Writer = wAfter.sub(wBefore)
 		}
+		r.PeakRSS = peakRSSOf(pids)
 		return r
 	}
 	var out []Result
@@ -244,6 +263,8 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		if err != nil {
 			return out, err
 		}
+		// The peak so far, once both have run: the run's peak.
+		rs[len(rs)-1].PeakRSS = peakRSSOf(gatewayPIDs)
 		out = append(out, rs...)
 	}
 	return out, nil
@@ -356,6 +377,19 @@ func cpuOf(pids []int) (time.Duration, error) {
 	return sum, nil
 }
 
+// peakRSSOf is the largest peak RSS among pids; zero if one cannot be read.
+func peakRSSOf(pids []int) int64 {
+	var peak int64
+	for _, pid := range pids {
+		rss, err := PeakRSS(pid)
+		if err != nil {
+			return 0
+		}
+		peak = max(peak, rss)
+	}
+	return peak
+}
+
 // gatewayProcess finds the process listening on base's port.
 func gatewayProcess(base string) (int, error) {
 	u, err := url.Parse(base)
@@ -411,20 +445,27 @@ func Report(w io.Writer, rs []Result) {
 		return
 	}
 	minimal, health := rs[0], rs[1]
-	fmt.Fprintf(w, "%-34s %8s %6s %9s %9s %9s %11s %11s %10s %13s %11s\n", "scenario", "ok", "errors", "per sec", "p50", "p99",
-		"vs minimal", "vs /healthz", "CPU/req", "writes/commit", "writer busy")
+	fmt.Fprintf(w, "%-34s %8s %6s %9s %9s %9s %11s %11s %10s %13s %11s %9s %13s\n", "scenario", "ok", "errors", "per sec", "p50", "p99",
+		"vs minimal", "vs /healthz", "CPU/req", "writes/commit", "writer busy", "peak RSS", "load CPU/req")
 	for _, r := range rs {
-		cpu := "—"
+		cpu, loadCPU := "—", "—"
 		if r.ServerCPU > 0 {
 			cpu = r.CPUPerRequest().Round(time.Microsecond).String()
+		}
+		if r.LoadCPU > 0 {
+			loadCPU = r.LoadCPUPerRequest().Round(time.Microsecond).String()
 		}
 		perCommit, busy := "—", "—"
 		if st := r.Writer; st.commits > 0 && r.Elapsed > 0 {
 			perCommit = fmt.Sprintf("%.1f", float64(st.writes)/float64(st.commits))
 			busy = fmt.Sprintf("%.0f%%", 100*st.busy.Seconds()/r.Elapsed.Seconds())
 		}
-		fmt.Fprintf(w, "%-34s %8d %6d %9.0f %9s %9s %10.3fx %10.3fx %10s %13s %11s\n", r.Name, r.Count, r.Errors, r.PerSecond(),
+		rss := "—"
+		if r.PeakRSS > 0 {
+			rss = fmt.Sprintf("%dMB", r.PeakRSS>>20)
+		}
+		fmt.Fprintf(w, "%-34s %8d %6d %9.0f %9s %9s %10.3fx %10.3fx %10s %13s %11s %9s %13s\n", r.Name, r.Count, r.Errors, r.PerSecond(),
 			r.Percentile(50).Round(10*time.Microsecond), r.Percentile(99).Round(10*time.Microsecond),
-			r.PerSecond()/minimal.PerSecond(), r.PerSecond()/health.PerSecond(), cpu, perCommit, busy)
+			r.PerSecond()/minimal.PerSecond(), r.PerSecond()/health.PerSecond(), cpu, perCommit, busy, rss, loadCPU)
 	}
 }

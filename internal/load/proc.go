@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -44,6 +45,47 @@ func parseStat(line string) (time.Duration, error) {
 		return 0, fmt.Errorf("proc stat: utime %q, stime %q", fields[11], fields[12])
 	}
 	return time.Duration(utime+stime) * clockTick, nil
+}
+
+// ownCPU is the user and system CPU time this process has used. It asks
+// getrusage rather than /proc, whose 10 ms ticks round a short scenario's
+// few milliseconds of kadi-load's own work down to nothing.
+func ownCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, fmt.Errorf("getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
+// PeakRSS is the most resident memory process pid has held since it
+// started (VmHWM in /proc/PID/status), in bytes.
+func PeakRSS(pid int) (int64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseVmHWM(string(raw))
+}
+
+// parseVmHWM reads the "VmHWM:   12345 kB" line of a /proc/PID/status.
+func parseVmHWM(status string) (int64, error) {
+	for line := range strings.Lines(status) {
+		rest, ok := strings.CutPrefix(line, "VmHWM:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, fmt.Errorf("proc status: VmHWM %q", strings.TrimSpace(rest))
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil || kb < 0 {
+			return 0, fmt.Errorf("proc status: VmHWM %q", f[0])
+		}
+		return kb << 10, nil
+	}
+	return 0, errors.New("proc status: no VmHWM")
 }
 
 // ListenerPID finds the process listening on TCP port on this machine, by

@@ -29,6 +29,26 @@ func TestParseStat(t *testing.T) {
 	}
 }
 
+func TestParseVmHWM(t *testing.T) {
+	for _, tc := range []struct {
+		name, status string
+		want         int64
+		bad          bool
+	}{
+		{"plain", "Name:\tkadi\nVmPeak:\t  900000 kB\nVmHWM:\t   73728 kB\nVmRSS:\t   60000 kB\n", 73728 << 10, false},
+		{"last line without a newline", "Name:\tkadi\nVmHWM:\t 1 kB", 1 << 10, false},
+		{"none (a kernel thread)", "Name:\tkthreadd\nState:\tS\n", 0, true},
+		{"another unit", "VmHWM:\t 1 MB\n", 0, true},
+		{"not a number", "VmHWM:\t x kB\n", 0, true},
+		{"negative", "VmHWM:\t -1 kB\n", 0, true},
+	} {
+		got, err := parseVmHWM(tc.status)
+		if tc.bad != (err != nil) || got != tc.want {
+			t.Errorf("%s: %v, %v; want %v (error %v)", tc.name, got, err, tc.want, tc.bad)
+		}
+	}
+}
+
 func TestListening(t *testing.T) {
 	table := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
    0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 111 1 0 100 0 0 10 0
@@ -65,4 +85,28 @@ func TestListenerPIDAndCPUTime(t *testing.T) {
 	if err != nil || after <= before {
 		t.Errorf("CPU time %v then %v (%v): it does not move", before, after, err)
 	}
+}
+
+// TestOwnCPUIsFinerThanATick: kadi-load's own CPU in a short scenario is a
+// few milliseconds, which /proc's 10 ms ticks would often round to
+// nothing. The first change ownCPU shows while this test spins must be
+// smaller than a tick.
+func TestOwnCPUIsFinerThanATick(t *testing.T) {
+	start, err := ownCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		now, err := ownCPU()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now != start {
+			if step := now - start; step <= 0 || step >= clockTick {
+				t.Fatalf("ownCPU moved by %v: want a step above zero and below %v", step, clockTick)
+			}
+			return
+		}
+	}
+	t.Fatal("ownCPU did not move in 5 s of spinning")
 }
