@@ -135,7 +135,7 @@ func (s *DB) ThrottleAuthFailure(ctx context.Context, subject string, now time.T
 // AuthLockedUntil returns when subject's lock or throttle ends, or zero.
 func (s *DB) AuthLockedUntil(ctx context.Context, subject string, now time.Time) (time.Time, error) {
 	var locked int64
-	err := s.queryRow(ctx, `SELECT locked_until FROM auth_failures WHERE subject = ?`, subject).Scan(&locked)
+	err := s.lookup(ctx, `SELECT locked_until FROM auth_failures WHERE subject = ?`, subject).Scan(&locked)
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, nil
 	}

@@ -34,20 +34,20 @@ func (s *DB) InsertBill(ctx context.Context, b bill.Bill) (bill.Bill, bool, erro
 
 // BillByReference finds a merchant's bill by our reference.
 func (s *DB) BillByReference(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (bill.Bill, error) {
-	return scanBill(s.queryRow(ctx, `SELECT `+billColumns+` FROM bills WHERE reference = ? AND merchant_code = ? AND mode = ?`,
+	return scanBill(s.lookup(ctx, `SELECT `+billColumns+` FROM bills WHERE reference = ? AND merchant_code = ? AND mode = ?`,
 		ref, merchantCode, string(mode)))
 }
 
 // BillByOrderReference finds a merchant's bill by the merchant's reference.
 func (s *DB) BillByOrderReference(ctx context.Context, merchantCode string, mode merchant.Mode, orderRef string) (bill.Bill, error) {
-	return scanBill(s.queryRow(ctx, `SELECT `+billColumns+` FROM bills WHERE order_ref = ? AND merchant_code = ? AND mode = ?`,
+	return scanBill(s.lookup(ctx, `SELECT `+billColumns+` FROM bills WHERE order_ref = ? AND merchant_code = ? AND mode = ?`,
 		orderRef, merchantCode, string(mode)))
 }
 
 // BillByID finds any bill by reference, for internal use where the caller
 // has already established whose it is.
 func (s *DB) BillByID(ctx context.Context, ref string) (bill.Bill, error) {
-	return scanBill(s.queryRow(ctx, `SELECT `+billColumns+` FROM bills WHERE reference = ?`, ref))
+	return scanBill(s.lookup(ctx, `SELECT `+billColumns+` FROM bills WHERE reference = ?`, ref))
 }
 
 func scanBill(row scanner) (bill.Bill, error) {

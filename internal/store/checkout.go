@@ -34,7 +34,7 @@ func (s *DB) CheckoutByHash(ctx context.Context, idHash string, now time.Time) (
 	var c checkout.Session
 	var mode, fields, notice string
 	var created, expires, entry int64
-	err := s.queryRow(ctx, `SELECT id_hash, merchant_code, mode, bill_ref, fields, payment_id, entry_page, notice, created_at, expires_at
+	err := s.lookup(ctx, `SELECT id_hash, merchant_code, mode, bill_ref, fields, payment_id, entry_page, notice, created_at, expires_at
 		FROM checkout_sessions WHERE id_hash = ? AND expires_at > ?`, idHash, ms(now)).
 		Scan(&c.IDHash, &c.MerchantCode, &mode, &c.BillReference, &fields, &c.PaymentID, &entry, &notice, &created, &expires)
 	if err != nil {

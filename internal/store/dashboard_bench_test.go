@@ -93,7 +93,7 @@ type seeded struct {
 
 // seedBills gives one merchant n test bills over the past year (every
 // tenth paid), and a few real payments to search by card.
-func seedBills(b *testing.B, s *store.DB, n int) (string, []seeded, string) {
+func seedBills(b testing.TB, s *store.DB, n int) (string, []seeded, string) {
 	ctx := context.Background()
 	code := secret.RandomDigits(10)
 	m := merchant.Merchant{Code: code, Name: "Bench", PasswordHash: "x", BillerCode: "1", Outlets: []string{"2"}, ServiceID: "3", SystemCode: "4", SettlementAccount: "5", CreatedAt: time.Now()}

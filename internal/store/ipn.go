@@ -306,7 +306,7 @@ func (s *DB) IPNEvents(ctx context.Context, f ipn.Filter) ([]ipn.Event, error) {
 
 // IPNEvent loads one event.
 func (s *DB) IPNEvent(ctx context.Context, id string) (ipn.Event, error) {
-	return scanIPNEvent(s.queryRow(ctx, `SELECT `+ipnEventColumns+` FROM ipn_events WHERE id = ?`, id))
+	return scanIPNEvent(s.lookup(ctx, `SELECT `+ipnEventColumns+` FROM ipn_events WHERE id = ?`, id))
 }
 
 // IPNAttempts lists an event's attempts, oldest first.

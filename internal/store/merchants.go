@@ -83,7 +83,7 @@ const merchantMaxAge = time.Second
 func (s *DB) loadMerchant(ctx context.Context, code string) (merchant.Merchant, error) {
 	var m merchant.Merchant
 	var created int64
-	err := s.queryRow(ctx, `SELECT code, name, password_hash, biller_code, service_id, system_code, settlement_account, created_at
+	err := s.lookup(ctx, `SELECT code, name, password_hash, biller_code, service_id, system_code, settlement_account, created_at
 		FROM merchants WHERE code = ?`, code).
 		Scan(&m.Code, &m.Name, &m.PasswordHash, &m.BillerCode, &m.ServiceID, &m.SystemCode, &m.SettlementAccount, &created)
 	if err != nil {
@@ -129,7 +129,7 @@ func (s *DB) RecentSettings(ctx context.Context, code string, mode merchant.Mode
 func (s *DB) Settings(ctx context.Context, code string, mode merchant.Mode) (merchant.Settings, error) {
 	st := merchant.Settings{MerchantCode: code, Mode: mode}
 	var disabled int64
-	err := s.queryRow(ctx, `SELECT notification_secret, ipn_url, ipn_username, ipn_password, ipn_disabled_at
+	err := s.lookup(ctx, `SELECT notification_secret, ipn_url, ipn_username, ipn_password, ipn_disabled_at
 		FROM merchant_settings WHERE merchant_code = ? AND mode = ?`, code, string(mode)).
 		Scan(&st.NotificationSecret, &st.IPN.URL, &st.IPN.Username, &st.IPN.Password, &disabled)
 	if err != nil {
@@ -191,7 +191,7 @@ func (s *DB) APIKeyByHash(ctx context.Context, hash string) (merchant.APIKey, er
 	var k merchant.APIKey
 	var mode string
 	var created int64
-	err := s.queryRow(ctx, `SELECT id, merchant_code, mode, key_hash, created_at FROM api_keys WHERE key_hash = ? AND revoked_at = 0`, hash).
+	err := s.lookup(ctx, `SELECT id, merchant_code, mode, key_hash, created_at FROM api_keys WHERE key_hash = ? AND revoked_at = 0`, hash).
 		Scan(&k.ID, &k.MerchantCode, &mode, &k.Hash, &created)
 	k.Mode, k.CreatedAt = merchant.Mode(mode), fromMS(created)
 	return k, notFound(err, merchant.ErrNotFound)
@@ -219,7 +219,7 @@ func (s *DB) RevokedKeys(ctx context.Context, since time.Time) ([]string, error)
 func (s *DB) ActiveAPIKey(ctx context.Context, code string, mode merchant.Mode) (merchant.APIKey, error) {
 	k := merchant.APIKey{MerchantCode: code, Mode: mode}
 	var created int64
-	err := s.queryRow(ctx, `SELECT id, key_hash, prefix, created_at FROM api_keys WHERE merchant_code = ? AND mode = ? AND revoked_at = 0
+	err := s.lookup(ctx, `SELECT id, key_hash, prefix, created_at FROM api_keys WHERE merchant_code = ? AND mode = ? AND revoked_at = 0
 		ORDER BY created_at DESC LIMIT 1`, code, string(mode)).Scan(&k.ID, &k.Hash, &k.Prefix, &created)
 	k.CreatedAt = fromMS(created)
 	return k, notFound(err, merchant.ErrNotFound)
@@ -263,7 +263,7 @@ func (s *DB) SetPassword(ctx context.Context, code, hash string) error {
 func (s *DB) TOTP(ctx context.Context, code string) (string, time.Time, error) {
 	var sealed string
 	var enabled int64
-	err := s.queryRow(ctx, `SELECT totp_secret, totp_enabled_at FROM merchants WHERE code = ?`, code).Scan(&sealed, &enabled)
+	err := s.lookup(ctx, `SELECT totp_secret, totp_enabled_at FROM merchants WHERE code = ?`, code).Scan(&sealed, &enabled)
 	if err != nil {
 		return "", time.Time{}, notFound(err, merchant.ErrNotFound)
 	}

@@ -111,17 +111,17 @@ func (s *DB) FinishPayment(ctx context.Context, p payment.Payment, maxFailures i
 
 // PaymentByID loads one payment.
 func (s *DB) PaymentByID(ctx context.Context, id string) (payment.Payment, error) {
-	return scanPayment(s.queryRow(ctx, `SELECT `+paymentColumns+` FROM payments WHERE id = ?`, id))
+	return scanPayment(s.lookup(ctx, `SELECT `+paymentColumns+` FROM payments WHERE id = ?`, id))
 }
 
 // LatestPayment loads a bill's most recent attempt.
 func (s *DB) LatestPayment(ctx context.Context, billRef string) (payment.Payment, error) {
-	return scanPayment(s.queryRow(ctx, `SELECT `+paymentColumns+` FROM payments WHERE bill_ref = ? ORDER BY created_at DESC, id DESC LIMIT 1`, billRef))
+	return scanPayment(s.lookup(ctx, `SELECT `+paymentColumns+` FROM payments WHERE bill_ref = ? ORDER BY created_at DESC, id DESC LIMIT 1`, billRef))
 }
 
 // SuccessfulPayment loads a bill's one successful charge.
 func (s *DB) SuccessfulPayment(ctx context.Context, billRef string) (payment.Payment, error) {
-	return scanPayment(s.queryRow(ctx, `SELECT `+paymentColumns+` FROM payments WHERE bill_ref = ? AND status = ?`, billRef, string(payment.Succeeded)))
+	return scanPayment(s.lookup(ctx, `SELECT `+paymentColumns+` FROM payments WHERE bill_ref = ? AND status = ?`, billRef, string(payment.Succeeded)))
 }
 
 // UnsettledPayments lists attempts left open and untouched since cutoff,

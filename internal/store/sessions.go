@@ -24,7 +24,7 @@ func (s *DB) SessionByHash(ctx context.Context, idHash string, now time.Time) (s
 	var ss session.Session
 	var mode string
 	var second, created, seen int64
-	err := s.queryRow(ctx, `SELECT id_hash, merchant_code, mode, csrf, second_factor, created_at, last_seen_at
+	err := s.lookup(ctx, `SELECT id_hash, merchant_code, mode, csrf, second_factor, created_at, last_seen_at
 		FROM dashboard_sessions WHERE id_hash = ? AND last_seen_at > ? AND created_at > ?`,
 		idHash, ms(now.Add(-session.IdleTimeout)), ms(now.Add(-session.MaxAge))).
 		Scan(&ss.IDHash, &ss.MerchantCode, &mode, &ss.CSRF, &second, &created, &seen)

@@ -1,0 +1,64 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/store"
+)
+
+// BenchmarkBillLookup is the read behind GET /payment/v2/query, found and
+// not found, with the cancellable context a request carries.
+func BenchmarkBillLookup(b *testing.B) {
+	s, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "kadi.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	code, refs, _ := seedBills(b, s, 1000)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, c := range []struct{ name, ref string }{{"found", refs[50].order}, {"not found", "NOSUCHBILL"}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					_, _ = s.BillByOrderReference(ctx, code, merchant.Test, c.ref)
+				}
+			})
+		})
+	}
+}
+
+// TestLookupCancellation: a read by key on SQLite runs without the
+// caller's cancellation (it is local and short, and a cancellable context
+// doubled its cost), while on PostgreSQL it still gives up with the caller.
+func TestLookupCancellation(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		open    func(t *testing.T) *store.DB
+		obeyCtx bool
+	}{
+		{"SQLite", func(t *testing.T) *store.DB { return openSQLite(t, filepath.Join(t.TempDir(), "kadi.db")) }, false},
+		{"PostgreSQL", func(t *testing.T) *store.DB { return openStore(t, freshSchema(t, postgresURL(t))) }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := c.open(t)
+			code, refs, _ := seedBills(t, s, 10)
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			b, err := s.BillByOrderReference(ctx, code, merchant.Test, refs[0].order)
+			if c.obeyCtx {
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("a cancelled lookup: %v, %v; want context.Canceled", b.Reference, err)
+				}
+				return
+			}
+			if err != nil || b.Reference != refs[0].ref {
+				t.Fatalf("a cancelled caller's lookup: %q, %v; want bill %s", b.Reference, err, refs[0].ref)
+			}
+		})
+	}
+}
