@@ -162,8 +162,9 @@ func (w *writer) run1(sqlTx *sql.Tx, req *write, isolated bool) (err error) {
 	}
 	// Values (the request id for logs) stay; cancellation does not.
 	ctx := context.WithoutCancel(req.ctx)
+	t := tx{Tx: sqlTx, s: w.s, ctx: ctx}
 	if isolated {
-		if _, err := sqlTx.ExecContext(ctx, `SAVEPOINT w`); err != nil {
+		if _, err := t.exec(ctx, `SAVEPOINT w`); err != nil {
 			return fmt.Errorf("savepoint: %w", err)
 		}
 	}
@@ -175,13 +176,13 @@ func (w *writer) run1(sqlTx *sql.Tx, req *write, isolated bool) (err error) {
 			return
 		}
 		if err != nil {
-			if _, rbErr := sqlTx.ExecContext(ctx, `ROLLBACK TO w`); rbErr != nil {
+			if _, rbErr := t.exec(ctx, `ROLLBACK TO w`); rbErr != nil {
 				err = errors.Join(err, fmt.Errorf("rollback to savepoint: %w", rbErr))
 			}
 		}
-		if _, relErr := sqlTx.ExecContext(ctx, `RELEASE w`); relErr != nil && err == nil {
+		if _, relErr := t.exec(ctx, `RELEASE w`); relErr != nil && err == nil {
 			err = fmt.Errorf("release savepoint: %w", relErr)
 		}
 	}()
-	return req.fn(tx{Tx: sqlTx, s: w.s, ctx: ctx})
+	return req.fn(t)
 }
