@@ -35,6 +35,55 @@ func TestKadiLoadRuns(t *testing.T) {
 	checkLoadTable(t, out, true)
 }
 
+// A gateway serving /metrics on its own listener (--metrics-addr, as
+// operators run it) has the writer's counters there: kadi-load says so
+// rather than print a table without them, and reads them with --metrics.
+func TestKadiLoadMetricsElsewhere(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "kadi-load")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kadi-load").CombinedOutput(); err != nil {
+		t.Fatalf("build kadi-load: %v\n%s", err, out)
+	}
+	var m merchantCreds
+	metricsAddr := "127.0.0.1:" + freePort(t)
+	g := startGateway(t, func(d string) { m = createMerchant(t, d, "Load Shop") }, "--metrics-addr", metricsAddr)
+	creds, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	credsFile := filepath.Join(dir, "merchant.json")
+	if err := os.WriteFile(credsFile, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(extra ...string) (billsRow []string, stderr string) {
+		var out, errOut bytes.Buffer
+		cmd := exec.Command(bin, append([]string{"--url", g.BaseURL, "--credentials", credsFile, "--card", "4242424242424242",
+			"--duration", "1s", "--max-requests", "100", "--concurrency", "4", "--only", "bills$"}, extra...)...)
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("kadi-load %v: %v\n%s%s", extra, err, out.String(), errOut.String())
+		}
+		for _, line := range strings.Split(out.String(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "POST /payment/v2/bills "); ok {
+				billsRow = strings.Fields(rest)
+			}
+		}
+		if len(billsRow) != 12 {
+			t.Fatalf("kadi-load %v: no bills row in\n%s", extra, out.String())
+		}
+		return billsRow, errOut.String()
+	}
+	row, warned := run()
+	if !strings.Contains(warned, "give --metrics") || row[8] != "—" {
+		t.Errorf("without --metrics: warned %q, writes/commit %s; want a warning naming --metrics and no figure", warned, row[8])
+	}
+	row, warned = run("--metrics", "http://"+metricsAddr+"/metrics")
+	if warned != "" || row[8] == "—" || row[9] == "—" {
+		t.Errorf("with --metrics: warned %q, writes/commit %s, writer busy %s; want both figures", warned, row[8], row[9])
+	}
+}
+
 // TestKadiLoadTwoNodes runs kadi-load against two nodes sharing a
 // PostgreSQL (--url A,B), as docs/performance.md reports them: every row
 // without errors, both nodes serving, their CPU added up.

@@ -41,11 +41,12 @@ func main() {
 		return
 	}
 	var o load.Options
-	var creds, dataDir, databaseURL, urls, pids string
+	var creds, dataDir, databaseURL, urls, metrics, pids string
 	var seed int
 	var only string
 	fs := flag.NewFlagSet("kadi-load", flag.ExitOnError)
 	fs.StringVar(&urls, "url", "http://127.0.0.1:8080", "the gateway (loopback only); several nodes sharing a database: comma-separated, each request to the next")
+	fs.StringVar(&metrics, "metrics", "", "where each node serves /metrics, comma-separated like --url (default: each --url's /metrics; a gateway serving with --metrics-addr ADDR has them at http://ADDR/metrics)")
 	fs.StringVar(&creds, "credentials", "", "a file holding `kadi merchant create --json` output (required)")
 	fs.StringVar(&o.Card, "card", "", "an approving test card number (required)")
 	fs.IntVar(&o.Concurrency, "concurrency", 8, "concurrent clients")
@@ -63,6 +64,9 @@ func main() {
 		os.Exit(2)
 	}
 	o.BaseURLs = strings.Split(urls, ",")
+	if metrics != "" {
+		o.MetricsURLs = strings.Split(metrics, ",")
+	}
 	if pids != "" {
 		for _, p := range strings.Split(pids, ",") {
 			pid, err := strconv.Atoi(strings.TrimSpace(p))

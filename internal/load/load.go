@@ -47,6 +47,11 @@ type Options struct {
 	// (ipn.go); IPNRate is their payments a second.
 	IPNListen string
 	IPNRate   int
+	// MetricsURLs are where the nodes serve /metrics, one for each of
+	// BaseURLs, for the SQLite writer's counters; none means each base
+	// URL's /metrics (a gateway serving with --metrics-addr has them
+	// there instead).
+	MetricsURLs []string
 	// Only, when set, keeps the scenarios whose name it matches (the two
 	// baselines always run: every figure is a ratio against them).
 	Only *regexp.Regexp
@@ -126,6 +131,9 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		if err := CheckLoopback(b); err != nil {
 			return nil, err
 		}
+	}
+	if n := len(o.MetricsURLs); n > 0 && n != len(o.BaseURLs) {
+		return nil, fmt.Errorf("--metrics gives %d URLs and --url %d: give one for each node", n, len(o.BaseURLs))
 	}
 	httpc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: o.Concurrency * 2},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -210,9 +218,17 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	// measure runs a scenario and adds what the servers spent on it (CPU
 	// time, and for the gateway the writer's counters) and what kadi-load
 	// itself spent.
-	bases := make([]string, len(nodes))
-	for i, n := range nodes {
-		bases[i] = n.base
+	metricsURLs := o.MetricsURLs
+	if len(metricsURLs) == 0 {
+		for _, n := range nodes {
+			metricsURLs = append(metricsURLs, n.base+"/metrics")
+		}
+	}
+	for _, u := range metricsURLs {
+		if _, _, err := scrapeWriterStats(ctx, httpc, u); err != nil && o.Warn != nil {
+			o.Warn("no writer figures: " + err.Error() + " (a gateway serving with --metrics-addr has them there: give --metrics)")
+			break
+		}
 	}
 	measure := func(onGateway bool, scenario func() Result) Result {
 		pids := []int{minimalPID}
@@ -223,7 +239,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		self, selfErr := ownCPU()
 		var wBefore writerStats
 		if onGateway {
-			wBefore, onGateway = readWriterStats(ctx, httpc, bases)
+			wBefore, onGateway = readWriterStats(ctx, httpc, metricsURLs)
 		}
 		r := scenario()
 		if after, err := cpuOf(pids); cpuErr == nil && err == nil {
@@ -232,7 +248,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		if after, err := ownCPU(); selfErr == nil && err == nil {
 			r.LoadCPU = after - self
 		}
-		if wAfter, ok := readWriterStats(ctx, httpc, bases); onGateway && ok {
+		if wAfter, ok := readWriterStats(ctx, httpc, metricsURLs); onGateway && ok {
 			r.Writer = wAfter.sub(wBefore)
 		}
 		r.PeakRSS = peakRSSOf(pids)

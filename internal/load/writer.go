@@ -3,6 +3,7 @@ package load
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -24,12 +25,12 @@ func (a writerStats) sub(b writerStats) writerStats {
 }
 
 // readWriterStats sums the counters of every node; ok is false when a node
-// has none (PostgreSQL, or /metrics closed to this address).
-func readWriterStats(ctx context.Context, c *http.Client, bases []string) (writerStats, bool) {
+// has none (PostgreSQL) or its metrics could not be read.
+func readWriterStats(ctx context.Context, c *http.Client, urls []string) (writerStats, bool) {
 	var sum writerStats
-	for _, base := range bases {
-		st, ok := scrapeWriterStats(ctx, c, base+"/metrics")
-		if !ok {
+	for _, u := range urls {
+		st, ok, err := scrapeWriterStats(ctx, c, u)
+		if err != nil || !ok {
 			return writerStats{}, false
 		}
 		sum.writes, sum.commits, sum.busy = sum.writes+st.writes, sum.commits+st.commits, sum.busy+st.busy
@@ -37,21 +38,25 @@ func readWriterStats(ctx context.Context, c *http.Client, bases []string) (write
 	return sum, true
 }
 
-func scrapeWriterStats(ctx context.Context, c *http.Client, u string) (writerStats, bool) {
+// scrapeWriterStats reads one node's counters. An error says the metrics
+// could not be read at all; ok false with no error, that they hold no
+// writer (PostgreSQL).
+func scrapeWriterStats(ctx context.Context, c *http.Client, u string) (writerStats, bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return writerStats{}, false
+		return writerStats{}, false, err
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return writerStats{}, false
+		return writerStats{}, false, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, resp.Body)
-		return writerStats{}, false
+		return writerStats{}, false, fmt.Errorf("GET %s: %s", u, resp.Status)
 	}
-	return parseWriterStats(resp.Body)
+	st, ok := parseWriterStats(resp.Body)
+	return st, ok, nil
 }
 
 // parseWriterStats reads the three kadi_store_* counters from a text
