@@ -16,23 +16,31 @@ import (
 // CPU time per request. Short: this checks it works, not how fast.
 func TestKadiLoadRuns(t *testing.T) {
 	t.Parallel()
+	bin, credsFile, g := loadedGateway(t)
+	out := runKadiLoad(t, bin, credsFile, g.BaseURL)
+	checkLoadTable(t, out, true)
+}
+
+// loadedGateway builds kadi-load and starts a gateway (kadi serve with
+// extra flags) with a merchant whose credentials are in credsFile.
+func loadedGateway(t *testing.T, extra ...string) (bin, credsFile string, g *gateway) {
+	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "kadi-load")
+	bin = filepath.Join(dir, "kadi-load")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kadi-load").CombinedOutput(); err != nil {
 		t.Fatalf("build kadi-load: %v\n%s", err, out)
 	}
 	var m merchantCreds
-	g := startGateway(t, func(d string) { m = createMerchant(t, d, "Load Shop") })
+	g = startGateway(t, func(d string) { m = createMerchant(t, d, "Load Shop") }, extra...)
 	creds, err := json.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	credsFile := filepath.Join(dir, "merchant.json")
+	credsFile = filepath.Join(dir, "merchant.json")
 	if err := os.WriteFile(credsFile, creds, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out := runKadiLoad(t, bin, credsFile, g.BaseURL)
-	checkLoadTable(t, out, true)
+	return bin, credsFile, g
 }
 
 // A gateway serving /metrics on its own listener (--metrics-addr, as
@@ -40,22 +48,8 @@ func TestKadiLoadRuns(t *testing.T) {
 // rather than print a table without them, and reads them with --metrics.
 func TestKadiLoadMetricsElsewhere(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "kadi-load")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kadi-load").CombinedOutput(); err != nil {
-		t.Fatalf("build kadi-load: %v\n%s", err, out)
-	}
-	var m merchantCreds
 	metricsAddr := "127.0.0.1:" + freePort(t)
-	g := startGateway(t, func(d string) { m = createMerchant(t, d, "Load Shop") }, "--metrics-addr", metricsAddr)
-	creds, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	credsFile := filepath.Join(dir, "merchant.json")
-	if err := os.WriteFile(credsFile, creds, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bin, credsFile, g := loadedGateway(t, "--metrics-addr", metricsAddr)
 	run := func(extra ...string) (billsRow []string, stderr string) {
 		var out, errOut bytes.Buffer
 		cmd := exec.Command(bin, append([]string{"--url", g.BaseURL, "--credentials", credsFile, "--card", "4242424242424242",
