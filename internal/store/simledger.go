@@ -26,7 +26,7 @@ const simLedgerColumns = `outcome, network_ref, approval_code, decline_code, mes
 
 // Entry is the result recorded for paymentID, if any.
 func (l *SimLedger) Entry(ctx context.Context, paymentID string) (payment.Result, bool, error) {
-	res, err := scanSimResult(l.db.queryRow(ctx, `SELECT `+simLedgerColumns+` FROM sim_ledger WHERE payment_id = ?`, paymentID))
+	res, err := scanSimResult(l.db.lookup(ctx, `SELECT `+simLedgerColumns+` FROM sim_ledger WHERE payment_id = ?`, paymentID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return payment.Result{}, false, nil
 	}
