@@ -72,6 +72,9 @@ func TestKadiLoadMetricsElsewhere(t *testing.T) {
 	if !strings.Contains(warned, "give --metrics") || row[8] != "—" {
 		t.Errorf("without --metrics: warned %q, writes/commit %s; want a warning naming --metrics and no figure", warned, row[8])
 	}
+	if _, warned = run("--metrics", g.BaseURL+"/no-metrics-here"); !strings.Contains(warned, "check --metrics") {
+		t.Errorf("with a wrong --metrics: warned %q; want it to say so", warned)
+	}
 	row, warned = run("--metrics", "http://"+metricsAddr+"/metrics")
 	if warned != "" || row[8] == "—" || row[9] == "—" {
 		t.Errorf("with --metrics: warned %q, writes/commit %s, writer busy %s; want both figures", warned, row[8], row[9])

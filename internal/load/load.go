@@ -224,9 +224,13 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			metricsURLs = append(metricsURLs, n.base+"/metrics")
 		}
 	}
+	hint := " (a gateway serving with --metrics-addr has them there: give --metrics)"
+	if len(o.MetricsURLs) > 0 {
+		hint = " (check --metrics)"
+	}
 	for _, u := range metricsURLs {
 		if _, _, err := scrapeWriterStats(ctx, httpc, u); err != nil && o.Warn != nil {
-			o.Warn("no writer figures: " + err.Error() + " (a gateway serving with --metrics-addr has them there: give --metrics)")
+			o.Warn("no writer figures: " + err.Error() + hint)
 			break
 		}
 	}
