@@ -168,11 +168,16 @@ func checkLoadTable(t *testing.T, out string, sqlite bool) {
 		if !strings.HasSuffix(row[10], "MB") || row[10] == "0MB" {
 			t.Errorf("%s: peak RSS %q", scenario, row[10])
 		}
-		// /proc counts CPU in 10 ms ticks: the light scenarios may not
-		// reach one in so short a run, the payment ones always do.
+		// The gateway's CPU comes from /proc, in 10 ms ticks: a hundred
+		// bills (about 12 ms) may round to none on a fast machine, a
+		// hundred checkouts (about 100 ms) never do. kadi-load's own comes
+		// from getrusage, to the microsecond.
+		if strings.Contains(scenario, "cardPay") && row[7] == "—" {
+			t.Errorf("%s: no server CPU", scenario)
+		}
 		if strings.Contains(scenario, "bills") || strings.Contains(scenario, "cardPay") {
-			if row[7] == "—" || row[11] == "—" {
-				t.Errorf("%s: server CPU %s, load CPU %s", scenario, row[7], row[11])
+			if row[11] == "—" {
+				t.Errorf("%s: no load CPU", scenario)
 			}
 			if writes := row[8] != "—" && row[9] != "—"; writes != sqlite {
 				t.Errorf("%s: writes per commit %s, writer busy %s (SQLite: %v)", scenario, row[8], row[9], sqlite)
