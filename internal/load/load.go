@@ -215,9 +215,6 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		}
 		defer rcv.srv.Close()
 	}
-	// measure runs a scenario and adds what the servers spent on it (CPU
-	// time, and for the gateway the writer's counters) and what kadi-load
-	// itself spent.
 	metricsURLs := o.MetricsURLs
 	if len(metricsURLs) == 0 {
 		for _, n := range nodes {
@@ -234,6 +231,9 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			break
 		}
 	}
+	// measure runs a scenario and adds what the servers spent on it (CPU
+	// time, and for the gateway the writer's counters) and what kadi-load
+	// itself spent.
 	measure := func(onGateway bool, scenario func() Result) Result {
 		pids := []int{minimalPID}
 		if onGateway {

@@ -63,16 +63,8 @@ func insertKey(ctx context.Context, t tx, k merchant.APIKey) error {
 // from memory: a change made through this DB is seen at once, one made by
 // another node or process within merchantMaxAge, as revoked keys are.
 func (s *DB) MerchantByCode(ctx context.Context, code string) (merchant.Merchant, error) {
-	if m, ok := s.merchants.get(code); ok {
-		m.Outlets = slices.Clone(m.Outlets)
-		return m, nil
-	}
-	at := time.Now()
-	m, err := s.loadMerchant(ctx, code)
-	if err == nil {
-		s.merchants.put(code, m, at)
-		m.Outlets = slices.Clone(m.Outlets)
-	}
+	m, err := s.merchants.getOr(code, func() (merchant.Merchant, error) { return s.loadMerchant(ctx, code) })
+	m.Outlets = slices.Clone(m.Outlets) // the kept value's own slice stays unshared
 	return m, err
 }
 
@@ -113,16 +105,7 @@ func (s *DB) loadMerchant(ctx context.Context, code string) (merchant.Merchant, 
 // secrets, which is how a node learns at once of a master key rotated by
 // another process (a value sealed under a key it lacks).
 func (s *DB) RecentSettings(ctx context.Context, code string, mode merchant.Mode) (merchant.Settings, error) {
-	key := endpointKey(code, mode)
-	if st, ok := s.settings.get(key); ok {
-		return st, nil
-	}
-	at := time.Now()
-	st, err := s.Settings(ctx, code, mode)
-	if err == nil {
-		s.settings.put(key, st, at)
-	}
-	return st, err
+	return s.settings.getOr(endpointKey(code, mode), func() (merchant.Settings, error) { return s.Settings(ctx, code, mode) })
 }
 
 // Settings loads one mode's secrets and IPN configuration.

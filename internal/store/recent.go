@@ -30,9 +30,20 @@ func (r *recent[T]) get(key string) (T, bool) {
 	return zero, false
 }
 
-// put keeps v, read at at: a value read before a change and put after its
-// forget is still dropped once it is maxAge old.
-func (r *recent[T]) put(key string, v T, at time.Time) { r.m.Store(key, recentValue[T]{v, at}) }
+// getOr returns key's value from memory, or loads and keeps it. It is
+// kept as of before the load: a value read before a change and kept after
+// that change's forget is still dropped once it is maxAge old.
+func (r *recent[T]) getOr(key string, load func() (T, error)) (T, error) {
+	if v, ok := r.get(key); ok {
+		return v, nil
+	}
+	at := time.Now()
+	v, err := load()
+	if err == nil {
+		r.m.Store(key, recentValue[T]{v, at})
+	}
+	return v, err
+}
 
 func (r *recent[T]) forget(key string) { r.m.Delete(key) }
 
