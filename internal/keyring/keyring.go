@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,10 +90,21 @@ func (k *Keyring) reload(why string) (changed bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("master key ring %s changed but %w; keeping the previous ring", k.path, err)
 	}
-	for p, key := range fixedKeys(r) {
-		if !bytes.Equal(key, k.fixed[p]) {
-			return false, fmt.Errorf("master key ring %s changed the %s key (a pinned line or the oldest key was removed); keeping the previous ring", k.path, p)
+	// In Fixed's order, not a map's, so that the refusal names every key
+	// it would change, the same way each time.
+	var changedKeys []string
+	for _, p := range Fixed {
+		if !bytes.Equal(r.FixedKey(p), k.fixed[p]) {
+			changedKeys = append(changedKeys, p)
 		}
+	}
+	if len(changedKeys) > 0 {
+		noun := "key"
+		if len(changedKeys) > 1 {
+			noun = "keys"
+		}
+		return false, fmt.Errorf("master key ring %s changed the %s %s (a pinned line or the oldest key was removed); keeping the previous ring",
+			k.path, strings.Join(changedKeys, " and "), noun)
 	}
 	k.raw = raw
 	k.ring.Store(&r)

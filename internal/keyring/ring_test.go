@@ -169,7 +169,7 @@ func TestReload(t *testing.T) {
 		{"rotated", rotated.Text(), true, "", "k1"},
 		{"the same again", rotated.Text(), false, "", "k1"},
 		{"damaged", "k1 abc\n", false, "keeping the previous ring", "k1"},
-		{"pins lost with the oldest key", lostPins.Text(), false, "card-fingerprint", "k1"},
+		{"pins lost with the oldest key", lostPins.Text(), false, "changed the card-fingerprint and sim-acquirer keys", "k1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r, err := Parse(tt.write)
