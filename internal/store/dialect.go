@@ -123,8 +123,17 @@ func privateFiles(path string) error {
 	return nil
 }
 
+// rebind makes q the text the dialect runs. PostgreSQL wants $1, $2…
+// where we write ?. SQLite's planner reads the value bound to a bare
+// "LIMIT ?", and a statement whose plan read a bound value is prepared
+// again whenever a value is bound, which is every run: an IPN claim spent
+// longer being re-prepared than running. "LIMIT (? + 0)" limits the same
+// and keeps the statement prepared.
 func (d dialect) rebind(q string) string {
-	if !d.numbered || !strings.Contains(q, "?") {
+	if !d.numbered {
+		return strings.ReplaceAll(q, "LIMIT ?", "LIMIT (? + 0)")
+	}
+	if !strings.Contains(q, "?") {
 		return q
 	}
 	var sb strings.Builder

@@ -119,9 +119,13 @@ func (s *DB) LatestPayment(ctx context.Context, billRef string) (payment.Payment
 	return scanPayment(s.lookup(ctx, `SELECT `+paymentColumns+` FROM payments WHERE bill_ref = ? ORDER BY created_at DESC, id DESC LIMIT 1`, billRef))
 }
 
-// SuccessfulPayment loads a bill's one successful charge.
+// SuccessfulPayment loads a bill's one successful charge. The status is
+// written as payments_one_success's own condition: SQLite's planner
+// compares a bound status with a partial index's condition by reading the
+// bound value, and a statement whose plan read a bound value is prepared
+// again at every run (see rebind).
 func (s *DB) SuccessfulPayment(ctx context.Context, billRef string) (payment.Payment, error) {
-	return scanPayment(s.lookup(ctx, `SELECT `+paymentColumns+` FROM payments WHERE bill_ref = ? AND status = ?`, billRef, string(payment.Succeeded)))
+	return scanPayment(s.lookup(ctx, `SELECT `+paymentColumns+` FROM payments WHERE bill_ref = ? AND status = 'succeeded'`, billRef))
 }
 
 // UnsettledPayments lists attempts left open and untouched since cutoff,
