@@ -459,14 +459,15 @@ func runPaced(ctx context.Context, name string, o Options, rate int, op func(con
 // two baselines measured in the same run: the minimal net/http handler
 // (the first result) and the gateway's /healthz (the second), the
 // server's CPU time per request and, on SQLite, the group-commit writer's
-// writes per commit and the share of the scenario it was busy.
+// writes per commit, the share of the scenario it was busy, and the
+// buckets its slowest commits and its writes' slowest waits fell in.
 func Report(w io.Writer, rs []Result) {
 	if len(rs) < 2 {
 		return
 	}
 	minimal, health := rs[0], rs[1]
-	fmt.Fprintf(w, "%-34s %8s %6s %9s %9s %9s %11s %11s %10s %13s %11s %9s %13s\n", "scenario", "ok", "errors", "per sec", "p50", "p99",
-		"vs minimal", "vs /healthz", "CPU/req", "writes/commit", "writer busy", "peak RSS", "load CPU/req")
+	fmt.Fprintf(w, "%-34s %8s %6s %9s %9s %9s %11s %11s %10s %13s %11s %10s %10s %9s %13s\n", "scenario", "ok", "errors", "per sec", "p50", "p99",
+		"vs minimal", "vs /healthz", "CPU/req", "writes/commit", "writer busy", "commit p99", "wait p99", "peak RSS", "load CPU/req")
 	for _, r := range rs {
 		cpu, loadCPU := "—", "—"
 		if r.ServerCPU > 0 {
@@ -475,17 +476,18 @@ func Report(w io.Writer, rs []Result) {
 		if r.LoadCPU > 0 {
 			loadCPU = r.LoadCPUPerRequest().Round(time.Microsecond).String()
 		}
-		perCommit, busy := "—", "—"
+		perCommit, busy, commitP99, waitP99 := "—", "—", "—", "—"
 		if st := r.Writer; st.commits > 0 && r.Elapsed > 0 {
 			perCommit = fmt.Sprintf("%.1f", float64(st.writes)/float64(st.commits))
 			busy = fmt.Sprintf("%.0f%%", 100*st.busy.Seconds()/r.Elapsed.Seconds())
+			commitP99, waitP99 = st.commitTime.p99(), st.waitTime.p99()
 		}
 		rss := "—"
 		if r.PeakRSS > 0 {
 			rss = fmt.Sprintf("%dMB", r.PeakRSS>>20)
 		}
-		fmt.Fprintf(w, "%-34s %8d %6d %9.0f %9s %9s %10.3fx %10.3fx %10s %13s %11s %9s %13s\n", r.Name, r.Count, r.Errors, r.PerSecond(),
+		fmt.Fprintf(w, "%-34s %8d %6d %9.0f %9s %9s %10.3fx %10.3fx %10s %13s %11s %10s %10s %9s %13s\n", r.Name, r.Count, r.Errors, r.PerSecond(),
 			r.Percentile(50).Round(10*time.Microsecond), r.Percentile(99).Round(10*time.Microsecond),
-			r.PerSecond()/minimal.PerSecond(), r.PerSecond()/health.PerSecond(), cpu, perCommit, busy, rss, loadCPU)
+			r.PerSecond()/minimal.PerSecond(), r.PerSecond()/health.PerSecond(), cpu, perCommit, busy, commitP99, waitP99, rss, loadCPU)
 	}
 }

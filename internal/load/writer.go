@@ -5,7 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,14 +17,67 @@ import (
 // writerStats are a SQLite gateway's group-commit counters, read from its
 // /metrics (open to loopback peers by default). Their change over a
 // scenario says how many writes shared each commit and how busy the one
-// writer was: near 100 % it is the gateway's ceiling.
+// writer was (near 100 % it is the gateway's ceiling), and, from the two
+// histograms, how long the slowest commits took and the slowest writes
+// waited for theirs to begin.
 type writerStats struct {
-	writes, commits int64
-	busy            time.Duration
+	writes, commits      int64
+	busy                 time.Duration
+	commitTime, waitTime histogram
 }
 
 func (a writerStats) sub(b writerStats) writerStats {
-	return writerStats{a.writes - b.writes, a.commits - b.commits, a.busy - b.busy}
+	return writerStats{a.writes - b.writes, a.commits - b.commits, a.busy - b.busy,
+		a.commitTime.add(b.commitTime, -1), a.waitTime.add(b.waitTime, -1)}
+}
+
+func (a writerStats) add(b writerStats) writerStats {
+	return writerStats{a.writes + b.writes, a.commits + b.commits, a.busy + b.busy,
+		a.commitTime.add(b.commitTime, 1), a.waitTime.add(b.waitTime, 1)}
+}
+
+// histogram is a Prometheus histogram's cumulative counts by upper bound,
+// +Inf (every observation) included; empty for a gateway that has none.
+type histogram map[float64]float64
+
+// add is h plus sign times g, bound by bound.
+func (h histogram) add(g histogram, sign float64) histogram {
+	out := maps.Clone(h)
+	if out == nil {
+		out = histogram{}
+	}
+	for le, n := range g {
+		out[le] += sign * n
+	}
+	return out
+}
+
+// quantile is the upper bound of the bucket holding the q-th quantile
+// (0–1), +Inf past the last finite bound; ok is false with no
+// observations.
+func (h histogram) quantile(q float64) (le float64, ok bool) {
+	total := h[math.Inf(1)]
+	if total <= 0 {
+		return 0, false
+	}
+	for _, le := range slices.Sorted(maps.Keys(h)) {
+		if h[le] >= q*total {
+			return le, true
+		}
+	}
+	return math.Inf(1), true
+}
+
+// p99 says "≤ 4ms": the bucket a histogram's 99th percentile falls in.
+func (h histogram) p99() string {
+	le, ok := h.quantile(0.99)
+	switch {
+	case !ok:
+		return "—"
+	case math.IsInf(le, 1):
+		return "more"
+	}
+	return "≤" + time.Duration(le*float64(time.Second)).String()
 }
 
 // readWriterStats sums the counters of every node; ok is false when a node
@@ -33,7 +89,7 @@ func readWriterStats(ctx context.Context, c *http.Client, urls []string) (writer
 		if err != nil || !ok {
 			return writerStats{}, false
 		}
-		sum.writes, sum.commits, sum.busy = sum.writes+st.writes, sum.commits+st.commits, sum.busy+st.busy
+		sum = sum.add(st)
 	}
 	return sum, true
 }
@@ -60,9 +116,9 @@ func scrapeWriterStats(ctx context.Context, c *http.Client, u string) (writerSta
 }
 
 // parseWriterStats reads the three kadi_store_* counters from a text
-// exposition.
+// exposition, and the two histograms where the gateway has them.
 func parseWriterStats(r io.Reader) (writerStats, bool) {
-	var st writerStats
+	st := writerStats{commitTime: histogram{}, waitTime: histogram{}}
 	seen := 0
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -73,6 +129,10 @@ func parseWriterStats(r io.Reader) (writerStats, bool) {
 		}
 		v, err := strconv.ParseFloat(value, 64)
 		if err != nil {
+			continue
+		}
+		if h, le, ok := st.bucket(name); ok {
+			h[le] = v
 			continue
 		}
 		switch name {
@@ -88,4 +148,25 @@ func parseWriterStats(r io.Reader) (writerStats, bool) {
 		seen++
 	}
 	return st, seen == 3 && sc.Err() == nil
+}
+
+// bucket finds, for a series name such as
+// kadi_store_write_wait_seconds_bucket{le="0.004"}, the histogram it
+// belongs to and its upper bound.
+func (st writerStats) bucket(series string) (histogram, float64, bool) {
+	name, rest, ok := strings.Cut(series, `_bucket{le="`)
+	if !ok {
+		return nil, 0, false
+	}
+	le, err := strconv.ParseFloat(strings.TrimSuffix(rest, `"}`), 64)
+	if err != nil {
+		return nil, 0, false
+	}
+	switch name {
+	case "kadi_store_commit_duration_seconds":
+		return st.commitTime, le, true
+	case "kadi_store_write_wait_seconds":
+		return st.waitTime, le, true
+	}
+	return nil, 0, false
 }

@@ -62,6 +62,11 @@ func TestMetricsSeries(t *testing.T) {
 	if writes < 9 || commits < 1 || commits > writes || scraped(t, text, "kadi_store_commit_seconds_total") <= 0 {
 		t.Errorf("store writer series: %v writes, %v commits\n%s", writes, commits, text)
 	}
+	// And how long each waited and each commit took.
+	waited, timed := scraped(t, text, "kadi_store_write_wait_seconds_count"), scraped(t, text, "kadi_store_commit_duration_seconds_count")
+	if waited < 9 || timed < 1 || timed > waited || scraped(t, text, "kadi_store_commit_duration_seconds_sum") <= 0 {
+		t.Errorf("store writer histograms: %v writes waited, %v commits timed\n%s", waited, timed, text)
+	}
 	// Paths never become labels: a label per bill or page would grow
 	// without bound and publish references.
 	for _, leak := range []string{paid.Reference, declined.Reference, "NOSUCHBILL", "/cardPay/page/k", "/no/such/path"} {

@@ -9,7 +9,8 @@ import (
 // RegisterMetrics adds the SQLite group-commit writer's series to r:
 // writes over commits is how many writes share an fsync, and the commit
 // seconds' rate is how busy the one writer is (1 is saturated). PostgreSQL
-// has no writer of ours: nothing is added.
+// has no writer of ours: nothing is added. The two histograms say where a
+// slow write's time went: waiting for the writer, or in a slow commit.
 func (s *DB) RegisterMetrics(r *metrics.Registry) {
 	w := s.writes
 	if w == nil {
@@ -25,5 +26,6 @@ func (s *DB) RegisterMetrics(r *metrics.Registry) {
 			func() float64 { return float64(w.commits.Load()) }),
 		counter("kadi_store_commit_seconds_total", "Time the SQLite group-commit writer spent running and committing its transactions.",
 			func() float64 { return float64(w.busy.Load()) / 1e9 }),
+		w.commitTime, w.waitTime,
 	)
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Group commit (SQLite). A commit in WAL mode with synchronous=FULL costs
@@ -33,9 +35,10 @@ var errClosed = errors.New("store is closed")
 
 // write is one caller's transaction waiting for the writer.
 type write struct {
-	ctx  context.Context
-	fn   func(tx) error
-	done chan error
+	ctx    context.Context
+	fn     func(tx) error
+	done   chan error
+	queued time.Time
 }
 
 // writer is the queue and goroutine that commit SQLite writes in groups.
@@ -52,10 +55,24 @@ type writer struct {
 	// /metrics, docs/performance.md).
 	commits, writes atomic.Int64
 	busy            atomic.Int64 // nanoseconds
+	// commitTime is how long each commit took and waitTime how long each
+	// write waited for its commit to begin: together a write's time in
+	// the store, and where a slow request's milliseconds went (a commit
+	// that checkpointed the WAL, or a queue behind one).
+	commitTime, waitTime prometheus.Histogram
 }
 
+// writerBuckets span a commit alone (an fsync, a quarter of a
+// millisecond on a fast disk) to a stalled disk's second.
+var writerBuckets = prometheus.ExponentialBuckets(0.000125, 2, 14)
+
 func startWriter(s *DB) *writer {
-	w := &writer{s: s, queue: make(chan *write, maxBatch), max: maxBatch, done: make(chan struct{})}
+	w := &writer{s: s, queue: make(chan *write, maxBatch), max: maxBatch, done: make(chan struct{}),
+		commitTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kadi_store_commit_duration_seconds",
+			Help: "How long each commit of the SQLite group-commit writer took, its writes and its fsync included.", Buckets: writerBuckets}),
+		waitTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kadi_store_write_wait_seconds",
+			Help: "How long each write waited for the SQLite group-commit writer to begin the commit that carries it.", Buckets: writerBuckets}),
+	}
 	go w.run()
 	return w
 }
@@ -66,7 +83,7 @@ func startWriter(s *DB) *writer {
 // a transaction would roll back the whole batch), and the caller waits for
 // the commit either way, so an answer always means what it says.
 func (w *writer) do(ctx context.Context, fn func(tx) error) error {
-	req := &write{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	req := &write{ctx: ctx, fn: fn, done: make(chan error, 1), queued: time.Now()}
 	w.mu.RLock()
 	if w.closed {
 		w.mu.RUnlock()
@@ -111,8 +128,13 @@ func (w *writer) run() {
 			}
 		}
 		start := time.Now()
+		for _, req := range batch {
+			w.waitTime.Observe(start.Sub(req.queued).Seconds())
+		}
 		w.commit(batch)
-		w.busy.Add(int64(time.Since(start)))
+		took := time.Since(start)
+		w.busy.Add(int64(took))
+		w.commitTime.Observe(took.Seconds())
 	}
 }
 
