@@ -63,7 +63,7 @@ func TestKadiLoadMetricsElsewhere(t *testing.T) {
 				billsRow = strings.Fields(rest)
 			}
 		}
-		if len(billsRow) != 12 {
+		if len(billsRow) != 14 {
 			t.Fatalf("kadi-load %v: no bills row in\n%s", extra, out.String())
 		}
 		return billsRow, errOut.String()
@@ -76,8 +76,9 @@ func TestKadiLoadMetricsElsewhere(t *testing.T) {
 		t.Errorf("with a wrong --metrics: warned %q; want it to say so", warned)
 	}
 	row, warned = run("--metrics", "http://"+metricsAddr+"/metrics")
-	if warned != "" || row[8] == "—" || row[9] == "—" {
-		t.Errorf("with --metrics: warned %q, writes/commit %s, writer busy %s; want both figures", warned, row[8], row[9])
+	if warned != "" || row[8] == "—" || row[9] == "—" || row[10] == "—" || row[11] == "—" {
+		t.Errorf("with --metrics: warned %q, writes/commit %s, writer busy %s, commit p99 %s, wait p99 %s; want every figure",
+			warned, row[8], row[9], row[10], row[11])
 	}
 }
 
@@ -146,7 +147,7 @@ func checkLoadTable(t *testing.T, out string, sqlite bool) {
 			half = line[strings.Index(line, ")")+1:]
 		}
 	}
-	if f := strings.Fields(half); len(f) != 12 || f[0] == "0" || f[1] != "0" {
+	if f := strings.Fields(half); len(f) != 14 || f[0] == "0" || f[1] != "0" {
 		t.Errorf("the paced bills row: %q", half)
 	}
 	for _, scenario := range []string{"minimal net/http handler", "GET /healthz", "POST /payment/v2/bills", "GET /payment/v2/query", "bill + POST /cardPay (approved)"} {
@@ -157,16 +158,17 @@ func checkLoadTable(t *testing.T, out string, sqlite bool) {
 			}
 		}
 		// ok, errors, per sec, p50, p99, vs minimal, vs /healthz, CPU/req,
-		// writes/commit, writer busy, peak RSS, load CPU/req
-		if len(row) != 12 {
+		// writes/commit, writer busy, commit p99, wait p99, peak RSS,
+		// load CPU/req
+		if len(row) != 14 {
 			t.Errorf("no row for %q", scenario)
 			continue
 		}
 		if row[0] == "0" || row[1] != "0" {
 			t.Errorf("%s: %s ok, %s errors", scenario, row[0], row[1])
 		}
-		if !strings.HasSuffix(row[10], "MB") || row[10] == "0MB" {
-			t.Errorf("%s: peak RSS %q", scenario, row[10])
+		if !strings.HasSuffix(row[12], "MB") || row[12] == "0MB" {
+			t.Errorf("%s: peak RSS %q", scenario, row[12])
 		}
 		// The gateway's CPU comes from /proc, in 10 ms ticks: a hundred
 		// bills (about 12 ms) may round to none on a fast machine, a
@@ -176,11 +178,13 @@ func checkLoadTable(t *testing.T, out string, sqlite bool) {
 			t.Errorf("%s: no server CPU", scenario)
 		}
 		if strings.Contains(scenario, "bills") || strings.Contains(scenario, "cardPay") {
-			if row[11] == "—" {
+			if row[13] == "—" {
 				t.Errorf("%s: no load CPU", scenario)
 			}
-			if writes := row[8] != "—" && row[9] != "—"; writes != sqlite {
-				t.Errorf("%s: writes per commit %s, writer busy %s (SQLite: %v)", scenario, row[8], row[9], sqlite)
+			writes := row[8] != "—" && row[9] != "—" && strings.HasPrefix(row[10], "≤") && strings.HasPrefix(row[11], "≤")
+			if writes != sqlite {
+				t.Errorf("%s: writes per commit %s, writer busy %s, commit p99 %s, wait p99 %s (SQLite: %v)",
+					scenario, row[8], row[9], row[10], row[11], sqlite)
 			}
 		}
 	}
