@@ -1,6 +1,10 @@
 package store
 
-import "testing"
+import (
+	"path/filepath"
+	"testing"
+	"time"
+)
 
 // TestRebind: PostgreSQL gets numbered placeholders; SQLite gets each
 // bound LIMIT as an expression, so that its planner does not read the
@@ -21,5 +25,36 @@ func TestRebind(t *testing.T) {
 		if got := c.d.rebind(c.in); got != c.want {
 			t.Errorf("%s: rebind(%q) = %q, want %q", c.d.name, c.in, got, c.want)
 		}
+	}
+}
+
+// BenchmarkBoundLimit runs the quick IPN claim's inner scan, prepared once,
+// as written and as rebind gives it to SQLite: the bare "LIMIT ?" is
+// prepared again at every run.
+//
+//	go test -run '^$' -bench BoundLimit ./internal/store/
+func BenchmarkBoundLimit(b *testing.B) {
+	s, err := Open(b.Context(), filepath.Join(b.TempDir(), "kadi.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const q = `SELECT id, merchant_code, mode, next_attempt_at, lease_until FROM ipn_events
+		WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?`
+	for _, c := range []struct{ name, text string }{{"LIMIT ?", q}, {"rebound", s.d.rebind(q)}} {
+		b.Run(c.name, func(b *testing.B) {
+			st, err := s.db.PrepareContext(b.Context(), c.text)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			for b.Loop() {
+				rows, err := st.Query(time.Now().UnixMilli(), 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rows.Close()
+			}
+		})
 	}
 }
