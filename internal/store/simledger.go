@@ -52,19 +52,30 @@ func (l *SimLedger) write(ctx context.Context, paymentID string, res payment.Res
 	var out payment.Result
 	err := l.db.inTx(ctx, func(t tx) error {
 		args := []any{string(res.Outcome), res.NetworkRef, res.ApprovalCode, res.DeclineCode, res.Message, res.ChallengeRef}
+		// A row written here holds res: only a payment recorded before
+		// (by a retry, or another node) needs its row read back.
 		if settle {
-			if _, err := t.exec(ctx, `UPDATE sim_ledger SET outcome = ?, network_ref = ?, approval_code = ?, decline_code = ?,
+			updated, err := t.exec(ctx, `UPDATE sim_ledger SET outcome = ?, network_ref = ?, approval_code = ?, decline_code = ?,
 				message = ?, challenge_ref = ? WHERE payment_id = ? AND outcome = ?`,
-				append(args, paymentID, string(payment.ChallengeNeeded))...); err != nil {
+				append(args, paymentID, string(payment.ChallengeNeeded))...)
+			if err != nil {
 				return err
 			}
+			if n, _ := updated.RowsAffected(); n == 1 {
+				out = res
+				return nil
+			}
 		}
-		if _, err := t.exec(ctx, `INSERT INTO sim_ledger (payment_id, `+simLedgerColumns+`, recorded_at)
+		inserted, err := t.exec(ctx, `INSERT INTO sim_ledger (payment_id, `+simLedgerColumns+`, recorded_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (payment_id) DO NOTHING`,
-			append(append([]any{paymentID}, args...), ms(l.now()))...); err != nil {
+			append(append([]any{paymentID}, args...), ms(l.now()))...)
+		if err != nil {
 			return err
 		}
-		var err error
+		if n, _ := inserted.RowsAffected(); n == 1 {
+			out = res
+			return nil
+		}
 		out, err = scanSimResult(t.queryRow(ctx, `SELECT `+simLedgerColumns+` FROM sim_ledger WHERE payment_id = ?`, paymentID))
 		return err
 	})
