@@ -3,6 +3,7 @@ package e2e
 import (
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 )
@@ -40,6 +41,14 @@ func TestMetricsFromTheBinary(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %q in the scrape", want)
 		}
+	}
+	// kadi serve's collector settings when the environment sets none
+	// (internal/cli: collectorSettings).
+	if os.Getenv("GOGC") == "" && !strings.Contains(text, "\ngo_gc_gogc_percent 400\n") {
+		t.Errorf("go_gc_gogc_percent is not 400 in the scrape")
+	}
+	if os.Getenv("GOMEMLIMIT") == "" && !strings.Contains(text, "\ngo_gc_gomemlimit_bytes 1.00663296e+08\n") {
+		t.Errorf("go_gc_gomemlimit_bytes is not 96 MiB in the scrape")
 	}
 	if strings.Contains(text, b.Reference) {
 		t.Errorf("the bill reference %s is a label", b.Reference)

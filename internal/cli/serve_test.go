@@ -93,3 +93,26 @@ func TestLogFormat(t *testing.T) {
 		}
 	}
 }
+
+func TestCollectorSettings(t *testing.T) {
+	tests := []struct {
+		name        string
+		env         map[string]string
+		gcPercent   int
+		memoryLimit int64
+	}{
+		{"neither set", nil, defaultGCPercent, defaultMemoryLimit},
+		{"GOGC set", map[string]string{"GOGC": "100"}, 0, defaultMemoryLimit},
+		{"GOGC off", map[string]string{"GOGC": "off"}, 0, defaultMemoryLimit},
+		{"GOMEMLIMIT set", map[string]string{"GOMEMLIMIT": "1GiB"}, defaultGCPercent, 0},
+		{"both set", map[string]string{"GOGC": "50", "GOMEMLIMIT": "1GiB"}, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gc, limit := collectorSettings(func(k string) string { return tt.env[k] })
+			if gc != tt.gcPercent || limit != tt.memoryLimit {
+				t.Errorf("collectorSettings = %d, %d; want %d, %d", gc, limit, tt.gcPercent, tt.memoryLimit)
+			}
+		})
+	}
+}
