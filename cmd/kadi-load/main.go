@@ -134,5 +134,8 @@ func seedBills(n int, dataDir, databaseURL string, c merchant.Credentials) error
 			fmt.Printf("%d bills in %s\n", done, time.Since(start).Round(time.Second))
 		}
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return st.Analyze(ctx)
 }
