@@ -153,8 +153,8 @@ func (s *DB) PaymentTotals(ctx context.Context, merchantCode, mode string, since
 // Analyze gives PostgreSQL's planner the statistics of what InsertBills
 // put in, as autovacuum would within its next minute. Until then a new
 // database's planner cannot tell the order-reference constraint from the
-// dashboard's state list (their estimates tie) and may filter every bill
-// of the merchant for a lookup by order reference (docs/performance.md).
+// dashboard's lists (their estimates tie) and may filter every bill of the
+// merchant for a lookup by order reference (docs/performance.md).
 // SQLite plans without statistics, and this leaves it so.
 func (s *DB) Analyze(ctx context.Context) error {
 	if s.d.name != "postgres" {
