@@ -227,7 +227,7 @@ func (s *DB) exec(ctx context.Context, q string, args ...any) (sql.Result, error
 		return s.db.ExecContext(ctx, text, args...)
 	}
 	var res sql.Result
-	err := s.writes.do(ctx, func(t tx) error {
+	err := s.writes.doStatement(ctx, func(t tx) error {
 		var err error
 		res, err = t.exec(ctx, q, args...)
 		return err

@@ -39,6 +39,10 @@ type write struct {
 	fn     func(tx) error
 	done   chan error
 	queued time.Time
+	// oneStatement: fn runs a single statement, which SQLite undoes
+	// alone when it fails (its statement journal is a savepoint of its
+	// own), so it needs none from the writer.
+	oneStatement bool
 }
 
 // writer is the queue and goroutine that commit SQLite writes in groups.
@@ -83,7 +87,16 @@ func startWriter(s *DB) *writer {
 // a transaction would roll back the whole batch), and the caller waits for
 // the commit either way, so an answer always means what it says.
 func (w *writer) do(ctx context.Context, fn func(tx) error) error {
-	req := &write{ctx: ctx, fn: fn, done: make(chan error, 1), queued: time.Now()}
+	return w.queue1(&write{ctx: ctx, fn: fn, done: make(chan error, 1), queued: time.Now()})
+}
+
+// doStatement is do for a fn that runs one statement and nothing else.
+func (w *writer) doStatement(ctx context.Context, fn func(tx) error) error {
+	return w.queue1(&write{ctx: ctx, fn: fn, done: make(chan error, 1), queued: time.Now(), oneStatement: true})
+}
+
+func (w *writer) queue1(req *write) error {
+	ctx := req.ctx
 	w.mu.RLock()
 	if w.closed {
 		w.mu.RUnlock()
@@ -163,7 +176,7 @@ func (w *writer) commit(batch []*write) {
 		}
 	} else {
 		for i, req := range batch {
-			errs[i] = w.run1(sqlTx, req, true)
+			errs[i] = w.run1(sqlTx, req, !req.oneStatement)
 		}
 	}
 	if err := sqlTx.Commit(); err != nil {

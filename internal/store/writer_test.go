@@ -131,6 +131,57 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 	}
 }
 
+// A one-statement write (DB.exec) runs in a group without a savepoint of
+// its own: SQLite undoes a failed statement whole, even one that had
+// written rows before it failed, and its neighbours commit.
+func TestGroupCommitOneStatementFailsAlone(t *testing.T) {
+	s := openSQLite(t)
+	ctx := context.Background()
+	if _, err := s.exec(ctx, `INSERT INTO t (k, v) VALUES ('taken', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	before := s.writes.commits.Load()
+	release := holdWriter(t, s)
+	writes := []struct {
+		name, q string
+		fails   bool
+	}{
+		{"ok 1", `INSERT INTO t (k, v) VALUES ('ok1', 1)`, false},
+		{"conflict after a row", `INSERT INTO t (k, v) VALUES ('half', 2), ('taken', 2)`, true},
+		{"update", `UPDATE t SET v = 7 WHERE k = 'taken'`, false},
+		{"conflict", `INSERT INTO t (k, v) VALUES ('ok1', 3)`, true},
+		{"ok 2", `INSERT INTO t (k, v) VALUES ('ok2', 4)`, false},
+	}
+	errs := make([]error, len(writes))
+	var wg sync.WaitGroup
+	for i, w := range writes {
+		wg.Add(1)
+		go func() { defer wg.Done(); _, errs[i] = s.exec(ctx, w.q) }()
+		queued(t, s, i+1)
+	}
+	release()
+	wg.Wait()
+	for i, w := range writes {
+		if (errs[i] != nil) != w.fails {
+			t.Errorf("%s: err %v, want failed=%v", w.name, errs[i], w.fails)
+		}
+	}
+	for k, want := range map[string]int{"ok1": 1, "ok2": 1, "half": 0} {
+		if n := count(t, s, `k = ?`, k); n != want {
+			t.Errorf("row %s: %d, want %d", k, n, want)
+		}
+	}
+	if n := count(t, s, `k = 'taken' AND v = 7`); n != 1 {
+		t.Error("the update after a failed statement was lost")
+	}
+	if n := count(t, s, `k = 'ok1' AND v = 1`); n != 1 {
+		t.Error("a failed insert changed the row it conflicted with")
+	}
+	if got := s.writes.commits.Load() - before; got != 2 {
+		t.Errorf("%d commits, want 2: the queued writes were not grouped", got)
+	}
+}
+
 // errAny marks a write that must fail, whatever the error.
 var errAny = errors.New("any error")
 
