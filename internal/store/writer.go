@@ -18,7 +18,9 @@ import (
 // writes: it takes every write waiting at that moment (at most maxBatch),
 // runs each under its own SAVEPOINT in one transaction, commits once, and
 // only then answers them all. A write that fails rolls back to its
-// savepoint and gets its own error while its neighbours commit; a commit
+// savepoint and gets its own error while its neighbours commit (a write of
+// one statement has SQLite's statement journal for its savepoint, which
+// undoes a failed statement whole, and takes no other); a commit
 // that fails fails every write in it; none is answered before its commit is
 // on disk. With nothing else waiting, a write is committed at once: there
 // is no timer.
