@@ -89,15 +89,15 @@ func startWriter(s *DB) *writer {
 // a transaction would roll back the whole batch), and the caller waits for
 // the commit either way, so an answer always means what it says.
 func (w *writer) do(ctx context.Context, fn func(tx) error) error {
-	return w.queue1(&write{ctx: ctx, fn: fn, done: make(chan error, 1), queued: time.Now()})
+	return w.submit(&write{ctx: ctx, fn: fn, done: make(chan error, 1), queued: time.Now()})
 }
 
 // doStatement is do for a fn that runs one statement and nothing else.
 func (w *writer) doStatement(ctx context.Context, fn func(tx) error) error {
-	return w.queue1(&write{ctx: ctx, fn: fn, done: make(chan error, 1), queued: time.Now(), oneStatement: true})
+	return w.submit(&write{ctx: ctx, fn: fn, done: make(chan error, 1), queued: time.Now(), oneStatement: true})
 }
 
-func (w *writer) queue1(req *write) error {
+func (w *writer) submit(req *write) error {
 	ctx := req.ctx
 	w.mu.RLock()
 	if w.closed {
