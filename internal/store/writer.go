@@ -179,6 +179,19 @@ func (w *writer) commit(batch []*write) {
 	} else {
 		for i, req := range batch {
 			errs[i] = w.run1(sqlTx, req, !req.oneStatement)
+			if transactionMayBeLost(errs[i]) {
+				// The writes after it would run outside any transaction,
+				// each committing alone, and be told the group's COMMIT
+				// failed: none runs, and what the group wrote is undone
+				// if SQLite has not undone it already.
+				_ = sqlTx.Rollback()
+				for j := range errs {
+					if j != i {
+						errs[j] = fmt.Errorf("not written: another write in the same commit failed: %w", errs[i])
+					}
+				}
+				return
+			}
 		}
 	}
 	if err := sqlTx.Commit(); err != nil {
@@ -189,6 +202,31 @@ func (w *writer) commit(batch []*write) {
 		}
 	}
 }
+
+// transactionMayBeLost reports an error after which SQLite may have rolled
+// the whole transaction back by itself, not only the failed statement: a
+// full disk or database, an I/O error, no memory, a lock it could not take
+// (sqlite.org/lang_transaction.html, "Response To Errors Within A
+// Transaction"). The driver's errors carry SQLite's result code.
+func transactionMayBeLost(err error) bool {
+	var coded interface{ Code() int }
+	if !errors.As(err, &coded) {
+		return false
+	}
+	switch coded.Code() & 0xff { // the primary code of an extended one
+	case sqliteBusy, sqliteNoMem, sqliteIOErr, sqliteFull:
+		return true
+	}
+	return false
+}
+
+// SQLite's primary result codes (sqlite.org/rescode.html).
+const (
+	sqliteBusy  = 5
+	sqliteNoMem = 7
+	sqliteIOErr = 10
+	sqliteFull  = 13
+)
 
 // run1 runs one write; isolated puts it under a savepoint so that its
 // failure undoes it alone. A panic is the write's error, not the writer's

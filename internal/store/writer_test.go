@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -179,6 +181,66 @@ func TestGroupCommitOneStatementFailsAlone(t *testing.T) {
 	}
 	if got := s.writes.commits.Load() - before; got != 2 {
 		t.Errorf("%d commits, want 2: the queued writes were not grouped", got)
+	}
+}
+
+// A write that fails for a reason after which SQLite may have dropped the
+// whole transaction (here a full database: SQLITE_FULL) ends its group:
+// the writes after it do not run outside a transaction, what the writes
+// before it did is undone, and every write of the group is told so.
+func TestGroupCommitStopsAtAFullDatabase(t *testing.T) {
+	s := openSQLite(t)
+	ctx := context.Background()
+	// The database may not grow: a row that needs a new page fails with
+	// SQLITE_FULL. The setting is each connection's own, so every pooled
+	// connection gets it.
+	var pages int
+	if err := s.queryRow(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	var conns []*sql.Conn
+	for range 8 {
+		c, err := s.db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ExecContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, pages)); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	before := s.writes.commits.Load()
+	release := holdWriter(t, s)
+	writes := []struct{ name, k string }{
+		{"fits before", "small1"},
+		{"needs pages", strings.Repeat("x", 64<<10)},
+		{"fits after", "small2"},
+	}
+	errs := make([]error, len(writes))
+	var wg sync.WaitGroup
+	for i, w := range writes {
+		wg.Add(1)
+		go func() { defer wg.Done(); _, errs[i] = s.exec(ctx, `INSERT INTO t (k, v) VALUES (?, 1)`, w.k) }()
+		queued(t, s, i+1)
+	}
+	release()
+	wg.Wait()
+	if !transactionMayBeLost(errs[1]) {
+		t.Fatalf("the large row: %v, want SQLITE_FULL", errs[1])
+	}
+	for i, w := range writes {
+		if errs[i] == nil {
+			t.Errorf("%s: committed, want the group's failure", w.name)
+		}
+	}
+	if n := count(t, s, `1 = 1`); n != 0 {
+		t.Errorf("%d rows on disk, want none of the group's", n)
+	}
+	if got := s.writes.commits.Load() - before; got != 2 {
+		t.Errorf("%d commits, want 2: the queued writes were not one group", got)
 	}
 }
 
