@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kadipay/kadi/internal/outage"
 )
 
 // Group commit (SQLite). A commit in WAL mode with synchronous=FULL costs
@@ -179,11 +181,15 @@ func (w *writer) commit(batch []*write) {
 	} else {
 		for i, req := range batch {
 			errs[i] = w.run1(sqlTx, req, !req.oneStatement)
-			if transactionMayBeLost(errs[i]) {
-				// The writes after it would run outside any transaction,
-				// each committing alone, and be told the group's COMMIT
-				// failed: none runs, and what the group wrote is undone
-				// if SQLite has not undone it already.
+			if outage.Is(errs[i]) {
+				// A full disk, an I/O error, no memory or a lock not
+				// taken: SQLite may have rolled the whole transaction
+				// back by itself, not only the failed statement
+				// (sqlite.org/lang_transaction.html, "Response To Errors
+				// Within A Transaction"). The writes after it would then
+				// run outside any transaction, each committing alone, and
+				// be told the group's COMMIT failed: none runs, and what
+				// the group wrote is undone if SQLite has not undone it.
 				_ = sqlTx.Rollback()
 				for j := range errs {
 					if j != i {
@@ -202,31 +208,6 @@ func (w *writer) commit(batch []*write) {
 		}
 	}
 }
-
-// transactionMayBeLost reports an error after which SQLite may have rolled
-// the whole transaction back by itself, not only the failed statement: a
-// full disk or database, an I/O error, no memory, a lock it could not take
-// (sqlite.org/lang_transaction.html, "Response To Errors Within A
-// Transaction"). The driver's errors carry SQLite's result code.
-func transactionMayBeLost(err error) bool {
-	var coded interface{ Code() int }
-	if !errors.As(err, &coded) {
-		return false
-	}
-	switch coded.Code() & 0xff { // the primary code of an extended one
-	case sqliteBusy, sqliteNoMem, sqliteIOErr, sqliteFull:
-		return true
-	}
-	return false
-}
-
-// SQLite's primary result codes (sqlite.org/rescode.html).
-const (
-	sqliteBusy  = 5
-	sqliteNoMem = 7
-	sqliteIOErr = 10
-	sqliteFull  = 13
-)
 
 // run1 runs one write; isolated puts it under a savepoint so that its
 // failure undoes it alone. A panic is the write's error, not the writer's

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kadipay/kadi/internal/outage"
 )
 
 func openSQLite(tb testing.TB) *DB {
@@ -228,7 +230,7 @@ func TestGroupCommitStopsAtAFullDatabase(t *testing.T) {
 	}
 	release()
 	wg.Wait()
-	if !transactionMayBeLost(errs[1]) {
+	if !outage.Is(errs[1]) {
 		t.Fatalf("the large row: %v, want SQLITE_FULL", errs[1])
 	}
 	for i, w := range writes {
