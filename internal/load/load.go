@@ -240,7 +240,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			pids = gatewayPIDs
 		}
 		before, cpuErr := cpuOf(pids)
-		self, selfErr := ownCPU()
+		self, selfErr := OwnCPU()
 		var wBefore writerStats
 		if onGateway {
 			wBefore, onGateway = readWriterStats(ctx, httpc, metricsURLs)
@@ -249,7 +249,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		if after, err := cpuOf(pids); cpuErr == nil && err == nil {
 			r.ServerCPU = after - before
 		}
-		if after, err := ownCPU(); selfErr == nil && err == nil {
+		if after, err := OwnCPU(); selfErr == nil && err == nil {
 			r.LoadCPU = after - self
 		}
 		if wAfter, ok := readWriterStats(ctx, httpc, metricsURLs); onGateway && ok {

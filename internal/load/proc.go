@@ -47,10 +47,11 @@ func parseStat(line string) (time.Duration, error) {
 	return time.Duration(utime+stime) * clockTick, nil
 }
 
-// ownCPU is the user and system CPU time this process has used. It asks
-// getrusage rather than /proc, whose 10 ms ticks round a short scenario's
-// few milliseconds of kadi-load's own work down to nothing.
-func ownCPU() (time.Duration, error) {
+// OwnCPU is the user and system CPU time this process has used: kadi-load's
+// own, and the store's write benchmarks'. It asks getrusage rather than
+// /proc, whose 10 ms ticks round a short scenario's few milliseconds of
+// kadi-load's own work down to nothing.
+func OwnCPU() (time.Duration, error) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, fmt.Errorf("getrusage: %w", err)

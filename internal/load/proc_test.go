@@ -89,17 +89,17 @@ func TestListenerPIDAndCPUTime(t *testing.T) {
 
 // TestOwnCPUIsFinerThanATick: kadi-load's own CPU in a short scenario is a
 // few milliseconds, which /proc's 10 ms ticks would often round to
-// nothing. While this test spins, ownCPU must move in steps smaller than a
+// nothing. While this test spins, OwnCPU must move in steps smaller than a
 // tick (the first few steps may be longer, if the runtime's own threads
 // ran meanwhile; /proc's never are).
 func TestOwnCPUIsFinerThanATick(t *testing.T) {
-	last, err := ownCPU()
+	last, err := OwnCPU()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var steps []time.Duration
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && len(steps) < 20; {
-		now, err := ownCPU()
+		now, err := OwnCPU()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,12 +109,12 @@ func TestOwnCPUIsFinerThanATick(t *testing.T) {
 		step := now - last
 		last = now
 		if step < 0 {
-			t.Fatalf("ownCPU went back by %v", -step)
+			t.Fatalf("OwnCPU went back by %v", -step)
 		}
 		if step < clockTick {
 			return
 		}
 		steps = append(steps, step)
 	}
-	t.Fatalf("ownCPU moved only by steps of a tick or more: %v", steps)
+	t.Fatalf("OwnCPU moved only by steps of a tick or more: %v", steps)
 }

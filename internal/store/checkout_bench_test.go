@@ -5,12 +5,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kadipay/kadi/internal/acquirer/sim"
 	"github.com/kadipay/kadi/internal/card"
+	"github.com/kadipay/kadi/internal/load"
 	"github.com/kadipay/kadi/internal/money"
 	"github.com/kadipay/kadi/internal/payment"
 )
@@ -67,7 +67,10 @@ func BenchmarkSimCharge(b *testing.B) {
 // run, the second holds within a few percent.
 func underLoad(b *testing.B, op func() error) {
 	b.SetParallelism(16) // 32 goroutines on two cores
-	before := cpuTime(b)
+	before, err := load.OwnCPU()
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -78,14 +81,9 @@ func underLoad(b *testing.B, op func() error) {
 		}
 	})
 	b.StopTimer()
-	b.ReportMetric(float64(cpuTime(b)-before)/float64(b.N), "cpu-ns/op")
-}
-
-// cpuTime is the process's user and system CPU time so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	after, err := load.OwnCPU()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(after-before)/float64(b.N), "cpu-ns/op")
 }
