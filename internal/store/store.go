@@ -226,13 +226,7 @@ func (s *DB) exec(ctx context.Context, q string, args ...any) (sql.Result, error
 		}
 		return s.db.ExecContext(ctx, text, args...)
 	}
-	var res sql.Result
-	err := s.writes.doStatement(ctx, func(t tx) error {
-		var err error
-		res, err = t.exec(ctx, q, args...)
-		return err
-	})
-	return res, err
+	return s.writes.exec(ctx, q, args...)
 }
 
 // queryRow and query read outside any transaction; on SQLite, beside the

@@ -43,9 +43,9 @@ type write struct {
 	fn     func(tx) error
 	done   chan error
 	queued time.Time
-	// oneStatement: fn runs a single statement, which SQLite undoes
-	// alone when it fails (its statement journal is a savepoint of its
-	// own), so it needs none from the writer.
+	// oneStatement: fn runs a single statement (writer.exec), which
+	// SQLite undoes alone when it fails (its statement journal is a
+	// savepoint of its own), so it needs none from the writer.
 	oneStatement bool
 }
 
@@ -94,9 +94,17 @@ func (w *writer) do(ctx context.Context, fn func(tx) error) error {
 	return w.submit(&write{ctx: ctx, fn: fn, done: make(chan error, 1), queued: time.Now()})
 }
 
-// doStatement is do for a fn that runs one statement and nothing else.
-func (w *writer) doStatement(ctx context.Context, fn func(tx) error) error {
-	return w.submit(&write{ctx: ctx, fn: fn, done: make(chan error, 1), queued: time.Now(), oneStatement: true})
+// exec runs statement q as a write of its own, as do does with a fn; being
+// one statement, it needs no savepoint in its group.
+func (w *writer) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	var res sql.Result
+	fn := func(t tx) error {
+		var err error
+		res, err = t.exec(ctx, q, args...)
+		return err
+	}
+	err := w.submit(&write{ctx: ctx, fn: fn, done: make(chan error, 1), queued: time.Now(), oneStatement: true})
+	return res, err
 }
 
 func (w *writer) submit(req *write) error {

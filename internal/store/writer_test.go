@@ -55,6 +55,23 @@ func queued(t *testing.T, s *DB, n int) {
 	}
 }
 
+// inOneGroup queues writes behind a held writer, in order, then lets them
+// commit as one group and returns each one's error.
+func inOneGroup(t *testing.T, s *DB, writes ...func() error) []error {
+	t.Helper()
+	release := holdWriter(t, s)
+	errs := make([]error, len(writes))
+	var wg sync.WaitGroup
+	for i, write := range writes {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = write() }()
+		queued(t, s, i+1)
+	}
+	release()
+	wg.Wait()
+	return errs
+}
+
 func count(t *testing.T, s *DB, where string, args ...any) int {
 	t.Helper()
 	var n int
@@ -73,7 +90,6 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := s.writes.commits.Load()
-	release := holdWriter(t, s)
 
 	errRefused := errors.New("refused by its own rule")
 	writes := []struct {
@@ -103,15 +119,11 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 		}, errAny},
 		{"ok 2", func(t tx) error { _, err := t.exec(ctx, `INSERT INTO t (k, v) VALUES ('ok2', 5)`); return err }, nil},
 	}
-	errs := make([]error, len(writes))
-	var wg sync.WaitGroup
-	for i, w := range writes {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = s.inTx(ctx, w.fn) }()
-		queued(t, s, i+1) // in this order
+	var fns []func() error
+	for _, w := range writes {
+		fns = append(fns, func() error { return s.inTx(ctx, w.fn) })
 	}
-	release()
-	wg.Wait()
+	errs := inOneGroup(t, s, fns...)
 
 	for i, w := range writes {
 		switch {
@@ -145,7 +157,6 @@ func TestGroupCommitOneStatementFailsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := s.writes.commits.Load()
-	release := holdWriter(t, s)
 	writes := []struct {
 		name, q string
 		fails   bool
@@ -156,15 +167,11 @@ func TestGroupCommitOneStatementFailsAlone(t *testing.T) {
 		{"conflict", `INSERT INTO t (k, v) VALUES ('ok1', 3)`, true},
 		{"ok 2", `INSERT INTO t (k, v) VALUES ('ok2', 4)`, false},
 	}
-	errs := make([]error, len(writes))
-	var wg sync.WaitGroup
-	for i, w := range writes {
-		wg.Add(1)
-		go func() { defer wg.Done(); _, errs[i] = s.exec(ctx, w.q) }()
-		queued(t, s, i+1)
+	var fns []func() error
+	for _, w := range writes {
+		fns = append(fns, func() error { _, err := s.exec(ctx, w.q); return err })
 	}
-	release()
-	wg.Wait()
+	errs := inOneGroup(t, s, fns...)
 	for i, w := range writes {
 		if (errs[i] != nil) != w.fails {
 			t.Errorf("%s: err %v, want failed=%v", w.name, errs[i], w.fails)
@@ -201,7 +208,7 @@ func TestGroupCommitStopsAtAFullDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	var conns []*sql.Conn
-	for range 8 {
+	for range s.db.Stats().MaxOpenConnections {
 		c, err := s.db.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -215,21 +222,16 @@ func TestGroupCommitStopsAtAFullDatabase(t *testing.T) {
 		c.Close()
 	}
 	before := s.writes.commits.Load()
-	release := holdWriter(t, s)
 	writes := []struct{ name, k string }{
 		{"fits before", "small1"},
 		{"needs pages", strings.Repeat("x", 64<<10)},
 		{"fits after", "small2"},
 	}
-	errs := make([]error, len(writes))
-	var wg sync.WaitGroup
-	for i, w := range writes {
-		wg.Add(1)
-		go func() { defer wg.Done(); _, errs[i] = s.exec(ctx, `INSERT INTO t (k, v) VALUES (?, 1)`, w.k) }()
-		queued(t, s, i+1)
+	var fns []func() error
+	for _, w := range writes {
+		fns = append(fns, func() error { _, err := s.exec(ctx, `INSERT INTO t (k, v) VALUES (?, 1)`, w.k); return err })
 	}
-	release()
-	wg.Wait()
+	errs := inOneGroup(t, s, fns...)
 	if !outage.Is(errs[1]) {
 		t.Fatalf("the large row: %v, want SQLITE_FULL", errs[1])
 	}
