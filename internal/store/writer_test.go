@@ -56,9 +56,10 @@ func queued(t *testing.T, s *DB, n int) {
 }
 
 // inOneGroup queues writes behind a held writer, in order, then lets them
-// commit as one group and returns each one's error.
+// commit, checks they did as one group, and returns each one's error.
 func inOneGroup(t *testing.T, s *DB, writes ...func() error) []error {
 	t.Helper()
+	before := s.writes.commits.Load()
 	release := holdWriter(t, s)
 	errs := make([]error, len(writes))
 	var wg sync.WaitGroup
@@ -69,6 +70,10 @@ func inOneGroup(t *testing.T, s *DB, writes ...func() error) []error {
 	}
 	release()
 	wg.Wait()
+	// The holding write, then the queued ones as one group.
+	if got := s.writes.commits.Load() - before; got != 2 {
+		t.Errorf("%d commits, want 2: the queued writes were not grouped", got)
+	}
 	return errs
 }
 
@@ -89,7 +94,6 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 	if _, err := s.exec(ctx, `INSERT INTO t (k, v) VALUES ('taken', 0)`); err != nil {
 		t.Fatal(err)
 	}
-	before := s.writes.commits.Load()
 
 	errRefused := errors.New("refused by its own rule")
 	writes := []struct {
@@ -141,10 +145,6 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 	if n := count(t, s, `k = 'taken' AND v = 0`); n != 1 {
 		t.Error("the failed write's earlier statement was not undone")
 	}
-	// The holding write, then the five as one group.
-	if got := s.writes.commits.Load() - before; got != 2 {
-		t.Errorf("%d commits, want 2: the queued writes were not grouped", got)
-	}
 }
 
 // A one-statement write (DB.exec) runs in a group without a savepoint of
@@ -156,7 +156,6 @@ func TestGroupCommitOneStatementFailsAlone(t *testing.T) {
 	if _, err := s.exec(ctx, `INSERT INTO t (k, v) VALUES ('taken', 0)`); err != nil {
 		t.Fatal(err)
 	}
-	before := s.writes.commits.Load()
 	writes := []struct {
 		name, q string
 		fails   bool
@@ -188,9 +187,6 @@ func TestGroupCommitOneStatementFailsAlone(t *testing.T) {
 	if n := count(t, s, `k = 'ok1' AND v = 1`); n != 1 {
 		t.Error("a failed insert changed the row it conflicted with")
 	}
-	if got := s.writes.commits.Load() - before; got != 2 {
-		t.Errorf("%d commits, want 2: the queued writes were not grouped", got)
-	}
 }
 
 // A write that fails for a reason after which SQLite may have dropped the
@@ -221,7 +217,6 @@ func TestGroupCommitStopsAtAFullDatabase(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	before := s.writes.commits.Load()
 	writes := []struct{ name, k string }{
 		{"fits before", "small1"},
 		{"needs pages", strings.Repeat("x", 64<<10)},
@@ -242,9 +237,6 @@ func TestGroupCommitStopsAtAFullDatabase(t *testing.T) {
 	}
 	if n := count(t, s, `1 = 1`); n != 0 {
 		t.Errorf("%d rows on disk, want none of the group's", n)
-	}
-	if got := s.writes.commits.Load() - before; got != 2 {
-		t.Errorf("%d commits, want 2: the queued writes were not one group", got)
 	}
 }
 
