@@ -221,12 +221,41 @@ func (s *DB) exec(ctx context.Context, q string, args ...any) (sql.Result, error
 		if err != nil {
 			return nil, err
 		}
+		var res sql.Result
 		if st != nil {
-			return st.ExecContext(ctx, args...)
+			res, err = st.ExecContext(ctx, args...)
+		} else {
+			res, err = s.db.ExecContext(ctx, text, args...)
 		}
-		return s.db.ExecContext(ctx, text, args...)
+		if err != nil {
+			return nil, err
+		}
+		return readResult(res), nil
 	}
 	return s.writes.exec(ctx, q, args...)
+}
+
+// rowsAffected is a write's result read as soon as it ran. database/sql
+// reads a result under the lock of the connection that ran it, which by
+// the time a caller reads it may be running another statement: the next
+// group's on SQLite's one writer (COMMIT and fsync included), another
+// request's round trip on a pooled PostgreSQL connection.
+type rowsAffected struct {
+	n   int64
+	err error
+}
+
+func readResult(r sql.Result) rowsAffected {
+	n, err := r.RowsAffected()
+	return rowsAffected{n: n, err: err}
+}
+
+func (r rowsAffected) RowsAffected() (int64, error) { return r.n, r.err }
+
+// LastInsertId is not kept: no write uses it, every table has a key of
+// its own, and PostgreSQL has no such thing.
+func (r rowsAffected) LastInsertId() (int64, error) {
+	return 0, errors.New("store: LastInsertId is not kept")
 }
 
 // queryRow and query read outside any transaction; on SQLite, beside the

@@ -97,14 +97,23 @@ func (w *writer) do(ctx context.Context, fn func(tx) error) error {
 // exec runs statement q as a write of its own, as do does with a fn; being
 // one statement, it needs no savepoint in its group.
 func (w *writer) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	var res sql.Result
+	var res rowsAffected
 	fn := func(t tx) error {
-		var err error
-		res, err = t.exec(ctx, q, args...)
-		return err
+		r, err := t.exec(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		// Read now, inside the writer, which holds the connection through
+		// the next group's statements and COMMIT, fsync included: read
+		// after the answer, it waited for a commit not its own.
+		res = readResult(r)
+		return nil
 	}
 	err := w.submit(&write{ctx: ctx, fn: fn, done: make(chan error, 1), queued: time.Now(), oneStatement: true})
-	return res, err
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 func (w *writer) submit(req *write) error {

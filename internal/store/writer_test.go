@@ -3,13 +3,17 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"modernc.org/sqlite"
 
 	"github.com/kadipay/kadi/internal/outage"
 )
@@ -280,6 +284,58 @@ func TestGroupCommitOneWinner(t *testing.T) {
 	if winners != 1 {
 		t.Errorf("%d winners, want 1", winners)
 	}
+}
+
+// A write's result is read without waiting for the writer: database/sql
+// reads a result under its connection's lock, which the writer holds
+// through every statement and COMMIT of the groups after it. Here the next
+// group's statement stops inside the writer (in kadi_test_pause, a SQL
+// function) until the first write's result has been read.
+func TestGroupCommitResultNeedsNoWriter(t *testing.T) {
+	entered, resume := make(chan struct{}), make(chan struct{})
+	pauseStatement.Store(&pause{entered: entered, resume: resume})
+	t.Cleanup(func() { pauseStatement.Store(nil) })
+	s := openSQLite(t)
+	ctx := context.Background()
+	res, err := s.exec(ctx, `INSERT INTO t (k, v) VALUES ('first', 1)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused := make(chan error, 1)
+	go func() {
+		_, err := s.exec(ctx, `INSERT INTO t (k, v) VALUES ('second', kadi_test_pause())`)
+		paused <- err
+	}()
+	<-entered
+	read := make(chan int64, 1)
+	go func() { n, _ := res.RowsAffected(); read <- n }()
+	select {
+	case n := <-read:
+		if n != 1 {
+			t.Errorf("first write: %d rows affected, want 1", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("reading the first write's result waited for the writer's next statement")
+	}
+	close(resume)
+	if err := <-paused; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pause is where kadi_test_pause stops: it says it has entered, then waits.
+type pause struct{ entered, resume chan struct{} }
+
+var pauseStatement atomic.Pointer[pause]
+
+func init() {
+	sqlite.MustRegisterScalarFunction("kadi_test_pause", 0, func(*sqlite.FunctionContext, []driver.Value) (driver.Value, error) {
+		if p := pauseStatement.Load(); p != nil {
+			close(p.entered)
+			<-p.resume
+		}
+		return int64(2), nil
+	})
 }
 
 // A caller that gives up while queued is told so and its write never runs;
