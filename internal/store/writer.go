@@ -91,7 +91,7 @@ func startWriter(s *DB) *writer {
 // a transaction would roll back the whole batch), and the caller waits for
 // the commit either way, so an answer always means what it says.
 func (w *writer) do(ctx context.Context, fn func(tx) error) error {
-	return w.submit(&write{ctx: ctx, fn: fn, done: make(chan error, 1), queued: time.Now()})
+	return w.submit(ctx, fn, false)
 }
 
 // exec runs statement q as a write of its own, as do does with a fn; being
@@ -109,15 +109,15 @@ func (w *writer) exec(ctx context.Context, q string, args ...any) (sql.Result, e
 		res = readResult(r)
 		return nil
 	}
-	err := w.submit(&write{ctx: ctx, fn: fn, done: make(chan error, 1), queued: time.Now(), oneStatement: true})
-	if err != nil {
+	if err := w.submit(ctx, fn, true); err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
-func (w *writer) submit(req *write) error {
-	ctx := req.ctx
+// submit queues fn as a write and waits for its answer.
+func (w *writer) submit(ctx context.Context, fn func(tx) error, oneStatement bool) error {
+	req := &write{ctx: ctx, fn: fn, done: make(chan error, 1), queued: time.Now(), oneStatement: oneStatement}
 	w.mu.RLock()
 	if w.closed {
 		w.mu.RUnlock()
