@@ -50,7 +50,7 @@ func main() {
 	fs.StringVar(&creds, "credentials", "", "a file holding `kadi merchant create --json` output (required)")
 	fs.StringVar(&o.Card, "card", "", "an approving test card number (required)")
 	fs.IntVar(&o.Concurrency, "concurrency", 8, "concurrent clients")
-	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "time per scenario")
+	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "time per scenario, in 5 slices that alternate with as many of its baseline's")
 	fs.IntVar(&o.MaxRequests, "max-requests", 20000, "requests per scenario at most")
 	fs.StringVar(&o.IPNListen, "ipn-listen", "", "also run the IPN scenarios, receiving on this address (point the merchant's test IPN URL at http://ADDR/ipn; serve with --allow-private-ipn)")
 	fs.IntVar(&o.IPNRate, "ipn-rate", 1000, "payments a second in the IPN latency scenario")

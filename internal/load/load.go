@@ -78,6 +78,47 @@ type Result struct {
 	// nodes) has held since it started, read after the scenario; zero
 	// when it could not be read.
 	PeakRSS int64
+	// Paired is the baseline run in alternating slices with this
+	// scenario (alternate): /healthz for a gateway scenario, the minimal
+	// server for /healthz and /healthz for the minimal server; nil for the
+	// scenarios no ratio is asked of (the paced and IPN ones).
+	Paired *Result
+}
+
+// rounds is how many slices of a scenario and of its baseline alternate.
+const rounds = 5
+
+// alternate runs a and b in turns, rounds times each, and returns what
+// each measured over all its slices. A ratio of two figures measured a
+// minute apart on a shared machine moved by a quarter from run to run
+// with the machine's load (the same build's bills ran 0.219× and 0.278×
+// of a /healthz measured once at the start); slices of a second, side by
+// side, see the same machine.
+func alternate(ctx context.Context, a, b func() Result) (Result, Result) {
+	var ra, rb Result
+	for i := 0; i < rounds && ctx.Err() == nil; i++ {
+		ra = ra.plus(a())
+		rb = rb.plus(b())
+	}
+	for _, r := range []*Result{&ra, &rb} {
+		sort.Slice(r.Latencies, func(i, j int) bool { return r.Latencies[i] < r.Latencies[j] })
+	}
+	return ra, rb
+}
+
+// plus is r and s, two slices of one scenario, as one result. The
+// latencies are left unsorted.
+func (r Result) plus(s Result) Result {
+	r.Name = s.Name
+	r.Count += s.Count
+	r.Errors += s.Errors
+	r.Elapsed += s.Elapsed
+	r.Latencies = append(r.Latencies, s.Latencies...)
+	r.ServerCPU += s.ServerCPU
+	r.LoadCPU += s.LoadCPU
+	r.Writer = r.Writer.add(s.Writer)
+	r.PeakRSS = max(r.PeakRSS, s.PeakRSS)
+	return r
 }
 
 // CPUPerRequest is the server's CPU time per successful request.
@@ -258,12 +299,26 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		r.PeakRSS = peakRSSOf(pids)
 		return r
 	}
-	var out []Result
-	for i, s := range scenarios {
-		if i >= 2 && o.Only != nil && !o.Only.MatchString(s.name) {
+	// Each ratio's two sides run in alternating slices (see alternate):
+	// the minimal server with /healthz, then /healthz with each scenario.
+	slice := o
+	slice.Duration, slice.MaxRequests = o.Duration/rounds, max(o.MaxRequests/rounds, 1)
+	measured := func(i int) func() Result {
+		s := scenarios[i]
+		return func() Result { return measure(s.onGateway, func() Result { return run(ctx, s.name, slice, s.op) }) }
+	}
+	minimalRes, healthRes := alternate(ctx, measured(0), measured(1))
+	minimalRes.Paired, healthRes.Paired = &healthRes, &minimalRes
+	out := []Result{minimalRes, healthRes}
+	if ctx.Err() != nil {
+		return out, ctx.Err()
+	}
+	for i, s := range scenarios[2:] {
+		if o.Only != nil && !o.Only.MatchString(s.name) {
 			continue
 		}
-		r := measure(s.onGateway, func() Result { return run(ctx, s.name, o, s.op) })
+		health, r := alternate(ctx, measured(1), measured(i+2))
+		r.Paired = &health
 		out = append(out, r)
 		if ctx.Err() != nil {
 			return out, ctx.Err()
@@ -457,7 +512,9 @@ func runPaced(ctx context.Context, name string, o Options, rate int, op func(con
 
 // Report writes a table with every scenario's throughput as a ratio of the
 // two baselines measured in the same run: the minimal net/http handler
-// (the first result) and the gateway's /healthz (the second), the
+// (the first result) and the gateway's /healthz (the second), each taken
+// from the baseline the scenario alternated with where it has one
+// (Paired; against the minimal server through /healthz's own ratio), the
 // server's CPU time per request and, on SQLite, the group-commit writer's
 // writes per commit, the share of the scenario it was busy, and the
 // buckets its slowest commits and its writes' slowest waits fell in.
@@ -466,9 +523,29 @@ func Report(w io.Writer, rs []Result) {
 		return
 	}
 	minimal, health := rs[0], rs[1]
-	fmt.Fprintf(w, "%-34s %8s %6s %9s %9s %9s %11s %11s %10s %13s %11s %10s %10s %9s %13s\n", "scenario", "ok", "errors", "per sec", "p50", "p99",
-		"vs minimal", "vs /healthz", "CPU/req", "writes/commit", "writer busy", "commit p99", "wait p99", "peak RSS", "load CPU/req")
-	for _, r := range rs {
+	fmt.Fprintf(w, "%-34s %8s %6s %9s %9s %9s %11s %11s %10s %13s %11s %10s %10s %9s %13s %14s\n", "scenario", "ok", "errors", "per sec", "p50", "p99",
+		"vs minimal", "vs /healthz", "CPU/req", "writes/commit", "writer busy", "commit p99", "wait p99", "peak RSS", "load CPU/req", "paired per sec")
+	for i, r := range rs {
+		vsMinimal, vsHealth := r.PerSecond()/minimal.PerSecond(), r.PerSecond()/health.PerSecond()
+		if p := r.Paired; p != nil && p.Count > 0 {
+			switch i {
+			case 0:
+				vsHealth = r.PerSecond() / p.PerSecond()
+			case 1:
+				vsMinimal = r.PerSecond() / p.PerSecond()
+			default:
+				// Against the /healthz beside it, and through that
+				// /healthz's own ratio to the minimal server.
+				vsHealth = r.PerSecond() / p.PerSecond()
+				if m := health.Paired; m != nil && m.Count > 0 {
+					vsMinimal = vsHealth * health.PerSecond() / m.PerSecond()
+				}
+			}
+		}
+		paired := "—"
+		if r.Paired != nil {
+			paired = fmt.Sprintf("%.0f", r.Paired.PerSecond())
+		}
 		cpu, loadCPU := "—", "—"
 		if r.ServerCPU > 0 {
 			cpu = r.CPUPerRequest().Round(time.Microsecond).String()
@@ -486,8 +563,8 @@ func Report(w io.Writer, rs []Result) {
 		if r.PeakRSS > 0 {
 			rss = fmt.Sprintf("%dMB", r.PeakRSS>>20)
 		}
-		fmt.Fprintf(w, "%-34s %8d %6d %9.0f %9s %9s %10.3fx %10.3fx %10s %13s %11s %10s %10s %9s %13s\n", r.Name, r.Count, r.Errors, r.PerSecond(),
+		fmt.Fprintf(w, "%-34s %8d %6d %9.0f %9s %9s %10.3fx %10.3fx %10s %13s %11s %10s %10s %9s %13s %14s\n", r.Name, r.Count, r.Errors, r.PerSecond(),
 			r.Percentile(50).Round(10*time.Microsecond), r.Percentile(99).Round(10*time.Microsecond),
-			r.PerSecond()/minimal.PerSecond(), r.PerSecond()/health.PerSecond(), cpu, perCommit, busy, commitP99, waitP99, rss, loadCPU)
+			vsMinimal, vsHealth, cpu, perCommit, busy, commitP99, waitP99, rss, loadCPU, paired)
 	}
 }
