@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -63,7 +64,7 @@ func TestKadiLoadMetricsElsewhere(t *testing.T) {
 				billsRow = strings.Fields(rest)
 			}
 		}
-		if len(billsRow) != 14 {
+		if len(billsRow) != 15 {
 			t.Fatalf("kadi-load %v: no bills row in\n%s", extra, out.String())
 		}
 		return billsRow, errOut.String()
@@ -147,7 +148,7 @@ func checkLoadTable(t *testing.T, out string, sqlite bool) {
 			half = line[strings.Index(line, ")")+1:]
 		}
 	}
-	if f := strings.Fields(half); len(f) != 14 || f[0] == "0" || f[1] != "0" {
+	if f := strings.Fields(half); len(f) != 15 || f[0] == "0" || f[1] != "0" || f[14] != "—" {
 		t.Errorf("the paced bills row: %q", half)
 	}
 	for _, scenario := range []string{"minimal net/http handler", "GET /healthz", "POST /payment/v2/bills", "GET /payment/v2/query", "bill + POST /cardPay (approved)"} {
@@ -159,10 +160,14 @@ func checkLoadTable(t *testing.T, out string, sqlite bool) {
 		}
 		// ok, errors, per sec, p50, p99, vs minimal, vs /healthz, CPU/req,
 		// writes/commit, writer busy, commit p99, wait p99, peak RSS,
-		// load CPU/req
-		if len(row) != 14 {
+		// load CPU/req, paired per sec
+		if len(row) != 15 {
 			t.Errorf("no row for %q", scenario)
 			continue
+		}
+		// Every ratio is against the baseline run beside it.
+		if n, err := strconv.ParseFloat(row[14], 64); err != nil || n <= 0 {
+			t.Errorf("%s: paired baseline %q per second", scenario, row[14])
 		}
 		if row[0] == "0" || row[1] != "0" {
 			t.Errorf("%s: %s ok, %s errors", scenario, row[0], row[1])
