@@ -68,6 +68,31 @@ type writer struct {
 	// the store, and where a slow request's milliseconds went (a commit
 	// that checkpointed the WAL, or a queue behind one).
 	commitTime, waitTime prometheus.Histogram
+	// kick asks the checkpointer to copy the WAL into the database file;
+	// checkpointed is closed when it has stopped.
+	kick         chan struct{}
+	checkpointed chan struct{}
+}
+
+// checkpointGap spaces the background checkpoints.
+const checkpointGap = 5 * time.Millisecond
+
+// checkpoint copies committed WAL frames into the database file, on a
+// connection of its own, beside the writer, whenever commits kick it (at
+// most one per checkpointGap). Left to SQLite, the copy happens inside the
+// commit that takes the WAL past 1,000 pages, and every write queued
+// behind that commit waits for its two fsyncs: the half-peak tail. Run
+// here, a PASSIVE checkpoint takes no lock the writer needs, the WAL
+// restarts from its beginning while it is short, and the writer's own
+// automatic checkpoint stays as the fallback should this one fall behind
+// or fail.
+func (w *writer) checkpoint(conn *sql.Conn) {
+	defer close(w.checkpointed)
+	defer conn.Close()
+	for range w.kick {
+		_, _ = conn.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
+		time.Sleep(checkpointGap)
+	}
 }
 
 // writerBuckets span a commit alone (an fsync, a quarter of a
@@ -80,6 +105,10 @@ func startWriter(s *DB) *writer {
 			Help: "How long each commit of the SQLite group-commit writer took, its writes and its fsync included.", Buckets: writerBuckets}),
 		waitTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kadi_store_write_wait_seconds",
 			Help: "How long each write waited for the SQLite group-commit writer to begin the commit that carries it.", Buckets: writerBuckets}),
+	}
+	if conn, err := s.db.Conn(context.Background()); err == nil {
+		w.kick, w.checkpointed = make(chan struct{}, 1), make(chan struct{})
+		go w.checkpoint(conn)
 	}
 	go w.run()
 	return w
@@ -136,12 +165,20 @@ func (w *writer) submit(ctx context.Context, fn func(tx) error, oneStatement boo
 // close stops taking writes, lets the queued ones commit and waits.
 func (w *writer) close() {
 	w.mu.Lock()
-	if !w.closed {
+	first := !w.closed
+	if first {
 		w.closed = true
 		close(w.queue)
 	}
 	w.mu.Unlock()
 	<-w.done
+	if w.kick == nil {
+		return
+	}
+	if first {
+		close(w.kick) // the writer, the only sender, has stopped
+	}
+	<-w.checkpointed
 }
 
 func (w *writer) run() {
@@ -166,6 +203,10 @@ func (w *writer) run() {
 			w.waitTime.Observe(start.Sub(req.queued).Seconds())
 		}
 		w.commit(batch)
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
 		took := time.Since(start)
 		w.busy.Add(int64(took))
 		w.commitTime.Observe(took.Seconds())
