@@ -527,24 +527,19 @@ func Report(w io.Writer, rs []Result) {
 		"vs minimal", "vs /healthz", "CPU/req", "writes/commit", "writer busy", "commit p99", "wait p99", "peak RSS", "load CPU/req", "paired per sec")
 	for i, r := range rs {
 		vsMinimal, vsHealth := r.PerSecond()/minimal.PerSecond(), r.PerSecond()/health.PerSecond()
-		if p := r.Paired; p != nil && p.Count > 0 {
-			switch i {
-			case 0:
-				vsHealth = r.PerSecond() / p.PerSecond()
-			case 1:
-				vsMinimal = r.PerSecond() / p.PerSecond()
-			default:
-				// Against the /healthz beside it, and through that
-				// /healthz's own ratio to the minimal server.
-				vsHealth = r.PerSecond() / p.PerSecond()
-				if m := health.Paired; m != nil && m.Count > 0 {
-					vsMinimal = vsHealth * health.PerSecond() / m.PerSecond()
-				}
-			}
-		}
 		paired := "—"
-		if r.Paired != nil {
-			paired = fmt.Sprintf("%.0f", r.Paired.PerSecond())
+		if p := r.Paired; p != nil && p.Count > 0 {
+			paired = fmt.Sprintf("%.0f", p.PerSecond())
+			if i == 1 {
+				vsMinimal = r.PerSecond() / p.PerSecond()
+			} else {
+				vsHealth = r.PerSecond() / p.PerSecond()
+			}
+			// A scenario's ratio to the minimal server goes through
+			// that of the /healthz beside it.
+			if m := health.Paired; i > 1 && m != nil && m.Count > 0 {
+				vsMinimal = vsHealth * health.PerSecond() / m.PerSecond()
+			}
 		}
 		cpu, loadCPU := "—", "—"
 		if r.ServerCPU > 0 {
