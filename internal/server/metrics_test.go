@@ -67,6 +67,13 @@ func TestMetricsSeries(t *testing.T) {
 	if waited < 9 || timed < 1 || timed > waited || scraped(t, text, "kadi_store_commit_duration_seconds_sum") <= 0 {
 		t.Errorf("store writer histograms: %v writes waited, %v commits timed\n%s", waited, timed, text)
 	}
+	// The checkpointer beside the writer has run, and has not failed.
+	if n := scraped(t, text, "kadi_store_checkpoints_total"); n < 1 || scraped(t, text, "kadi_store_checkpoint_failures_total") != 0 {
+		t.Errorf("checkpointer series: %v checkpoints\n%s", n, text)
+	}
+	if !strings.Contains(text, "\nkadi_store_wal_frames_behind ") {
+		t.Errorf("no WAL frames behind gauge\n%s", text)
+	}
 	// Paths never become labels: a label per bill or page would grow
 	// without bound and publish references.
 	for _, leak := range []string{paid.Reference, declined.Reference, "NOSUCHBILL", "/cardPay/page/k", "/no/such/path"} {

@@ -27,5 +27,12 @@ func (s *DB) RegisterMetrics(r *metrics.Registry) {
 		counter("kadi_store_commit_seconds_total", "Time the SQLite group-commit writer spent running and committing its transactions.",
 			func() float64 { return float64(w.busy.Load()) / 1e9 }),
 		w.commitTime, w.waitTime,
+		counter("kadi_store_checkpoints_total", "WAL checkpoints run beside the SQLite writer.",
+			func() float64 { return float64(w.checkpoints.Load()) }),
+		counter("kadi_store_checkpoint_failures_total", "WAL checkpoints beside the SQLite writer that failed; SQLite's own checkpoint, inside a commit, then copies the WAL.",
+			func() float64 { return float64(w.checkpointFailures.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kadi_store_wal_frames_behind",
+			Help: "WAL frames the last checkpoint left uncopied into the SQLite database file: growing, checkpoints are not keeping up."},
+			func() float64 { return float64(w.behindFrames.Load()) }),
 	)
 }

@@ -72,6 +72,13 @@ type writer struct {
 	// checkpointed is closed when it has stopped.
 	kick         chan struct{}
 	checkpointed chan struct{}
+	// checkpoints counts the checkpoints run and checkpointFailures those
+	// that failed (the writer's automatic checkpoint then does the copy,
+	// inside a commit: the tail this one exists to keep out);
+	// behindFrames is how many WAL frames the last one left uncopied
+	// (kadi_store_* on /metrics). A reader holding an old snapshot, or a
+	// disk that cannot keep up, shows as frames left behind.
+	checkpoints, checkpointFailures, behindFrames atomic.Int64
 }
 
 // checkpointGap spaces the background checkpoints.
@@ -90,9 +97,23 @@ func (w *writer) checkpoint(conn *sql.Conn) {
 	defer close(w.checkpointed)
 	defer conn.Close()
 	for range w.kick {
-		_, _ = conn.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
+		w.checkpointOnce(conn)
 		time.Sleep(checkpointGap)
 	}
+}
+
+// checkpointOnce runs one PASSIVE checkpoint on conn and counts it.
+func (w *writer) checkpointOnce(conn *sql.Conn) {
+	w.checkpoints.Add(1)
+	// busy is 1 when the checkpoint could not finish; frames is the WAL's
+	// length and copied how much of it is now in the database file.
+	var busy, frames, copied int64
+	err := conn.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &copied)
+	if err != nil {
+		w.checkpointFailures.Add(1)
+		return
+	}
+	w.behindFrames.Store(max(frames-copied, 0))
 }
 
 // writerBuckets span a commit alone (an fsync, a quarter of a

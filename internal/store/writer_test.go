@@ -466,3 +466,61 @@ func TestCheckpointBesideTheWriter(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// The checkpointer's counters tell an operator what it did: a checkpoint
+// that copied the whole WAL leaves no frame behind, and one that failed
+// is counted as failed, not as done.
+func TestCheckpointerCounts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kadi.db")
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.exec(ctx, `CREATE TABLE t (k TEXT PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	w := s.writes
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A reader in the middle of a read transaction pins what the WAL
+	// held when it began: what is committed after cannot all be copied.
+	reader, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM t`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := s.exec(ctx, `INSERT INTO t (k) VALUES (?)`, fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The checkpointer beside the writer runs after commits only: once
+	// the last commit's kick is served, it stays idle and the counts
+	// below are this test's own.
+	time.Sleep(20 * checkpointGap)
+	runs, failures := w.checkpoints.Load(), w.checkpointFailures.Load()
+	w.checkpointOnce(conn)
+	if w.behindFrames.Load() == 0 {
+		t.Error("no WAL frame left behind while a reader holds an older snapshot")
+	}
+	_ = reader.Rollback()
+	w.checkpointOnce(conn)
+	if got := w.behindFrames.Load(); got != 0 {
+		t.Errorf("%d WAL frames behind once the reader ended", got)
+	}
+	_ = conn.Close()
+	w.checkpointOnce(conn)
+	if got, want := w.checkpoints.Load()-runs, int64(3); got != want {
+		t.Errorf("%d checkpoints counted, want %d", got, want)
+	}
+	if got := w.checkpointFailures.Load() - failures; got != 1 {
+		t.Errorf("%d failures counted after a checkpoint on a closed connection, want 1", got)
+	}
+}
