@@ -151,7 +151,8 @@ func checkLoadTable(t *testing.T, out string, sqlite bool) {
 	if f := strings.Fields(half); len(f) != 15 || f[0] == "0" || f[1] != "0" || f[14] != "—" {
 		t.Errorf("the paced bills row: %q", half)
 	}
-	for _, scenario := range []string{"minimal net/http handler", "GET /healthz", "POST /payment/v2/bills", "GET /payment/v2/query", "bill + POST /cardPay (approved)"} {
+	for _, scenario := range []string{"minimal net/http handler", "GET /healthz", "POST /payment/v2/bills",
+		"GET /payment/v2/query (no such bill)", "GET /payment/v2/query (paid bill)", "bill + POST /cardPay (approved)"} {
 		var row []string
 		for _, line := range strings.Split(out, "\n") {
 			if strings.HasPrefix(line, scenario+" ") {

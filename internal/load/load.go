@@ -216,19 +216,30 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			gatewayPIDs = append(gatewayPIDs, pid)
 		}
 	}
+	// The paid-bill query verifies bills paid before it starts, in turn,
+	// as merchants verify their own customers' payments.
+	var paid []string
+	var paidTurn atomic.Uint64
 	scenarios := []struct {
 		name      string
 		onGateway bool // false: the minimal server
 		op        func(ctx context.Context) error
+		setup     func(ctx context.Context) error // before the first slice; nil: none
 	}{
-		{"minimal net/http handler", false, func(ctx context.Context) error { return get(ctx, httpc, minimal+"/healthz") }},
-		{"GET /healthz", true, func(ctx context.Context) error { n, _ := next(); return get(ctx, httpc, n.base+"/healthz") }},
-		{"POST /payment/v2/bills", true, func(ctx context.Context) error { n, _ := next(); _, err := newBill(ctx, n.c, o); return err }},
-		{"GET /payment/v2/query", true, func(ctx context.Context) error {
+		{"minimal net/http handler", false, func(ctx context.Context) error { return get(ctx, httpc, minimal+"/healthz") }, nil},
+		{"GET /healthz", true, func(ctx context.Context) error { n, _ := next(); return get(ctx, httpc, n.base+"/healthz") }, nil},
+		{"POST /payment/v2/bills", true, func(ctx context.Context) error { n, _ := next(); _, err := newBill(ctx, n.c, o); return err }, nil},
+		{"GET /payment/v2/query (no such bill)", true, func(ctx context.Context) error {
 			n, _ := next()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.base+"/payment/v2/query?billReference=NOSUCHBILL", nil)
-			req.Header.Set("Authorization", "Bearer "+token)
-			return do(httpc, req, http.StatusNotFound)
+			return do(httpc, queryRequest(ctx, n.base, token, "NOSUCHBILL"), http.StatusNotFound)
+		}, nil},
+		{"GET /payment/v2/query (paid bill)", true, func(ctx context.Context) error {
+			n, _ := next()
+			ref := paid[paidTurn.Add(1)%uint64(len(paid))]
+			return do(httpc, queryRequest(ctx, n.base, token, ref), http.StatusOK)
+		}, func(ctx context.Context) (err error) {
+			paid, err = payBills(ctx, o, nodes[0].c, httpc, token, paidBills)
+			return err
 		}},
 		{"bill + POST /cardPay (approved)", true, func(ctx context.Context) error {
 			n, pay := next()
@@ -243,7 +254,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 				return err
 			}
 			return get(ctx, httpc, pay.base+loc)
-		}},
+		}, nil},
 	}
 	// The receiver listens from the start, so that the checkouts' own
 	// notifications are delivered (and cost what they cost) while they
@@ -317,6 +328,11 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 		if o.Only != nil && !o.Only.MatchString(s.name) {
 			continue
 		}
+		if s.setup != nil {
+			if err := s.setup(ctx); err != nil {
+				return out, fmt.Errorf("%s: %w", s.name, err)
+			}
+		}
 		health, r := alternate(ctx, measured(1), measured(i+2))
 		r.Paired = &health
 		out = append(out, r)
@@ -350,6 +366,56 @@ func newBill(ctx context.Context, c *client.Client, o Options) (*client.Bill, er
 	return c.CreateBill(ctx, client.BillRequest{Customer: client.Customer{Name: "Load Test"},
 		Order: client.Order{BillerCode: o.Credentials.BillerCode, Reference: "LOAD" + secret.RandomUpperAlnum(12), Amount: "100.00", Currency: "KES",
 			Description: "load test", Outlet: o.Credentials.OutletCode}})
+}
+
+// paidBills is how many bills the paid-bill query takes turns over: more
+// than the clients, so that no two ask for one bill at once.
+const paidBills = 256
+
+// payBills creates n bills and pays each with the run's card, the way a
+// checkout does, and returns their references once a query says each is
+// paid.
+func payBills(ctx context.Context, o Options, c *client.Client, httpc *http.Client, token string, n int) ([]string, error) {
+	refs := make([]string, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, o.Concurrency)
+	for range o.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				b, err := newBill(ctx, c, o)
+				if err == nil {
+					_, err = seeOther(httpc, cardPost(ctx, o, c, token, b))
+				}
+				if err == nil {
+					var v *client.Verification
+					if v, err = c.Verify(ctx, b.Reference); err == nil && !v.Paid {
+						err = fmt.Errorf("bill %s is not paid after an approved payment: %+v", b.Reference, *v)
+					}
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				refs[i] = b.Reference
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, fmt.Errorf("pay the bills to query: %w", err)
+	}
+	return refs, nil
+}
+
+// queryRequest asks the gateway at base for bill ref's transaction.
+func queryRequest(ctx context.Context, base, token, ref string) *http.Request {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/payment/v2/query?billReference="+url.QueryEscape(ref), nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	return req
 }
 
 func get(ctx context.Context, c *http.Client, u string) error {
