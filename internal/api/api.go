@@ -24,18 +24,19 @@ type Merchants interface {
 	MerchantByCode(ctx context.Context, code string) (merchant.Merchant, error)
 }
 
-// Payments answers verification queries.
-type Payments interface {
-	SuccessfulPayment(ctx context.Context, billRef string) (payment.Payment, error)
-	LatestPayment(ctx context.Context, billRef string) (payment.Payment, error)
+// Verifications answers verification queries.
+type Verifications interface {
+	// Verification finds a merchant's bill by its reference or order
+	// reference, with its successful payment or else its latest attempt.
+	Verification(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (payment.Verification, error)
 }
 
 // Handler serves the API.
 type Handler struct {
-	Auth      *auth.Service
-	Bills     *bill.Service
-	Merchants Merchants
-	Payments  Payments
+	Auth          *auth.Service
+	Bills         *bill.Service
+	Merchants     Merchants
+	Verifications Verifications
 	// Notifications is the IPN delivery log, scoped per merchant and mode.
 	Notifications Notifications
 	Location      *time.Location

@@ -35,25 +35,19 @@ func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, errMissingReference)
 		return
 	}
-	b, err := h.Bills.Find(r.Context(), c.MerchantCode, c.Mode, ref)
+	v, err := h.Verifications.Verification(r.Context(), c.MerchantCode, c.Mode, ref)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	nothingPaid := money.Amount{Currency: b.Amount.Currency}
-	resp := VerificationResponse{OrderRef: b.OrderReference, Amount: nothingPaid.String(), Date: b.CreatedAt.In(h.Location).Format(isoOffset), Narration: "Awaiting payment"}
-	paid, err := h.Payments.SuccessfulPayment(r.Context(), b.Reference)
-	switch {
-	case err == nil:
-		resp.Status, resp.TransactionID, resp.Amount = true, paid.NetworkRef, paid.Amount.String()
-		resp.Date, resp.Narration = paid.UpdatedAt.In(h.Location).Format(isoOffset), paid.Message
-	case errors.Is(err, payment.ErrNotFound):
-		if last, err := h.Payments.LatestPayment(r.Context(), b.Reference); err == nil {
-			resp.Date, resp.Narration = last.UpdatedAt.In(h.Location).Format(isoOffset), last.Message
-		}
-	default:
-		h.fail(w, r, err)
-		return
+	nothingPaid := money.Amount{Currency: v.Amount.Currency}
+	resp := VerificationResponse{OrderRef: v.OrderReference, Amount: nothingPaid.String(), Date: v.CreatedAt.In(h.Location).Format(isoOffset), Narration: "Awaiting payment"}
+	switch p := v.Payment; {
+	case p.Status == payment.Succeeded:
+		resp.Status, resp.TransactionID, resp.Amount = true, p.NetworkRef, p.Amount.String()
+		resp.Date, resp.Narration = p.UpdatedAt.In(h.Location).Format(isoOffset), p.Message
+	case p.ID != "":
+		resp.Date, resp.Narration = p.UpdatedAt.In(h.Location).Format(isoOffset), p.Message
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

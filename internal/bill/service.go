@@ -72,18 +72,19 @@ func (s *Service) Create(ctx context.Context, m merchant.Merchant, mode merchant
 	return Bill{}, false, errors.New("could not draw a unique bill reference")
 }
 
-// Find looks ref up as a bill reference, then as the merchant's order
-// reference (the spec's own example fills billReference with the latter).
-// Only something shaped like a bill reference is looked up as one.
-func (s *Service) Find(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (Bill, error) {
+// FindEither looks ref up with find, as a bill reference and then as the
+// merchant's order reference (the spec's own example fills billReference
+// with the latter). Only something shaped like a bill reference is looked
+// up as one: every reference ever drawn has that shape.
+func FindEither[T any](ref string, find func(byOrderReference bool) (T, error)) (T, error) {
 	if !couldBeReference(ref) {
-		return s.Repo.BillByOrderReference(ctx, merchantCode, mode, ref)
+		return find(true)
 	}
-	b, err := s.Repo.BillByReference(ctx, merchantCode, mode, ref)
+	v, err := find(false)
 	if errors.Is(err, ErrNotFound) {
-		b, err = s.Repo.BillByOrderReference(ctx, merchantCode, mode, ref)
+		return find(true)
 	}
-	return b, err
+	return v, err
 }
 
 // couldBeReference reports whether ref has the shape of a bill reference

@@ -240,8 +240,16 @@ func TestCreateInvalidStoresNothing(t *testing.T) {
 	}
 }
 
-func TestFind(t *testing.T) {
+func TestFindEither(t *testing.T) {
 	s, repo, _ := newService()
+	find := func(ctx context.Context, code string, mode merchant.Mode, ref string) (Bill, error) {
+		return FindEither(ref, func(byOrderReference bool) (Bill, error) {
+			if byOrderReference {
+				return repo.BillByOrderReference(ctx, code, mode, ref)
+			}
+			return repo.BillByReference(ctx, code, mode, ref)
+		})
+	}
 	ctx := context.Background()
 	mine, _, err := s.Create(ctx, testMerchant, merchant.Test, decode(t, validBody().with("order.reference", "ORD1")))
 	if err != nil {
@@ -267,7 +275,7 @@ func TestFind(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := s.Find(ctx, tt.code, tt.mode, tt.ref)
+			b, err := find(ctx, tt.code, tt.mode, tt.ref)
 			if tt.want == "" {
 				if !errors.Is(err, ErrNotFound) {
 					t.Fatalf("Find(%q) = %+v, %v; want ErrNotFound", tt.ref, b, err)
@@ -283,7 +291,7 @@ func TestFind(t *testing.T) {
 	t.Run("store error is not a miss", func(t *testing.T) {
 		repo.err = errors.New("connection reset")
 		defer func() { repo.err = nil }()
-		if _, err := s.Find(ctx, testMerchant.Code, merchant.Test, mine.Reference); !errors.Is(err, repo.err) {
+		if _, err := find(ctx, testMerchant.Code, merchant.Test, mine.Reference); !errors.Is(err, repo.err) {
 			t.Fatalf("error = %v, want %v", err, repo.err)
 		}
 	})

@@ -27,6 +27,20 @@ const (
 	Unknown    Status = "unknown" // the acquirer did not answer: maybe charged
 )
 
+// Verification is what a merchant's query of a bill is answered from, read
+// at once: the bill, and the payment that decides the answer, which is the
+// bill's successful one or else its latest attempt.
+type Verification struct {
+	OrderReference string
+	// Amount is the bill's; its currency is a nothing-paid answer's.
+	Amount    money.Amount
+	CreatedAt time.Time
+	// Payment holds what a query shows of it: ID, Status, NetworkRef,
+	// Amount, UpdatedAt and Message. Its ID is empty when the bill was
+	// never attempted.
+	Payment Payment
+}
+
 // Payment is one attempt to charge a bill. It never holds the PAN or CVV:
 // only what docs/hosted-form.md allows.
 type Payment struct {

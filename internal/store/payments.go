@@ -128,6 +128,51 @@ func (s *DB) SuccessfulPayment(ctx context.Context, billRef string) (payment.Pay
 	return scanPayment(s.lookup(ctx, `SELECT `+paymentColumns+` FROM payments WHERE bill_ref = ? AND status = 'succeeded'`, billRef))
 }
 
+// Verification finds a merchant's bill by its reference or order reference
+// (bill.FindEither) with the payment its query answers from, in one read:
+// the one successful payment (payments_one_success) or else the latest
+// attempt (payments_bill). Only the columns a query shows are read: the
+// driver looks up every column's name and type on each read.
+func (s *DB) Verification(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (payment.Verification, error) {
+	return bill.FindEither(ref, func(byOrderReference bool) (payment.Verification, error) {
+		by := `b.reference`
+		if byOrderReference {
+			by = `b.order_ref`
+		}
+		return scanVerification(s.lookup(ctx, `SELECT b.order_ref, b.amount_minor, b.currency, b.created_at,
+			COALESCE(p.id, ''), COALESCE(p.status, ''), COALESCE(p.network_ref, ''), COALESCE(p.amount_minor, 0),
+			COALESCE(p.currency, ''), COALESCE(p.updated_at, 0), COALESCE(p.message, '')
+			FROM bills b LEFT JOIN payments p ON p.id = COALESCE(
+				(SELECT id FROM payments WHERE bill_ref = b.reference AND status = 'succeeded'),
+				(SELECT id FROM payments WHERE bill_ref = b.reference ORDER BY created_at DESC, id DESC LIMIT 1))
+			WHERE `+by+` = ? AND b.merchant_code = ? AND b.mode = ?`, ref, merchantCode, string(mode)))
+	})
+}
+
+func scanVerification(row scanner) (payment.Verification, error) {
+	var v payment.Verification
+	var p = &v.Payment
+	var billMinor, paidMinor, created, updated int64
+	var billCurrency, paidCurrency, status string
+	err := row.Scan(&v.OrderReference, &billMinor, &billCurrency, &created,
+		&p.ID, &status, &p.NetworkRef, &paidMinor, &paidCurrency, &updated, &p.Message)
+	if err != nil {
+		return payment.Verification{}, notFound(err, bill.ErrNotFound)
+	}
+	v.CreatedAt, p.Status, p.UpdatedAt = fromMS(created), payment.Status(status), fromMS(updated)
+	if v.Amount, err = money.FromMinor(billMinor, billCurrency); err != nil {
+		return payment.Verification{}, fmt.Errorf("bill of order %s: %w", v.OrderReference, err)
+	}
+	if p.ID == "" {
+		p.Amount = money.Amount{Currency: v.Amount.Currency} // nothing paid
+		return v, nil
+	}
+	if p.Amount, err = money.FromMinor(paidMinor, paidCurrency); err != nil {
+		return payment.Verification{}, fmt.Errorf("payment %s: %w", p.ID, err)
+	}
+	return v, nil
+}
+
 // UnsettledPayments lists attempts left open and untouched since cutoff,
 // and those left processing by another run of the node whose runs' ids
 // start with prefix (none when prefix is empty).

@@ -101,6 +101,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Payment/Latest", testLatestPayment},
 		{"Payment/Successful", testSuccessfulPayment},
 		{"Payment/Unsettled", testUnsettled},
+		{"Payment/Verification", testVerification},
 		{"Checkout/RoundTrip", testCheckoutRoundTrip},
 		{"Checkout/Expiry", testCheckoutExpiry},
 		{"Checkout/NoticeAndEnd", testCheckoutNoticeAndEnd},
@@ -1289,6 +1290,53 @@ func testSuccessfulPayment(t *testing.T, s store.Store) {
 	got, err := s.SuccessfulPayment(ctx, b.Reference)
 	must(t, "SuccessfulPayment", err)
 	equal(t, "SuccessfulPayment", normPayment(got), normPayment(won))
+}
+
+// A merchant's query reads its bill with the payment that decides the
+// answer: none, the latest attempt, then the one success; found by bill
+// or order reference, and only by the bill's own merchant and mode.
+func testVerification(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	b := addBill(t, s, f.m.Code, merchant.Test, base)
+	verify := func(what, ref string) payment.Verification {
+		t.Helper()
+		v, err := s.Verification(ctx, f.m.Code, merchant.Test, ref)
+		must(t, "Verification "+what, err)
+		equal(t, what+": order reference", v.OrderReference, b.OrderReference)
+		equal(t, what+": bill amount", v.Amount, b.Amount)
+		equal(t, what+": bill created", norm(v.CreatedAt), norm(b.CreatedAt))
+		v.Payment.UpdatedAt = norm(v.Payment.UpdatedAt)
+		return v
+	}
+	// shown is what a query shows of p.
+	shown := func(p payment.Payment) payment.Payment {
+		return payment.Payment{ID: p.ID, Status: p.Status, NetworkRef: p.NetworkRef, Amount: p.Amount, UpdatedAt: norm(p.UpdatedAt), Message: p.Message}
+	}
+	equal(t, "never attempted", verify("never attempted", b.Reference).Payment, payment.Payment{Amount: money.Amount{Currency: b.Amount.Currency}})
+
+	declined := finishPayment(t, s, startPayment(t, s, b, base.Add(time.Second)), payment.Failed, 3, base.Add(2*time.Second))
+	equal(t, "after a decline", verify("after a decline", b.Reference).Payment, shown(declined))
+	second := startPayment(t, s, b, base.Add(time.Minute))
+	equal(t, "while a second attempt runs", verify("second attempt", b.Reference).Payment, shown(second))
+	paid := finishPayment(t, s, second, payment.Succeeded, 3, base.Add(2*time.Minute))
+	equal(t, "paid", verify("paid", b.Reference).Payment, shown(paid))
+	equal(t, "paid, by order reference", verify("by order reference", b.OrderReference).Payment, shown(paid))
+
+	g := addMerchant(t, s, base)
+	for what, look := range map[string]func() (payment.Verification, error){
+		"unknown reference": func() (payment.Verification, error) {
+			return s.Verification(ctx, f.m.Code, merchant.Test, "NOSUCHBILL")
+		},
+		"another merchant": func() (payment.Verification, error) { return s.Verification(ctx, g.m.Code, merchant.Test, b.Reference) },
+		"another mode":     func() (payment.Verification, error) { return s.Verification(ctx, f.m.Code, merchant.Live, b.Reference) },
+		"another merchant, by order reference": func() (payment.Verification, error) {
+			return s.Verification(ctx, g.m.Code, merchant.Test, b.OrderReference)
+		},
+	} {
+		_, err := look()
+		mustErr(t, "Verification: "+what, err, bill.ErrNotFound)
+	}
 }
 
 func testUnsettled(t *testing.T, s store.Store) {
