@@ -31,6 +31,7 @@ const (
 // at once: the bill, and the payment that decides the answer, which is the
 // bill's successful one or else its latest attempt.
 type Verification struct {
+	BillReference  string
 	OrderReference string
 	// Amount is the bill's; its currency is a nothing-paid answer's.
 	Amount    money.Amount

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -129,48 +130,70 @@ func (s *DB) SuccessfulPayment(ctx context.Context, billRef string) (payment.Pay
 }
 
 // Verification finds a merchant's bill by its reference or order reference
-// (bill.FindEither) with the payment its query answers from, in one read:
-// the one successful payment (payments_one_success) or else the latest
-// attempt (payments_bill). Only the columns a query shows are read: the
-// driver looks up every column's name and type on each read.
+// (bill.FindEither) with the payment its query answers from: the bill's one
+// successful payment, read in the same statement (payments_one_success);
+// only for a bill not paid, its latest attempt, in a second. A join that
+// picked "the success, else the latest" in one statement was tried: on
+// PostgreSQL its generic plan hashed the whole payments table. Only the
+// columns a query shows are read: the SQLite driver looks up every
+// column's name and type on each read.
 func (s *DB) Verification(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (payment.Verification, error) {
-	return bill.FindEither(ref, func(byOrderReference bool) (payment.Verification, error) {
+	v, err := bill.FindEither(ref, func(byOrderReference bool) (payment.Verification, error) {
 		by := `b.reference`
 		if byOrderReference {
 			by = `b.order_ref`
 		}
-		return scanVerification(s.lookup(ctx, `SELECT b.order_ref, b.amount_minor, b.currency, b.created_at,
-			COALESCE(p.id, ''), COALESCE(p.status, ''), COALESCE(p.network_ref, ''), COALESCE(p.amount_minor, 0),
-			COALESCE(p.currency, ''), COALESCE(p.updated_at, 0), COALESCE(p.message, '')
-			FROM bills b LEFT JOIN payments p ON p.id = COALESCE(
-				(SELECT id FROM payments WHERE bill_ref = b.reference AND status = 'succeeded'),
-				(SELECT id FROM payments WHERE bill_ref = b.reference ORDER BY created_at DESC, id DESC LIMIT 1))
-			WHERE `+by+` = ? AND b.merchant_code = ? AND b.mode = ?`, ref, merchantCode, string(mode)))
+		var v payment.Verification
+		var minor, created int64
+		var currency string
+		row := s.lookup(ctx, `SELECT b.reference, b.order_ref, b.amount_minor, b.currency, b.created_at, `+shownPaymentColumns+`
+			FROM bills b LEFT JOIN payments p ON p.bill_ref = b.reference AND p.status = 'succeeded'
+			WHERE `+by+` = ? AND b.merchant_code = ? AND b.mode = ?`, ref, merchantCode, string(mode))
+		shown, err := scanShownPayment(row, &v.BillReference, &v.OrderReference, &minor, &currency, &created)
+		if err != nil {
+			return payment.Verification{}, notFound(err, bill.ErrNotFound)
+		}
+		v.Payment, v.CreatedAt = shown, fromMS(created)
+		if v.Amount, err = money.FromMinor(minor, currency); err != nil {
+			return payment.Verification{}, fmt.Errorf("bill %s: %w", v.BillReference, err)
+		}
+		return v, nil
 	})
+	if err != nil || v.Payment.ID != "" {
+		return v, err
+	}
+	// Not paid: the latest attempt, if any, says why.
+	v.Payment, err = scanShownPayment(s.lookup(ctx, `SELECT `+shownPaymentColumns+` FROM payments p
+		WHERE p.bill_ref = ? ORDER BY p.created_at DESC, p.id DESC LIMIT 1`, v.BillReference))
+	if errors.Is(err, sql.ErrNoRows) {
+		v.Payment, err = payment.Payment{Amount: money.Amount{Currency: v.Amount.Currency}}, nil // nothing paid
+	}
+	return v, err
 }
 
-func scanVerification(row scanner) (payment.Verification, error) {
-	var v payment.Verification
-	var p = &v.Payment
-	var billMinor, paidMinor, created, updated int64
-	var billCurrency, paidCurrency, status string
-	err := row.Scan(&v.OrderReference, &billMinor, &billCurrency, &created,
-		&p.ID, &status, &p.NetworkRef, &paidMinor, &paidCurrency, &updated, &p.Message)
-	if err != nil {
-		return payment.Verification{}, notFound(err, bill.ErrNotFound)
-	}
-	v.CreatedAt, p.Status, p.UpdatedAt = fromMS(created), payment.Status(status), fromMS(updated)
-	if v.Amount, err = money.FromMinor(billMinor, billCurrency); err != nil {
-		return payment.Verification{}, fmt.Errorf("bill of order %s: %w", v.OrderReference, err)
+// shownPaymentColumns are what a query shows of payment p, or zero values
+// when an outer join found none.
+const shownPaymentColumns = `COALESCE(p.id, ''), COALESCE(p.status, ''), COALESCE(p.network_ref, ''),
+	COALESCE(p.amount_minor, 0), COALESCE(p.currency, ''), COALESCE(p.updated_at, 0), COALESCE(p.message, '')`
+
+// scanShownPayment reads shownPaymentColumns after the columns into
+// leading; a payment of no id is none.
+func scanShownPayment(row scanner, leading ...any) (payment.Payment, error) {
+	var p payment.Payment
+	var status, currency string
+	var minor, updated int64
+	if err := row.Scan(append(leading, &p.ID, &status, &p.NetworkRef, &minor, &currency, &updated, &p.Message)...); err != nil {
+		return payment.Payment{}, err
 	}
 	if p.ID == "" {
-		p.Amount = money.Amount{Currency: v.Amount.Currency} // nothing paid
-		return v, nil
+		return payment.Payment{}, nil
 	}
-	if p.Amount, err = money.FromMinor(paidMinor, paidCurrency); err != nil {
-		return payment.Verification{}, fmt.Errorf("payment %s: %w", p.ID, err)
+	p.Status, p.UpdatedAt = payment.Status(status), fromMS(updated)
+	var err error
+	if p.Amount, err = money.FromMinor(minor, currency); err != nil {
+		return payment.Payment{}, fmt.Errorf("payment %s: %w", p.ID, err)
 	}
-	return v, nil
+	return p, nil
 }
 
 // UnsettledPayments lists attempts left open and untouched since cutoff,

@@ -1303,6 +1303,7 @@ func testVerification(t *testing.T, s store.Store) {
 		t.Helper()
 		v, err := s.Verification(ctx, f.m.Code, merchant.Test, ref)
 		must(t, "Verification "+what, err)
+		equal(t, what+": bill reference", v.BillReference, b.Reference)
 		equal(t, what+": order reference", v.OrderReference, b.OrderReference)
 		equal(t, what+": bill amount", v.Amount, b.Amount)
 		equal(t, what+": bill created", norm(v.CreatedAt), norm(b.CreatedAt))
