@@ -471,16 +471,7 @@ func TestCheckpointBesideTheWriter(t *testing.T) {
 // that copied the whole WAL leaves no frame behind, and one that failed
 // is counted as failed, not as done.
 func TestCheckpointerCounts(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "kadi.db")
-	s, err := Open(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ctx := context.Background()
-	if _, err := s.exec(ctx, `CREATE TABLE t (k TEXT PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
+	s, ctx := openSQLite(t), t.Context()
 	w := s.writes
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
@@ -497,7 +488,7 @@ func TestCheckpointerCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 20 {
-		if _, err := s.exec(ctx, `INSERT INTO t (k) VALUES (?)`, fmt.Sprint(i)); err != nil {
+		if _, err := s.exec(ctx, `INSERT INTO t (k, v) VALUES (?, ?)`, fmt.Sprint(i), i); err != nil {
 			t.Fatal(err)
 		}
 	}
