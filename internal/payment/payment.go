@@ -27,9 +27,9 @@ const (
 	Unknown    Status = "unknown" // the acquirer did not answer: maybe charged
 )
 
-// Verification is what a merchant's query of a bill is answered from, read
-// at once: the bill, and the payment that decides the answer, which is the
-// bill's successful one or else its latest attempt.
+// Verification is what a merchant's query of a bill is answered from: the
+// bill, and the payment that decides the answer, which is the bill's
+// successful one or else its latest attempt.
 type Verification struct {
 	BillReference  string
 	OrderReference string
