@@ -392,7 +392,7 @@ func payBills(ctx context.Context, o Options, c *client.Client, httpc *http.Clie
 				if err == nil {
 					var v *client.Verification
 					if v, err = c.Verify(ctx, b.Reference); err == nil && !v.Paid {
-						err = fmt.Errorf("bill %s is not paid after an approved payment: %+v", b.Reference, *v)
+						err = fmt.Errorf("bill %s is not paid after paying it with --card (an approving test card?): %+v", b.Reference, *v)
 					}
 				}
 				if err != nil {
