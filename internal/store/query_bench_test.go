@@ -1,0 +1,64 @@
+package store_test
+
+import (
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/payment"
+)
+
+// BenchmarkVerification is what a merchant's query reads on the SQLite
+// store: "paid" asks for 256 paid bills in turn, "none" for a reference
+// that names nothing; "paid, two reads" is the same bills read the way the
+// query read them before Store.Verification (the bill, then its successful
+// payment), the baseline for "paid" in the same run.
+//
+//	go test -run '^$' -bench Verification ./internal/store/
+func BenchmarkVerification(b *testing.B) {
+	db := ipnOpen(b, filepath.Join(b.TempDir(), "kadi.db"))
+	code := ipnMerchant(b, db, "http://127.0.0.1:9/ipn")
+	refs := make([]string, 256)
+	for i := range refs {
+		ev, err := queueIPNEvent(b.Context(), db, code, time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
+		p, err := db.PaymentByID(b.Context(), ev.PaymentID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		refs[i] = p.BillReference
+	}
+	var turn atomic.Uint64
+	next := func() string { return refs[turn.Add(1)%uint64(len(refs))] }
+	b.Run("paid", func(b *testing.B) {
+		underLoad(b, func() error {
+			v, err := db.Verification(b.Context(), code, merchant.Test, next())
+			if err == nil && v.Payment.Status != payment.Succeeded {
+				b.Errorf("a paid bill's verification: %+v", v)
+			}
+			return err
+		})
+	})
+	b.Run("paid, two reads", func(b *testing.B) {
+		underLoad(b, func() error {
+			bl, err := db.BillByReference(b.Context(), code, merchant.Test, next())
+			if err != nil {
+				return err
+			}
+			_, err = db.SuccessfulPayment(b.Context(), bl.Reference)
+			return err
+		})
+	})
+	b.Run("none", func(b *testing.B) {
+		underLoad(b, func() error {
+			if _, err := db.Verification(b.Context(), code, merchant.Test, "NOSUCHBILL"); err == nil {
+				b.Error("a verification of no such bill found one")
+			}
+			return nil
+		})
+	})
+}
