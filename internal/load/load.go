@@ -19,6 +19,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kadipay/kadi/client"
 	"github.com/kadipay/kadi/internal/merchant"
@@ -589,7 +590,13 @@ func Report(w io.Writer, rs []Result) {
 		return
 	}
 	minimal, health := rs[0], rs[1]
-	fmt.Fprintf(w, "%-34s %8s %6s %9s %9s %9s %11s %11s %10s %13s %11s %10s %10s %9s %13s %14s\n", "scenario", "ok", "errors", "per sec", "p50", "p99",
+	// The names' column is as wide as the longest, so the columns line up
+	// for a reader as well as for a parser.
+	width := 0
+	for _, r := range rs {
+		width = max(width, utf8.RuneCountInString(r.Name))
+	}
+	fmt.Fprintf(w, "%-*s %8s %6s %9s %9s %9s %11s %11s %10s %13s %11s %10s %10s %9s %13s %14s\n", width, "scenario", "ok", "errors", "per sec", "p50", "p99",
 		"vs minimal", "vs /healthz", "CPU/req", "writes/commit", "writer busy", "commit p99", "wait p99", "peak RSS", "load CPU/req", "paired per sec")
 	for i, r := range rs {
 		vsMinimal, vsHealth := r.PerSecond()/minimal.PerSecond(), r.PerSecond()/health.PerSecond()
@@ -624,7 +631,7 @@ func Report(w io.Writer, rs []Result) {
 		if r.PeakRSS > 0 {
 			rss = fmt.Sprintf("%dMB", r.PeakRSS>>20)
 		}
-		fmt.Fprintf(w, "%-34s %8d %6d %9.0f %9s %9s %10.3fx %10.3fx %10s %13s %11s %10s %10s %9s %13s %14s\n", r.Name, r.Count, r.Errors, r.PerSecond(),
+		fmt.Fprintf(w, "%-*s %8d %6d %9.0f %9s %9s %10.3fx %10.3fx %10s %13s %11s %10s %10s %9s %13s %14s\n", width, r.Name, r.Count, r.Errors, r.PerSecond(),
 			r.Percentile(50).Round(10*time.Microsecond), r.Percentile(99).Round(10*time.Microsecond),
 			vsMinimal, vsHealth, cpu, perCommit, busy, commitP99, waitP99, rss, loadCPU, paired)
 	}

@@ -2,8 +2,12 @@ package store_test
 
 import (
 	"database/sql"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/store"
 )
 
 // A new PostgreSQL database's planner has no statistics, and for a lookup
@@ -45,5 +49,64 @@ func TestAnalyzeGivesTheOrderReferenceLookupItsIndex(t *testing.T) {
 	}
 	if p := plan(); !strings.Contains(p, "Index Cond") || !strings.Contains(p, constraint) {
 		t.Errorf("after Analyze the lookup does not use %s:\n%s", constraint, p)
+	}
+}
+
+// Store.Verification reads a bill's successful payment through
+// payments_one_success, never by reading the payments table whole: not in
+// the generic plan that a prepared statement gets after five runs (pgx
+// prepares every statement), and not on a database never analyzed, where
+// a first form of the statement (the success or else the latest attempt,
+// in one join) got a hash join over a sequential scan of payments.
+func TestVerificationPlanReadsOnePayment(t *testing.T) {
+	dsn := freshSchema(t, postgresURL(t))
+	s := openStore(t, dsn)
+	code, refs, _ := seedBills(t, s, 20_000)
+	for range 300 {
+		if _, err := queueIPNEvent(t.Context(), s, code, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	conn, err := raw.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	for i, byOrderReference := range []bool{false, true} {
+		q := store.VerificationQuery(byOrderReference)
+		for n := 1; strings.Contains(q, "?"); n++ {
+			q = strings.Replace(q, "?", fmt.Sprintf("$%d", n), 1)
+		}
+		name := fmt.Sprintf("verification%d", i)
+		if _, err := conn.ExecContext(t.Context(), `PREPARE `+name+` AS `+q); err != nil {
+			t.Fatal(err)
+		}
+		// EXPLAIN takes no parameters; a reference and a merchant code are
+		// letters and digits.
+		rows, err := conn.QueryContext(t.Context(), fmt.Sprintf(`EXPLAIN EXECUTE %s('%s', '%s', 'test')`, name, refs[0].ref, code))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var l string
+			if err := rows.Scan(&l); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, l)
+		}
+		rows.Close()
+		p := strings.Join(plan, "\n")
+		if strings.Contains(p, "Seq Scan on payments") || !strings.Contains(p, "payments_one_success") {
+			t.Errorf("by order reference %v: the generic plan does not read the one success by its index:\n%s", byOrderReference, p)
+		}
 	}
 }

@@ -40,3 +40,6 @@ func PragmaOnConns(ctx context.Context, s *DB, pragma string, n int) ([]string, 
 
 // PoolStats are the connection pool's counters.
 func PoolStats(s *DB) sql.DBStats { return s.db.Stats() }
+
+// VerificationQuery is Verification's statement, for its plan to be read.
+var VerificationQuery = verificationQuery

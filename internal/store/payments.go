@@ -139,16 +139,10 @@ func (s *DB) SuccessfulPayment(ctx context.Context, billRef string) (payment.Pay
 // column's name and type on each read.
 func (s *DB) Verification(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (payment.Verification, error) {
 	v, err := bill.FindEither(ref, func(byOrderReference bool) (payment.Verification, error) {
-		by := `b.reference`
-		if byOrderReference {
-			by = `b.order_ref`
-		}
 		var v payment.Verification
 		var minor, created int64
 		var currency string
-		row := s.lookup(ctx, `SELECT b.reference, b.order_ref, b.amount_minor, b.currency, b.created_at, `+shownPaymentColumns+`
-			FROM bills b LEFT JOIN payments p ON p.bill_ref = b.reference AND p.status = 'succeeded'
-			WHERE `+by+` = ? AND b.merchant_code = ? AND b.mode = ?`, ref, merchantCode, string(mode))
+		row := s.lookup(ctx, verificationQuery(byOrderReference), ref, merchantCode, string(mode))
 		shown, err := scanShownPayment(row, &v.BillReference, &v.OrderReference, &minor, &currency, &created)
 		if err != nil {
 			return payment.Verification{}, notFound(err, bill.ErrNotFound)
@@ -169,6 +163,19 @@ func (s *DB) Verification(ctx context.Context, merchantCode string, mode merchan
 		v.Payment, err = payment.Payment{Amount: money.Amount{Currency: v.Amount.Currency}}, nil // nothing paid
 	}
 	return v, err
+}
+
+// verificationQuery reads a bill by reference or order reference, with its
+// successful payment if it has one; its arguments are the reference, the
+// merchant code and the mode.
+func verificationQuery(byOrderReference bool) string {
+	by := `b.reference`
+	if byOrderReference {
+		by = `b.order_ref`
+	}
+	return `SELECT b.reference, b.order_ref, b.amount_minor, b.currency, b.created_at, ` + shownPaymentColumns + `
+		FROM bills b LEFT JOIN payments p ON p.bill_ref = b.reference AND p.status = 'succeeded'
+		WHERE ` + by + ` = ? AND b.merchant_code = ? AND b.mode = ?`
 }
 
 // shownPaymentColumns are what a query shows of payment p, or zero values
