@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"strings"
@@ -26,21 +27,8 @@ func TestAnalyzeGivesTheOrderReferenceLookupItsIndex(t *testing.T) {
 	defer raw.Close()
 	plan := func() string {
 		t.Helper()
-		rows, err := raw.QueryContext(t.Context(), `EXPLAIN SELECT reference FROM bills WHERE order_ref = $1 AND merchant_code = $2 AND mode = 'test'`,
+		return explain(t, raw, `EXPLAIN SELECT reference FROM bills WHERE order_ref = $1 AND merchant_code = $2 AND mode = 'test'`,
 			refs[len(refs)/2].order, code)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var lines []string
-		for rows.Next() {
-			var l string
-			if err := rows.Scan(&l); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, l)
-		}
-		return strings.Join(lines, "\n")
 	}
 	const constraint = "bills_merchant_code_mode_order_ref_key"
 	t.Logf("before Analyze:\n%s", plan())
@@ -91,22 +79,30 @@ func TestVerificationPlanReadsOnePayment(t *testing.T) {
 		}
 		// EXPLAIN takes no parameters; a reference and a merchant code are
 		// letters and digits.
-		rows, err := conn.QueryContext(t.Context(), fmt.Sprintf(`EXPLAIN EXECUTE %s('%s', '%s', 'test')`, name, refs[0].ref, code))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var l string
-			if err := rows.Scan(&l); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, l)
-		}
-		rows.Close()
-		p := strings.Join(plan, "\n")
+		p := explain(t, conn, fmt.Sprintf(`EXPLAIN EXECUTE %s('%s', '%s', 'test')`, name, refs[0].ref, code))
 		if strings.Contains(p, "Seq Scan on payments") || !strings.Contains(p, "payments_one_success") {
 			t.Errorf("by order reference %v: the generic plan does not read the one success by its index:\n%s", byOrderReference, p)
 		}
 	}
+}
+
+// explain runs an EXPLAIN statement and returns its plan's lines.
+func explain(t *testing.T, db interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}, query string, args ...any) string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, l)
+	}
+	return strings.Join(lines, "\n")
 }
