@@ -212,6 +212,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	}
 	if cfg.DatabaseURL == "" {
 		warnIfShared(cfg.DataDir, log)
+	} else {
+		warnIfUnanalyzed(ctx, st, log)
 	}
 	now := cfg.Now
 	if now == nil {
@@ -482,6 +484,21 @@ const reconcileEvery = 5 * time.Second
 // warnIfShared tells the operator when other users of the machine may list
 // or enter the data dir. Kadi's files in it are 0600 whatever the dir's
 // mode, but the dir is the operator's to close.
+// warnIfUnanalyzed says which of the gateway's tables PostgreSQL will not
+// analyze by itself: with no statistics its planner may read every bill of
+// a merchant to find one by order reference (store.DB.Unanalyzed).
+func warnIfUnanalyzed(ctx context.Context, st *store.DB, log *slog.Logger) {
+	tables, err := st.Unanalyzed(ctx)
+	if err != nil {
+		log.Warn("could not read PostgreSQL's autovacuum settings", "err", err)
+		return
+	}
+	if len(tables) > 0 {
+		log.Warn("PostgreSQL will not analyze these tables by itself, and its plans go wrong as they grow: turn autovacuum on, or run ANALYZE after loading data and regularly (docs/operations.md)",
+			"tables", strings.Join(tables, "; "))
+	}
+}
+
 func warnIfShared(dir string, log *slog.Logger) {
 	fi, err := os.Stat(dir)
 	if err != nil || fi.Mode().Perm()&0o077 == 0 {

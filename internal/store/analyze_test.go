@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -105,4 +106,52 @@ func explain(t *testing.T, db interface {
 		lines = append(lines, l)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Unanalyzed names the tables PostgreSQL will not analyze by itself, and
+// why: one whose own autovacuum_enabled is off, and all of them when
+// autovacuum is off for the server (as on the machine these tests were
+// written on).
+func TestUnanalyzed(t *testing.T) {
+	dsn := freshSchema(t, postgresURL(t))
+	s := openStore(t, dsn)
+	raw, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var autovacuum, trackCounts string
+	if err := raw.QueryRow(`SELECT current_setting('autovacuum'), current_setting('track_counts')`).Scan(&autovacuum, &trackCounts); err != nil {
+		t.Fatal(err)
+	}
+	var server []string // what each table says with its own setting left on
+	switch {
+	case autovacuum == "off":
+		server = []string{"bills: autovacuum is off on the server", "ipn_events: autovacuum is off on the server", "payments: autovacuum is off on the server"}
+	case trackCounts == "off":
+		server = []string{"bills: track_counts is off on the server", "ipn_events: track_counts is off on the server", "payments: track_counts is off on the server"}
+	}
+	check := func(when string, want []string) {
+		t.Helper()
+		got, err := s.Unanalyzed(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("%s (autovacuum %s, track_counts %s): Unanalyzed = %q, want %q", when, autovacuum, trackCounts, got, want)
+		}
+	}
+	check("new database", server)
+	if _, err := raw.Exec(`ALTER TABLE bills SET (autovacuum_enabled = off)`); err != nil {
+		t.Fatal(err)
+	}
+	want := append([]string{"bills: autovacuum_enabled is off for the table"}, server[min(1, len(server)):]...)
+	check("bills' autovacuum off", want)
+}
+
+func TestUnanalyzedSQLite(t *testing.T) {
+	s := openSQLite(t, filepath.Join(t.TempDir(), "kadi.db"))
+	if got, err := s.Unanalyzed(t.Context()); err != nil || got != nil {
+		t.Errorf("SQLite: Unanalyzed = %v, %v; want none", got, err)
+	}
 }

@@ -166,6 +166,43 @@ func (s *DB) Analyze(ctx context.Context) error {
 	return nil
 }
 
+// Unanalyzed lists the tables whose statistics PostgreSQL will not keep up
+// to date by itself, each with why: autovacuum, which also analyzes, is off
+// for the table or for the whole server (autovacuum, or track_counts that
+// it needs). Without statistics the planner cannot tell the
+// order-reference constraint from the dashboard's lists (see Analyze) and
+// a lookup by order reference reads every bill of the merchant, so the
+// gateway says so when it starts. SQLite plans without statistics: none.
+func (s *DB) Unanalyzed(ctx context.Context) ([]string, error) {
+	if s.d.name != "postgres" {
+		return nil, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT c.relname || CASE
+			WHEN EXISTS (SELECT 1 FROM unnest(c.reloptions) o WHERE lower(o) IN ('autovacuum_enabled=false',
+				'autovacuum_enabled=off', 'autovacuum_enabled=0', 'autovacuum_enabled=no', 'autovacuum_enabled=f', 'autovacuum_enabled=n'))
+				THEN ': autovacuum_enabled is off for the table'
+			WHEN current_setting('autovacuum') = 'off' THEN ': autovacuum is off on the server'
+			WHEN current_setting('track_counts') = 'off' THEN ': track_counts is off on the server'
+			ELSE '' END AS why
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname IN ('bills', 'payments', 'ipn_events')
+		ORDER BY c.relname`)
+	if err != nil {
+		return nil, fmt.Errorf("read autovacuum settings: %w", err)
+	}
+	all, err := collect(rows, func(r scanner) (string, error) {
+		var why string
+		return why, r.Scan(&why)
+	})
+	var off []string
+	for _, t := range all {
+		if strings.Contains(t, ": ") {
+			off = append(off, t)
+		}
+	}
+	return off, err
+}
+
 // InsertBills stores many bills in one transaction, a few hundred rows a
 // statement: for filling a store to measure it (benchmarks, kadi-load), not
 // for the API, which creates bills one by one under its rules.
