@@ -12,8 +12,11 @@ import (
 	"strings"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
-	_ "modernc.org/sqlite"             // registers "sqlite"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // registers "sqlite"
 )
 
 // dialect holds every difference between SQLite and PostgreSQL.
@@ -38,10 +41,20 @@ func connect(url string, pool Pool) (dialect, *sql.DB, error) {
 				url += sep + param + "=" + value
 			}
 		}
-		db, err := sql.Open("pgx", url)
+		cfg, err := pgx.ParseConfig(url)
 		if err != nil {
 			return dialect{}, nil, fmt.Errorf("open postgres: %w", err)
 		}
+		// A request given up (the client hung up, a deadline passed) stops
+		// its statement by asking the server to cancel it, and the
+		// connection stays: pgx's default closes it, and every abandoned
+		// request then cost a new backend and its prepared statements.
+		// Should the server not answer within cancelWait, the connection
+		// is closed after all.
+		cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+			return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelWait}
+		}
+		db := stdlib.OpenDB(*cfg)
 		pool.apply(db)
 		return dialect{name: "postgres", numbered: true}, db, nil
 	}
@@ -68,6 +81,10 @@ func connect(url string, pool Pool) (dialect, *sql.DB, error) {
 	db.SetMaxIdleConns(8)
 	return dialect{name: "sqlite"}, db, nil
 }
+
+// cancelWait is how long a cancelled statement's connection waits for
+// PostgreSQL to confirm the cancel before it is closed instead.
+const cancelWait = time.Second
 
 // Pool sizes the PostgreSQL connection pool of one node (SQLite keeps its
 // own: one writer and a few readers in the process).

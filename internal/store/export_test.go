@@ -43,3 +43,9 @@ func PoolStats(s *DB) sql.DBStats { return s.db.Stats() }
 
 // VerificationQuery is Verification's statement, for its plan to be read.
 var VerificationQuery = verificationQuery
+
+// BackendPID is the PostgreSQL backend serving one of s's connections.
+func BackendPID(ctx context.Context, s *DB) (pid int, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid)
+	return pid, err
+}
