@@ -481,9 +481,6 @@ func (g *Gateway) reconcile(ctx context.Context) {
 // reconcileEvery is how often payments left behind are looked for.
 const reconcileEvery = 5 * time.Second
 
-// warnIfShared tells the operator when other users of the machine may list
-// or enter the data dir. Kadi's files in it are 0600 whatever the dir's
-// mode, but the dir is the operator's to close.
 // warnIfUnanalyzed says which of the gateway's tables PostgreSQL will not
 // analyze by itself: with no statistics its planner may read every bill of
 // a merchant to find one by order reference (store.DB.Unanalyzed).
@@ -499,6 +496,9 @@ func warnIfUnanalyzed(ctx context.Context, st *store.DB, log *slog.Logger) {
 	}
 }
 
+// warnIfShared tells the operator when other users of the machine may list
+// or enter the data dir. Kadi's files in it are 0600 whatever the dir's
+// mode, but the dir is the operator's to close.
 func warnIfShared(dir string, log *slog.Logger) {
 	fi, err := os.Stat(dir)
 	if err != nil || fi.Mode().Perm()&0o077 == 0 {

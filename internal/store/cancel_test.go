@@ -2,12 +2,10 @@ package store_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/kadipay/kadi/internal/store"
-	"github.com/kadipay/kadi/internal/store/storetest"
 )
 
 // A statement whose request is given up (the client hung up, a deadline
@@ -16,11 +14,7 @@ import (
 // backend (99 of them in one kadi-load run whose slices end by
 // abandoning what is in flight).
 func TestCancelledStatementKeepsItsConnection(t *testing.T) {
-	base := os.Getenv(postgresEnv)
-	if base == "" {
-		t.Skip(postgresEnv + " is not set")
-	}
-	s, err := store.Open(t.Context(), storetest.FreshSchema(t, base), store.WithPool(store.Pool{MaxConns: 1, MaxIdleTime: time.Minute, MaxLifetime: time.Hour}))
+	s, err := store.Open(t.Context(), freshSchema(t, postgresURL(t)), store.WithPool(store.Pool{MaxConns: 1, MaxIdleTime: time.Minute, MaxLifetime: time.Hour}))
 	if err != nil {
 		t.Fatal(err)
 	}

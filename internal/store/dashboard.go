@@ -177,30 +177,23 @@ func (s *DB) Unanalyzed(ctx context.Context) ([]string, error) {
 	if s.d.name != "postgres" {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT c.relname || CASE
+	rows, err := s.db.QueryContext(ctx, `SELECT relname || ': ' || why FROM (SELECT c.relname, CASE
 			WHEN EXISTS (SELECT 1 FROM unnest(c.reloptions) o WHERE lower(o) IN ('autovacuum_enabled=false',
 				'autovacuum_enabled=off', 'autovacuum_enabled=0', 'autovacuum_enabled=no', 'autovacuum_enabled=f', 'autovacuum_enabled=n'))
-				THEN ': autovacuum_enabled is off for the table'
-			WHEN current_setting('autovacuum') = 'off' THEN ': autovacuum is off on the server'
-			WHEN current_setting('track_counts') = 'off' THEN ': track_counts is off on the server'
-			ELSE '' END AS why
+				THEN 'autovacuum_enabled is off for the table'
+			WHEN current_setting('autovacuum') = 'off' THEN 'autovacuum is off on the server'
+			WHEN current_setting('track_counts') = 'off' THEN 'track_counts is off on the server'
+			END AS why
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname IN ('bills', 'payments', 'ipn_events')
-		ORDER BY c.relname`)
+		WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname IN ('bills', 'payments', 'ipn_events')) t
+		WHERE why IS NOT NULL ORDER BY relname`)
 	if err != nil {
 		return nil, fmt.Errorf("read autovacuum settings: %w", err)
 	}
-	all, err := collect(rows, func(r scanner) (string, error) {
-		var why string
-		return why, r.Scan(&why)
+	return collect(rows, func(r scanner) (string, error) {
+		var table string
+		return table, r.Scan(&table)
 	})
-	var off []string
-	for _, t := range all {
-		if strings.Contains(t, ": ") {
-			off = append(off, t)
-		}
-	}
-	return off, err
 }
 
 // InsertBills stores many bills in one transaction, a few hundred rows a
