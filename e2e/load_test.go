@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,10 +78,31 @@ func TestKadiLoadMetricsElsewhere(t *testing.T) {
 	if _, warned = run("--metrics", g.BaseURL+"/no-metrics-here"); !strings.Contains(warned, "check --metrics") {
 		t.Errorf("with a wrong --metrics: warned %q; want it to say so", warned)
 	}
-	row, warned = run("--metrics", "http://"+metricsAddr+"/metrics")
+	profile := filepath.Join(t.TempDir(), "load.pprof")
+	row, warned = run("--metrics", "http://"+metricsAddr+"/metrics", "--cpuprofile", profile)
+	checkProfile(t, profile)
 	if warned != "" || row[8] == "—" || row[9] == "—" || row[10] == "—" || row[11] == "—" {
 		t.Errorf("with --metrics: warned %q, writes/commit %s, writer busy %s, commit p99 %s, wait p99 %s; want every figure",
 			warned, row[8], row[9], row[10], row[11])
+	}
+}
+
+// checkProfile fails t unless path holds a CPU profile: gzip-compressed
+// protobuf, as runtime/pprof writes it, with samples in it.
+func checkProfile(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("--cpuprofile: %v", err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("--cpuprofile wrote no gzip stream: %v", err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil || len(raw) < 100 {
+		t.Fatalf("--cpuprofile: %d bytes of profile, %v; want a whole profile", len(raw), err)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -43,7 +44,7 @@ func main() {
 	var o load.Options
 	var creds, dataDir, databaseURL, urls, metrics, pids string
 	var seed int
-	var only string
+	var only, cpuProfile string
 	fs := flag.NewFlagSet("kadi-load", flag.ExitOnError)
 	fs.StringVar(&urls, "url", "http://127.0.0.1:8080", "the gateway (loopback only); several nodes sharing a database: comma-separated, each request to the next")
 	fs.StringVar(&metrics, "metrics", "", "where each node serves /metrics, comma-separated like --url (default: each --url's /metrics; a gateway serving with --metrics-addr ADDR has them at http://ADDR/metrics)")
@@ -58,6 +59,7 @@ func main() {
 	fs.StringVar(&dataDir, "data-dir", "", "with --seed-bills: the gateway's data directory (SQLite)")
 	fs.StringVar(&databaseURL, "database-url", "", "with --seed-bills: the gateway's PostgreSQL")
 	fs.StringVar(&only, "only", "", "run only the scenarios whose name matches this regular expression (IPN names the IPN scenarios); the baselines always run")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write kadi-load's own CPU profile to this file (its clients' cost is the other half of each ratio on one machine)")
 	fs.StringVar(&pids, "pid", "", "the gateway's process ids, comma-separated, for its CPU time (default: the processes listening on the --url ports)")
 	if err := config.Parse(fs, os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "kadi-load:", err)
@@ -104,12 +106,40 @@ func main() {
 	o.Warn = func(msg string) { fmt.Fprintln(os.Stderr, "kadi-load:", msg) }
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	stopProfile, err := startProfile(cpuProfile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kadi-load: --cpuprofile:", err)
+		os.Exit(2)
+	}
 	rs, err := load.Run(ctx, o)
+	if perr := stopProfile(); perr != nil {
+		fmt.Fprintln(os.Stderr, "kadi-load: --cpuprofile:", perr)
+	}
 	load.Report(os.Stdout, rs)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kadi-load:", err)
 		os.Exit(1)
 	}
+}
+
+// startProfile starts writing kadi-load's own CPU profile to path (none
+// when path is empty); the returned function ends it.
+func startProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 // seedBills fills the store for a run against a full store.
