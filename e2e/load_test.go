@@ -87,8 +87,8 @@ func TestKadiLoadMetricsElsewhere(t *testing.T) {
 	}
 }
 
-// checkProfile fails t unless path holds a CPU profile: gzip-compressed
-// protobuf, as runtime/pprof writes it, with samples in it.
+// checkProfile fails t unless path holds what runtime/pprof writes: a
+// gzip stream of a profile's protobuf, whole (its samples are not read).
 func checkProfile(t *testing.T, path string) {
 	t.Helper()
 	f, err := os.Open(path)

@@ -173,13 +173,16 @@ func (s *DB) Analyze(ctx context.Context) error {
 // order-reference constraint from the dashboard's lists (see Analyze) and
 // a lookup by order reference reads every bill of the merchant, so the
 // gateway says so when it starts. SQLite plans without statistics: none.
+// The table's setting is read with PostgreSQL's own boolean parser, which
+// validated it when it was set (off, false, 0, no, …); the CASE keeps the
+// cast away from the table's other options.
 func (s *DB) Unanalyzed(ctx context.Context) ([]string, error) {
 	if s.d.name != "postgres" {
 		return nil, nil
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT relname || ': ' || why FROM (SELECT c.relname, CASE
-			WHEN EXISTS (SELECT 1 FROM unnest(c.reloptions) o WHERE lower(o) IN ('autovacuum_enabled=false',
-				'autovacuum_enabled=off', 'autovacuum_enabled=0', 'autovacuum_enabled=no', 'autovacuum_enabled=f', 'autovacuum_enabled=n'))
+			WHEN EXISTS (SELECT 1 FROM unnest(c.reloptions) o WHERE CASE WHEN split_part(o, '=', 1) = 'autovacuum_enabled'
+				THEN NOT split_part(o, '=', 2)::boolean ELSE false END)
 				THEN 'autovacuum_enabled is off for the table'
 			WHEN current_setting('autovacuum') = 'off' THEN 'autovacuum is off on the server'
 			WHEN current_setting('track_counts') = 'off' THEN 'track_counts is off on the server'
