@@ -62,3 +62,17 @@ func TestLookupCancellation(t *testing.T) {
 		})
 	}
 }
+
+// The verification's statement text is a constant, not built per query:
+// the statement cache is keyed by text, so a text built per request
+// costs an allocation and a hash of it on every verification.
+func TestVerificationQueryIsNotBuiltPerRequest(t *testing.T) {
+	for _, byOrderReference := range []bool{false, true} {
+		if n := testing.AllocsPerRun(100, func() { _ = store.VerificationQuery(byOrderReference) }); n != 0 {
+			t.Errorf("VerificationQuery(%v): %v allocations a call, want 0", byOrderReference, n)
+		}
+	}
+	if store.VerificationQuery(false) == store.VerificationQuery(true) {
+		t.Error("one text for both lookups")
+	}
+}

@@ -167,16 +167,23 @@ func (s *DB) Verification(ctx context.Context, merchantCode string, mode merchan
 
 // verificationQuery reads a bill by reference or order reference, with its
 // successful payment if it has one; its arguments are the reference, the
-// merchant code and the mode.
+// merchant code and the mode. Both texts are constants: the statement
+// cache is keyed by text, and a query's text built per request cost an
+// allocation and a hash of it on every verification.
 func verificationQuery(byOrderReference bool) string {
-	by := `b.reference`
 	if byOrderReference {
-		by = `b.order_ref`
+		return verificationByOrderReference
 	}
-	return `SELECT b.reference, b.order_ref, b.amount_minor, b.currency, b.created_at, ` + shownPaymentColumns + `
-		FROM bills b LEFT JOIN payments p ON p.bill_ref = b.reference AND p.status = 'succeeded'
-		WHERE ` + by + ` = ? AND b.merchant_code = ? AND b.mode = ?`
+	return verificationByReference
 }
+
+const (
+	verificationSelect = `SELECT b.reference, b.order_ref, b.amount_minor, b.currency, b.created_at, ` + shownPaymentColumns + `
+		FROM bills b LEFT JOIN payments p ON p.bill_ref = b.reference AND p.status = 'succeeded'
+		WHERE `
+	verificationByReference      = verificationSelect + `b.reference = ? AND b.merchant_code = ? AND b.mode = ?`
+	verificationByOrderReference = verificationSelect + `b.order_ref = ? AND b.merchant_code = ? AND b.mode = ?`
+)
 
 // shownPaymentColumns are what a query shows of payment p, or zero values
 // when an outer join found none.
