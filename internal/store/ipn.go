@@ -49,25 +49,10 @@ func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 	// it costs about 1.5 µs on SQLite. An endpoint at its cap is left out
 	// of the scan (c.Skip), so others' events are reached then too.
 	window := min(max(2*c.Limit, 64), 1024)
-	filters := `AND (e.merchant_code || '/' || e.mode) NOT IN (` + s.d.jsonTexts() + `)
-				AND NOT EXISTS (SELECT 1 FROM merchant_settings st
-					WHERE st.merchant_code = e.merchant_code AND st.mode = e.mode AND st.ipn_disabled_at > 0)`
-	// The poll's claim reads the due events in the index's order until
-	// the window has matched, whatever it skips. A quick claim looks at
-	// the window's worth of the oldest due events and no further: behind a
-	// hung endpoint's backlog of thousands each would otherwise read the
-	// whole backlog to find nothing. (Its sort is of the window only.)
-	scan := `SELECT e.id, e.merchant_code, e.mode FROM ipn_events e
-			WHERE e.status = 'pending' AND e.next_attempt_at <= ? AND e.lease_until < ? ` + filters + `
-			ORDER BY e.next_attempt_at, e.id LIMIT ?`
-	scanArgs := []any{now, now, string(skipList), window}
+	claims := s.d.claimStatements()
+	scan, scanArgs := claims.poll, []any{now, now, string(skipList), window}
 	if c.Quick {
-		scan = `SELECT e.id, e.merchant_code, e.mode FROM (
-				SELECT id, merchant_code, mode, next_attempt_at, lease_until FROM ipn_events
-				WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?) e
-			WHERE e.lease_until < ? ` + filters + `
-			ORDER BY e.next_attempt_at, e.id LIMIT ?`
-		scanArgs = []any{now, window, now, string(skipList), window}
+		scan, scanArgs = claims.quick, []any{now, window, now, string(skipList), window}
 	}
 	var out []ipn.Event
 	err = s.inTx(ctx, func(t tx) error {
@@ -83,31 +68,11 @@ func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 		if err != nil {
 			return err
 		}
-		var q string
-		var args []any
-		if s.d.name == "postgres" {
-			// Nodes claim side by side. Each locks only the rows it
-			// takes, in id order, skipping rows another claim holds: no
-			// claim ever waits for another, so two nodes cannot deadlock
-			// (they did, 40P01, when the UPDATE locked its rows in
-			// whatever order it met them). A row taken meanwhile fails
-			// the re-check after its lock and is left.
-			q = `WITH locked AS (SELECT e.id FROM ipn_events e WHERE e.id IN (` + s.d.jsonTexts() + `)
-				AND e.status = 'pending' AND e.next_attempt_at <= ? AND e.lease_until < ?
-				ORDER BY e.id FOR UPDATE SKIP LOCKED)
-			UPDATE ipn_events SET lease_owner = ?, lease_until = ? WHERE id IN (SELECT id FROM locked)
-			RETURNING ` + ipnEventColumns
+		args := []any{c.Owner, ms(c.LeaseUntil), string(ids), now, now}
+		if s.d.name == "postgres" { // its take locks the rows before it updates them
 			args = []any{string(ids), now, now, c.Owner, ms(c.LeaseUntil)}
-		} else {
-			// One writer at a time, and this transaction is it: the
-			// re-check only guards against an event that changed since
-			// this node's last look in another way.
-			q = `UPDATE ipn_events SET lease_owner = ?, lease_until = ?
-			WHERE id IN (` + s.d.jsonTexts() + `) AND status = 'pending' AND next_attempt_at <= ? AND lease_until < ?
-			RETURNING ` + ipnEventColumns
-			args = []any{c.Owner, ms(c.LeaseUntil), string(ids), now, now}
 		}
-		rows, err = t.query(ctx, q, args...)
+		rows, err = t.query(ctx, claims.take, args...)
 		if err != nil {
 			return err
 		}
@@ -120,6 +85,63 @@ func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 	// RETURNING promises no order; deliver oldest first.
 	sortEvents(out)
 	return out, nil
+}
+
+// claimSQL is ClaimIPN's statements in one dialect: the poll's scan, the
+// quick claim's scan, and the update that takes what a scan picked. They
+// are built once: the statement cache is keyed by text, and a claim runs
+// after every commit that made a notification due.
+type claimSQL struct{ poll, quick, take string }
+
+var sqliteClaims, postgresClaims = newClaimSQL(dialect{name: "sqlite"}), newClaimSQL(dialect{name: "postgres", numbered: true})
+
+func (d dialect) claimStatements() *claimSQL {
+	if d.name == "postgres" {
+		return &postgresClaims
+	}
+	return &sqliteClaims
+}
+
+func newClaimSQL(d dialect) claimSQL {
+	filters := `AND (e.merchant_code || '/' || e.mode) NOT IN (` + d.jsonTexts() + `)
+				AND NOT EXISTS (SELECT 1 FROM merchant_settings st
+					WHERE st.merchant_code = e.merchant_code AND st.mode = e.mode AND st.ipn_disabled_at > 0)`
+	c := claimSQL{
+		// The poll's claim reads the due events in the index's order
+		// until the window has matched, whatever it skips. A quick claim
+		// looks at the window's worth of the oldest due events and no
+		// further: behind a hung endpoint's backlog of thousands each
+		// would otherwise read the whole backlog to find nothing. (Its
+		// sort is of the window only.)
+		poll: `SELECT e.id, e.merchant_code, e.mode FROM ipn_events e
+			WHERE e.status = 'pending' AND e.next_attempt_at <= ? AND e.lease_until < ? ` + filters + `
+			ORDER BY e.next_attempt_at, e.id LIMIT ?`,
+		quick: `SELECT e.id, e.merchant_code, e.mode FROM (
+				SELECT id, merchant_code, mode, next_attempt_at, lease_until FROM ipn_events
+				WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?) e
+			WHERE e.lease_until < ? ` + filters + `
+			ORDER BY e.next_attempt_at, e.id LIMIT ?`,
+		// One writer at a time, and the claim's transaction is it: the
+		// re-check only guards against an event that changed since this
+		// node's last look in another way.
+		take: `UPDATE ipn_events SET lease_owner = ?, lease_until = ?
+			WHERE id IN (` + d.jsonTexts() + `) AND status = 'pending' AND next_attempt_at <= ? AND lease_until < ?
+			RETURNING ` + ipnEventColumns,
+	}
+	if d.name == "postgres" {
+		// Nodes claim side by side. Each locks only the rows it takes,
+		// in id order, skipping rows another claim holds: no claim ever
+		// waits for another, so two nodes cannot deadlock (they did,
+		// 40P01, when the UPDATE locked its rows in whatever order it met
+		// them). A row taken meanwhile fails the re-check after its lock
+		// and is left.
+		c.take = `WITH locked AS (SELECT e.id FROM ipn_events e WHERE e.id IN (` + d.jsonTexts() + `)
+				AND e.status = 'pending' AND e.next_attempt_at <= ? AND e.lease_until < ?
+				ORDER BY e.id FOR UPDATE SKIP LOCKED)
+			UPDATE ipn_events SET lease_owner = ?, lease_until = ? WHERE id IN (SELECT id FROM locked)
+			RETURNING ` + ipnEventColumns
+	}
+	return c
 }
 
 // pickDue takes, from due events oldest first, at most perEndpoint of each
