@@ -244,6 +244,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 		return
 	}
 	headers(w)
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len())) // whole, not chunked
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
 }

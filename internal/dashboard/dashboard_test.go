@@ -434,3 +434,23 @@ var (
 	billLink = regexp.MustCompile(`href="/dashboard/payments/([A-Z0-9]{12})"`)
 	nextLink = regexp.MustCompile(`<a href="([^"]+)" rel="next">`)
 )
+
+// Every dashboard page carries its length, so that it goes out whole:
+// without one, net/http sends a page over 2 KB chunked.
+func TestPagesCarryTheirLength(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Length Shop")
+	tok := g.Token(c, merchant.Test)
+	paid, _ := g.Pay(c, tok, "LENGTH1", "10", servertest.Card{Number: visa, CVV: "737"})
+	b := signIn(t, g, c)
+	for _, path := range []string{"/dashboard/", "/dashboard/payments", "/dashboard/payments/" + paid.Reference, "/dashboard/developers", "/dashboard/settings/ipn", "/dashboard/ipn", "/dashboard/audit"} {
+		rec := b.get(path)
+		if rec.Code != http.StatusOK {
+			t.Errorf("%s: %d", path, rec.Code)
+			continue
+		}
+		if got, want := rec.Header().Get("Content-Length"), fmt.Sprint(rec.Body.Len()); got != want {
+			t.Errorf("%s: Content-Length %q for %s bytes", path, got, want)
+		}
+	}
+}

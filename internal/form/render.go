@@ -44,6 +44,9 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, for
 	h.securityHeaders(w, formAction)
 	w.Header().Set("Content-Language", h.lang(r).Tag)
 	w.Header().Add("Vary", "Accept-Language, Cookie")
+	// With its length the page goes out in one piece: without it net/http
+	// sends a page over 2 KB chunked, in more writes to the socket.
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
 }
