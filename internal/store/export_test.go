@@ -41,6 +41,10 @@ func PragmaOnConns(ctx context.Context, s *DB, pragma string, n int) ([]string, 
 // PoolStats are the connection pool's counters.
 func PoolStats(s *DB) sql.DBStats { return s.db.Stats() }
 
+// OnPrepare has fn see every statement text s is asked to run; set it
+// before s serves anything.
+func OnPrepare(s *DB, fn func(q string)) { s.onPrepare = fn }
+
 // VerificationQuery is Verification's statement, for its plan to be read.
 var VerificationQuery = verificationQuery
 

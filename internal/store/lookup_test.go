@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
+	"unsafe"
 
+	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/secret"
 	"github.com/kadipay/kadi/internal/store"
 )
 
@@ -74,5 +79,66 @@ func TestVerificationQueryIsNotBuiltPerRequest(t *testing.T) {
 	}
 	if store.VerificationQuery(false) == store.VerificationQuery(true) {
 		t.Error("one text for both lookups")
+	}
+}
+
+// No statement text on the hot paths is built per call (issue 9): a bill,
+// a payment started and finished with its notification, the queries a
+// merchant makes, the claims of the IPN worker. Each text is a constant or
+// built once, so a second round of the same calls asks for no text in a
+// string the first round had not already used; a text built per call
+// would come in a new string every time.
+func TestHotPathStatementsAreNotBuiltPerCall(t *testing.T) {
+	db := ipnOpen(t, filepath.Join(t.TempDir(), "kadi.db"))
+	code := ipnMerchant(t, db, "http://127.0.0.1:9/ipn")
+	ctx := t.Context()
+	var mu sync.Mutex
+	seen := map[*byte]string{} // keeps each string alive, so no address is reused
+	var fresh []string
+	store.OnPrepare(db, func(q string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if p := unsafe.StringData(q); seen[p] == "" {
+			seen[p] = q
+			fresh = append(fresh, q)
+		}
+	})
+	round := func() {
+		ev := ipnEvent(t, db, code, time.Now())
+		p, err := db.PaymentByID(ctx, ev.PaymentID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := db.BillByReference(ctx, code, merchant.Test, p.BillReference)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ref := range []string{b.Reference, b.OrderReference, "NOSUCHBILL"} {
+			if _, err := db.Verification(ctx, code, merchant.Test, ref); err != nil && ref != "NOSUCHBILL" {
+				t.Fatalf("verify %s: %v", ref, err)
+			}
+		}
+		for _, quick := range []bool{true, false} {
+			claimed, err := db.ClaimIPN(ctx, ipn.Claim{Owner: secret.NewID("own"), Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute),
+				Limit: 10, PerEndpoint: 10, Quick: quick})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if quick && len(claimed) == 0 {
+				t.Fatal("the quick claim took nothing: its update did not run")
+			}
+		}
+	}
+	round()
+	mu.Lock()
+	first := len(fresh)
+	fresh = nil
+	mu.Unlock()
+	round()
+	if first == 0 {
+		t.Fatal("no statement seen: the test sees nothing")
+	}
+	if len(fresh) > 0 {
+		t.Errorf("%d texts built again in the second round, e.g. %q", len(fresh), fresh[0])
 	}
 }

@@ -70,6 +70,9 @@ type DB struct {
 	// there only the rebound text is kept.
 	stmts  sync.Map // string → *sql.Stmt (SQLite) or string (PostgreSQL)
 	nstmts atomic.Int32
+	// onPrepare, when a test sets it, sees every text prepared is asked
+	// for, so that a text built anew at each call shows.
+	onPrepare func(q string)
 	// migrating keeps migrations' statements out of the cache: a statement
 	// is prepared on another connection, which cannot see tables the
 	// migration's transaction has just created.
@@ -187,6 +190,9 @@ func (s *DB) Close() error {
 // PostgreSQL the text with numbered placeholders. Past the cache's bound q
 // comes back as text.
 func (s *DB) prepared(ctx context.Context, q string) (stmt *sql.Stmt, text string, err error) {
+	if s.onPrepare != nil {
+		s.onPrepare(q)
+	}
 	if v, ok := s.stmts.Load(q); ok {
 		if st, ok := v.(*sql.Stmt); ok {
 			return st, "", nil
