@@ -89,7 +89,8 @@ func TestBrowserDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, ctx, chromedp.SendKeys(chromedp.ID("totp-code"), code), chromedp.Click(chromedp.ID("confirm-totp")), chromedp.WaitVisible(chromedp.ID("recovery-codes")))
+	run(t, ctx, chromedp.SendKeys(chromedp.ID("totp-code"), code), chromedp.SendKeys(chromedp.ID("totp-password"), m.Password),
+		chromedp.Click(chromedp.ID("confirm-totp")), chromedp.WaitVisible(chromedp.ID("recovery-codes")))
 	shot("totp-on")
 
 	// The payment, its page, and its IPN resent.

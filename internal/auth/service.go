@@ -267,6 +267,15 @@ func (s *Service) Reauthenticate(ctx context.Context, m merchant.Merchant, passw
 	})
 }
 
+// SecondFactor checks a signed-in dashboard session's second step (a TOTP
+// or recovery code) with check, counted under a lock of its own: three
+// codes of a million are good at any moment, so uncounted guesses from a
+// session (which the password alone opens) find one in minutes. Failures
+// also throttle the client address, as a wrong password does.
+func (s *Service) SecondFactor(ctx context.Context, merchantCode, clientIP string, check func() (bool, error)) error {
+	return s.guarded(ctx, s.Now(), "totp:"+merchantCode, clientIP, merchantCode, check)
+}
+
 // checkGrant checks g's password for key's merchant, within the hash gate.
 // An unknown username costs the same argon2id time as a wrong password.
 func (s *Service) checkGrant(ctx context.Context, g Grant, key merchant.APIKey) (bool, error) {

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"image/png"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -27,7 +28,11 @@ func (h *Handler) security(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) changePassword(w http.ResponseWriter, r *http.Request) {
 	v := visitOf(r)
 	next := r.PostForm.Get("new")
-	if err := secret.CheckPasswordStrength(next); err != nil || len(next) > 200 {
+	switch err := secret.CheckPasswordStrength(next); {
+	case errors.Is(err, secret.ErrPasswordText):
+		h.render(w, r, http.StatusBadRequest, "security.html", map[string]any{"Error": "The new password can hold letters, digits, spaces and symbols, up to 200 bytes: no tabs, line breaks or other control characters."})
+		return
+	case err != nil:
 		h.render(w, r, http.StatusBadRequest, "security.html", map[string]any{"Error": "The new password needs at least 12 characters, with letters and digits."})
 		return
 	}
@@ -68,39 +73,72 @@ func (h *Handler) changePassword(w http.ResponseWriter, r *http.Request) {
 // party) and as text, to confirm with a first code.
 func (h *Handler) startTOTP(w http.ResponseWriter, r *http.Request) {
 	v := visitOf(r)
+	if v.TOTPOn {
+		h.fail(w, r, http.StatusConflict, "Two-step verification is already on", "It stays as it is.")
+		return
+	}
 	key, err := totp.Generate(totp.GenerateOpts{Issuer: "Kadi", AccountName: v.Merchant.Code})
 	if err != nil {
 		h.internal(w, r, err)
 		return
 	}
-	code, err := qr.Encode(key.URL(), qr.M)
+	h.renderEnrolment(w, r, http.StatusOK, key.Secret(), "")
+}
+
+// renderEnrolment is the security page showing secret to scan or type, with
+// errMsg when a confirmation was refused.
+func (h *Handler) renderEnrolment(w http.ResponseWriter, r *http.Request, status int, secret, errMsg string) {
+	// What authenticator apps read (github.com/google/google-authenticator/wiki/Key-Uri-Format).
+	u := url.URL{Scheme: "otpauth", Host: "totp", Path: "/Kadi:" + visitOf(r).Merchant.Code, RawQuery: url.Values{
+		"secret": {secret}, "issuer": {"Kadi"}, "algorithm": {"SHA1"}, "digits": {"6"}, "period": {"30"}}.Encode()}
+	code, err := qr.Encode(u.String(), qr.M)
 	if err != nil {
 		h.internal(w, r, err)
 		return
 	}
-	img := code.Image()
 	var buf bytes.Buffer
-	if err := png.Encode(&buf, img); err != nil {
+	if err := png.Encode(&buf, code.Image()); err != nil {
 		h.internal(w, r, err)
 		return
 	}
-	h.render(w, r, http.StatusOK, "security.html", map[string]any{"Enrol": key.Secret(),
+	h.render(w, r, status, "security.html", map[string]any{"Enrol": secret, "Error": errMsg,
 		"QR": template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(buf.Bytes()))})
 }
 
 // confirmTOTP turns the second factor on once a code from the new secret
-// checks out, and shows the recovery codes once (only their hashes are
-// kept).
+// checks out and the password is given again (a session alone, left open
+// on a shared computer, must not be able to lock its merchant out behind
+// someone else's app), and shows the recovery codes once (only their
+// hashes are kept). Every other session ends: none of them proved the new
+// factor. A factor already on is not replaced here.
 func (h *Handler) confirmTOTP(w http.ResponseWriter, r *http.Request) {
 	v := visitOf(r)
+	if v.TOTPOn {
+		h.fail(w, r, http.StatusConflict, "Two-step verification is already on", "It stays as it is.")
+		return
+	}
 	sec, err1 := formValue(r, "secret", 64)
 	code, err2 := formValue(r, "code", 10)
 	if err1 != nil || err2 != nil || sec == "" {
 		h.fail(w, r, http.StatusBadRequest, "Enrolment form not valid", "Start again from Security.")
 		return
 	}
-	if ok, err := totp.ValidateCustom(strings.ReplaceAll(code, " ", ""), sec, h.Now(), totpOpts); err != nil || !ok {
-		h.render(w, r, http.StatusBadRequest, "security.html", map[string]any{"Enrol": sec, "Error": "That code is not right: enter the 6 digits your app shows now."})
+	step, ok := totpStep(sec, strings.ReplaceAll(code, " ", ""), h.Now())
+	if !ok {
+		h.renderEnrolment(w, r, http.StatusBadRequest, sec, "That code is not right: enter the 6 digits your app shows now.")
+		return
+	}
+	err := h.Auth.Reauthenticate(r.Context(), v.Merchant, r.PostForm.Get("password"), clientIP(r))
+	var locked *auth.LockedError
+	switch {
+	case errors.As(err, &locked):
+		h.fail(w, r, http.StatusTooManyRequests, "Too many failed attempts", "Try again in "+locked.Error()[len("too many failed attempts; try again in "):]+".")
+		return
+	case errors.Is(err, auth.ErrInvalidGrant):
+		h.renderEnrolment(w, r, http.StatusUnauthorized, sec, "The password is not right.")
+		return
+	case err != nil:
+		h.internal(w, r, err)
 		return
 	}
 	codes := make([]string, 10)
@@ -114,13 +152,22 @@ func (h *Handler) confirmTOTP(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
-	// This session proved the factor just now.
+	// The code that confirmed is spent, and this session proved the factor.
+	if _, err := h.Store.UseTOTPStep(r.Context(), v.Merchant.Code, step); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	if err := h.Store.DeleteSessions(r.Context(), v.Merchant.Code, v.Sess.IDHash); err != nil {
+		h.internal(w, r, err)
+		return
+	}
 	v.Sess.SecondFactor = h.Now()
 	if err := h.Store.TouchSession(r.Context(), v.Sess); err != nil {
 		h.internal(w, r, err)
 		return
 	}
-	h.render(w, r, http.StatusOK, "security.html", map[string]any{"RecoveryCodes": codes, "Enabled": true})
+	h.render(w, r, http.StatusOK, "security.html", map[string]any{"RecoveryCodes": codes, "Enabled": true,
+		"Note": "Every other session is signed out."})
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

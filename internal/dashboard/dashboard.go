@@ -49,6 +49,7 @@ type Store interface {
 	TOTP(ctx context.Context, code string) (string, time.Time, error)
 	EnableTOTP(ctx context.Context, code, secret string, recoveryHashes []string, at time.Time) error
 	UseRecoveryCode(ctx context.Context, code, hash string, at time.Time) (bool, error)
+	UseTOTPStep(ctx context.Context, code string, step int64) (bool, error)
 	BillsPage(ctx context.Context, f bill.ListFilter) ([]bill.Bill, error)
 	BillByReference(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (bill.Bill, error)
 	PaymentsOfBill(ctx context.Context, billRef string) ([]payment.Payment, error)

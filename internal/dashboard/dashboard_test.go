@@ -293,6 +293,9 @@ func TestPasswordChange(t *testing.T) {
 		"different twice": {"current": {c.Password}, "new": {"newpassword123"}, "confirm": {"newpassword124"}},
 		"wrong current":   {"current": {"wrong-password-1"}, "new": {"newpassword123"}, "confirm": {"newpassword123"}},
 		"same as current": {"current": {c.Password}, "new": {c.Password}, "confirm": {c.Password}},
+		// Sign-in refuses these, so the merchant could never sign in again.
+		"a tab":          {"current": {c.Password}, "new": {"correct horse 12\tbattery"}, "confirm": {"correct horse 12\tbattery"}},
+		"over 200 bytes": {"current": {c.Password}, "new": {strings.Repeat("a1", 101)}, "confirm": {strings.Repeat("a1", 101)}},
 	} {
 		if rec := b.post("/dashboard/security/password", form); rec.Code < 400 {
 			t.Errorf("%s: %d, want refused", name, rec.Code)
@@ -350,6 +353,10 @@ func TestSecondFactor(t *testing.T) {
 	if rec := b.post("/dashboard/verify", url.Values{"code": {code}}); rec.Code != http.StatusSeeOther {
 		t.Fatalf("right code: %d", rec.Code)
 	}
+	// A code opens one sign-in: not a second session, even within its step.
+	if rec := signIn(t, g, c).post("/dashboard/verify", url.Values{"code": {code}}); rec.Code != http.StatusUnauthorized {
+		t.Errorf("the same code in another session: %d, want 401", rec.Code)
+	}
 	if rec := b.get("/dashboard/payments"); rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `action="/dashboard/verify"`) {
 		t.Errorf("after the code: %d", rec.Code)
 	}
@@ -364,6 +371,115 @@ func TestSecondFactor(t *testing.T) {
 		if rec := other.post("/dashboard/verify", url.Values{"code": {recovery}}); rec.Code != want {
 			t.Errorf("recovery code, use %d: %d, want %d", i+1, rec.Code, want)
 		}
+	}
+}
+
+// Wrong two-step codes are counted: after ten, even the right code is
+// refused until the lock ends, in every session (three codes of a million
+// are good at any moment: uncounted, guesses find one in minutes).
+func TestSecondFactorGuessesAreCounted(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Guessed Shop")
+	const secret = "JBSWY3DPEHPK3PXP"
+	if err := g.Store.EnableTOTP(t.Context(), c.MerchantCode, secret, nil, g.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	b := signIn(t, g, c)
+	right := func() string {
+		code, err := totp.GenerateCode(secret, g.Clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code
+	}
+	wrong := func() string { // a code of no step near now
+		for n := 0; ; n++ {
+			if code := fmt.Sprintf("%06d", n); code != right() && code != mustCode(t, secret, g.Clock.Now().Add(-30*time.Second)) &&
+				code != mustCode(t, secret, g.Clock.Now().Add(30*time.Second)) {
+				return code
+			}
+		}
+	}
+	for i := 1; i <= 10; i++ {
+		if rec := b.post("/dashboard/verify", url.Values{"code": {wrong()}}); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("wrong code %d: %d, want 401", i, rec.Code)
+		}
+	}
+	rec := b.post("/dashboard/verify", url.Values{"code": {right()}})
+	if rec.Code != http.StatusTooManyRequests || !strings.Contains(rec.Body.String(), "Too many wrong codes") {
+		t.Fatalf("right code after ten wrong ones: %d, want 429\n%s", rec.Code, rec.Body)
+	}
+	if rec := signIn(t, g, c).post("/dashboard/verify", url.Values{"code": {right()}}); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("right code from a new session during the lock: %d, want 429", rec.Code)
+	}
+	g.Clock.Advance(31 * time.Minute)
+	b = signIn(t, g, c)
+	if rec := b.post("/dashboard/verify", url.Values{"code": {right()}}); rec.Code != http.StatusSeeOther {
+		t.Errorf("right code after the lock: %d, want 303", rec.Code)
+	}
+}
+
+func mustCode(t *testing.T, secret string, at time.Time) string {
+	t.Helper()
+	code, err := totp.GenerateCode(secret, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code
+}
+
+// Turning two-step verification on takes the password as well as a code
+// (a session left open must not put the merchant behind someone else's
+// app), ends every other session, spends the code, and cannot replace a
+// factor already on.
+func TestSecondFactorEnrolment(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Enrolling Shop")
+	b, other := signIn(t, g, c), signIn(t, g, c)
+	page := b.post("/dashboard/security/totp/start", nil).Body.String()
+	m := regexp.MustCompile(`id="totp-secret">([A-Z2-7]+)<`).FindStringSubmatch(page)
+	if m == nil || !strings.Contains(page, `src="data:image/png;base64,`) {
+		t.Fatalf("enrolment page without a secret or its QR code:\n%s", page)
+	}
+	secret := m[1]
+	code := mustCode(t, secret, g.Clock.Now())
+	for name, tt := range map[string]struct {
+		form url.Values
+		want int
+	}{
+		"no password":    {url.Values{"secret": {secret}, "code": {code}}, http.StatusUnauthorized},
+		"wrong password": {url.Values{"secret": {secret}, "code": {code}, "password": {"wrong-password-1"}}, http.StatusUnauthorized},
+		"wrong code":     {url.Values{"secret": {secret}, "code": {"12345"}, "password": {c.Password}}, http.StatusBadRequest},
+	} {
+		rec := b.post("/dashboard/security/totp/confirm", tt.form)
+		if rec.Code != tt.want || !strings.Contains(rec.Body.String(), `src="data:image/png;base64,`) {
+			t.Errorf("%s: %d, want %d with the QR code shown again", name, rec.Code, tt.want)
+		}
+		if _, on, err := g.Store.TOTP(t.Context(), c.MerchantCode); err != nil || !on.IsZero() {
+			t.Fatalf("%s: two-step verification is on (%v)", name, err)
+		}
+	}
+	rec := b.post("/dashboard/security/totp/confirm", url.Values{"secret": {secret}, "code": {code}, "password": {c.Password}})
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `id="recovery-codes"`) {
+		t.Fatalf("confirmed: %d\n%s", rec.Code, rec.Body)
+	}
+	if rec := other.get("/dashboard/payments"); rec.Code != http.StatusSeeOther {
+		t.Errorf("another session after enrolment: %d, want signed out", rec.Code)
+	}
+	if rec := b.get("/dashboard/payments"); rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `action="/dashboard/verify"`) {
+		t.Errorf("the enrolling session: %d", rec.Code)
+	}
+	if rec := signIn(t, g, c).post("/dashboard/verify", url.Values{"code": {code}}); rec.Code != http.StatusUnauthorized {
+		t.Errorf("the enrolment code again at sign-in: %d, want 401", rec.Code)
+	}
+	for _, path := range []string{"/dashboard/security/totp/start", "/dashboard/security/totp/confirm"} {
+		form := url.Values{"secret": {"KRSXG5CTMVRXEZLU"}, "code": {mustCode(t, "KRSXG5CTMVRXEZLU", g.Clock.Now())}, "password": {c.Password}}
+		if rec := b.post(path, form); rec.Code != http.StatusConflict {
+			t.Errorf("%s with two-step on: %d, want 409", path, rec.Code)
+		}
+	}
+	if sec, _, _ := g.Store.TOTP(t.Context(), c.MerchantCode); sec != secret {
+		t.Errorf("the secret was replaced")
 	}
 }
 

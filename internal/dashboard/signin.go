@@ -2,10 +2,12 @@ package dashboard
 
 import (
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/pquerna/otp/totp"
 
@@ -68,11 +70,18 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 }
 
 // verify checks the second factor: a TOTP code, or one unused recovery
-// code.
+// code. Wrong codes are counted like wrong passwords (auth.SecondFactor).
 func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
 	v := visitOf(r)
 	code, err := formValue(r, "code", 32)
-	if err == nil && h.checkSecondFactor(r, v.Merchant, code) {
+	if err == nil {
+		err = h.Auth.SecondFactor(r.Context(), v.Merchant.Code, clientIP(r), func() (bool, error) {
+			return h.checkSecondFactor(r, v.Merchant, code)
+		})
+	}
+	var locked *auth.LockedError
+	switch {
+	case err == nil:
 		v.Sess.SecondFactor = h.Now()
 		if err := h.Store.TouchSession(r.Context(), v.Sess); err != nil {
 			h.internal(w, r, err)
@@ -80,24 +89,52 @@ func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
 		}
 		http.Redirect(w, r, "/dashboard/", http.StatusSeeOther)
 		return
+	case errors.As(err, &locked):
+		h.render(w, r, http.StatusTooManyRequests, "verify.html", map[string]any{
+			"Error": "Too many wrong codes. Try again after " + h.Now().Add(locked.RetryAfter).In(h.Location).Format("15:04") + ", or sign in again then."})
+		return
+	case errors.Is(err, auth.ErrBusy):
+		w.Header().Set("Retry-After", "1")
+		h.render(w, r, http.StatusServiceUnavailable, "verify.html", map[string]any{"Error": "The gateway is busy. Try again in a moment."})
+		return
+	case err != nil && !errors.Is(err, auth.ErrInvalidGrant) && !errors.Is(err, errBadInput):
+		h.internal(w, r, err)
+		return
 	}
 	h.audit(r, audit.SignInFailed, "wrong two-step code")
 	h.render(w, r, http.StatusUnauthorized, "verify.html", map[string]any{"Error": "That code is not right. Enter the current code from your app, or a recovery code."})
 }
 
-// checkSecondFactor accepts the current TOTP code (±1 step) or an unused
-// recovery code, which it spends.
-func (h *Handler) checkSecondFactor(r *http.Request, m merchant.Merchant, code string) bool {
+// checkSecondFactor accepts the TOTP code of the current time step or the
+// one either side, once (a code already used, here or in another session,
+// is refused), or an unused recovery code, which it spends.
+func (h *Handler) checkSecondFactor(r *http.Request, m merchant.Merchant, code string) (bool, error) {
 	secret, enabled, err := h.Store.TOTP(r.Context(), m.Code)
 	if err != nil || secret == "" || enabled.IsZero() {
-		return false
+		return false, err
 	}
 	code = strings.ReplaceAll(code, " ", "")
-	if ok, err := totp.ValidateCustom(code, secret, h.Now(), totpOpts); err == nil && ok {
-		return true
+	if step, ok := totpStep(secret, code, h.Now()); ok {
+		return h.Store.UseTOTPStep(r.Context(), m.Code, step)
 	}
-	ok, err := h.Store.UseRecoveryCode(r.Context(), m.Code, recoveryHash(code), h.Now())
-	return err == nil && ok
+	return h.Store.UseRecoveryCode(r.Context(), m.Code, recoveryHash(code), h.Now())
+}
+
+// totpStep finds the time step, within totpOpts' skew of now, whose code
+// is code.
+func totpStep(secret, code string, now time.Time) (int64, bool) {
+	if len(code) != totpOpts.Digits.Length() {
+		return 0, false
+	}
+	period := int64(totpOpts.Period)
+	current := now.Unix() / period
+	for step := current - int64(totpOpts.Skew); step <= current+int64(totpOpts.Skew); step++ {
+		want, err := totp.GenerateCodeCustom(secret, time.Unix(step*period, 0), totpOpts)
+		if err == nil && subtle.ConstantTimeCompare([]byte(want), []byte(code)) == 1 {
+			return step, true
+		}
+	}
+	return 0, false
 }
 
 func recoveryHash(code string) string {

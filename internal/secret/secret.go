@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -30,11 +31,18 @@ const (
 	argonSaltLen   = 16
 )
 
-// MinPasswordLength is the shortest password docs/security.md accepts.
-const MinPasswordLength = 12
+// MinPasswordLength is the shortest password docs/security.md accepts, and
+// MaxPasswordBytes the longest: sign-in and the token endpoint take up to
+// 256 bytes of printable text, so a password set within these can always
+// be typed back.
+const (
+	MinPasswordLength = 12
+	MaxPasswordBytes  = 200
+)
 
 var (
 	ErrWeakPassword = errors.New("password must be at least 12 characters with letters and digits")
+	ErrPasswordText = errors.New("password must be printable text of at most 200 bytes, without tabs, line breaks or other control characters")
 	ErrBadHash      = errors.New("stored password hash is malformed")
 )
 
@@ -139,8 +147,13 @@ func NewPassword() string {
 	}
 }
 
-// CheckPasswordStrength applies docs/security.md: 12+ characters, letters and digits.
+// CheckPasswordStrength applies docs/security.md: 12+ characters, letters
+// and digits, printable text (ErrPasswordText otherwise) of at most
+// MaxPasswordBytes.
 func CheckPasswordStrength(p string) error {
+	if len(p) > MaxPasswordBytes || !utf8.ValidString(p) || strings.ContainsFunc(p, unicode.IsControl) {
+		return ErrPasswordText
+	}
 	var letter, digit bool
 	for _, r := range p {
 		letter = letter || unicode.IsLetter(r)

@@ -144,29 +144,33 @@ func TestCheckPasswordStrength(t *testing.T) {
 	tests := []struct {
 		name     string
 		password string
-		ok       bool
+		want     error
 	}{
-		{"11 characters", "abcdefghi12", false},
-		{"12 letters only", "abcdefghijkl", false},
-		{"12 digits only", "123456789012", false},
-		{"12 with letters and digits", "abcdefghij12", true},
-		{"one digit is enough", "abcdefghijk1", true},
-		{"one letter is enough", "a12345678901", true},
-		{"spaces and symbols count", "my pass: 42!", true},
-		{"punctuation and digits only", "12345678!@#$", false},
-		{"unicode letters", "ñandúñandú12", true},
-		{"11 characters in 13 bytes", "ñandúñand12", false},
-		{"non-latin script", "пароль123456", true},
-		{"empty", "", false},
+		{"11 characters", "abcdefghi12", ErrWeakPassword},
+		{"12 letters only", "abcdefghijkl", ErrWeakPassword},
+		{"12 digits only", "123456789012", ErrWeakPassword},
+		{"12 with letters and digits", "abcdefghij12", nil},
+		{"one digit is enough", "abcdefghijk1", nil},
+		{"one letter is enough", "a12345678901", nil},
+		{"spaces and symbols count", "my pass: 42!", nil},
+		{"punctuation and digits only", "12345678!@#$", ErrWeakPassword},
+		{"unicode letters", "ñandúñandú12", nil},
+		{"11 characters in 13 bytes", "ñandúñand12", ErrWeakPassword},
+		{"non-latin script", "пароль123456", nil},
+		{"empty", "", ErrWeakPassword},
+		// Sign-in takes printable text only: a password it refuses would
+		// lock its merchant out of the dashboard and the API.
+		{"a tab", "correct horse 12\tbattery", ErrPasswordText},
+		{"a line break", "correct horse 12\nbattery", ErrPasswordText},
+		{"a C1 control", "correct horse 12\u0085battery", ErrPasswordText},
+		{"not UTF-8", "correct horse 12\xffbattery", ErrPasswordText},
+		{"200 bytes", strings.Repeat("a1", 100), nil},
+		{"201 bytes", strings.Repeat("a1", 100) + "b", ErrPasswordText},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := CheckPasswordStrength(tt.password)
-			if tt.ok && err != nil {
-				t.Errorf("CheckPasswordStrength(%q) = %v, want ok", tt.password, err)
-			}
-			if !tt.ok && !errors.Is(err, ErrWeakPassword) {
-				t.Errorf("CheckPasswordStrength(%q) = %v, want ErrWeakPassword", tt.password, err)
+			if err := CheckPasswordStrength(tt.password); !errors.Is(err, tt.want) {
+				t.Errorf("CheckPasswordStrength(%q) = %v, want %v", tt.password, err, tt.want)
 			}
 		})
 	}

@@ -265,7 +265,7 @@ func (s *DB) EnableTOTP(ctx context.Context, code, secret string, recoveryHashes
 		return err
 	}
 	return s.inTx(ctx, func(t tx) error {
-		if _, err := t.exec(ctx, `UPDATE merchants SET totp_secret = ?, totp_enabled_at = ? WHERE code = ?`, sealed, ms(at), code); err != nil {
+		if _, err := t.exec(ctx, `UPDATE merchants SET totp_secret = ?, totp_enabled_at = ?, totp_last_step = 0 WHERE code = ?`, sealed, ms(at), code); err != nil {
 			return fmt.Errorf("enable totp: %w", err)
 		}
 		if _, err := t.exec(ctx, `DELETE FROM recovery_codes WHERE merchant_code = ?`, code); err != nil {
@@ -278,6 +278,18 @@ func (s *DB) EnableTOTP(ctx context.Context, code, secret string, recoveryHashes
 		}
 		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: at, MerchantCode: code, Actor: audit.ActorFrom(ctx, "cli"), Action: audit.TOTPEnabled})
 	})
+}
+
+// UseTOTPStep spends TOTP time step step for a merchant: true when no code
+// of that step or a later one has been accepted yet, so that one code
+// opens one sign-in (RFC 6238, 5.2), whichever node checks it.
+func (s *DB) UseTOTPStep(ctx context.Context, code string, step int64) (bool, error) {
+	res, err := s.exec(ctx, `UPDATE merchants SET totp_last_step = ? WHERE code = ? AND totp_last_step < ?`, step, code, step)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
 }
 
 // UseRecoveryCode spends one unused recovery code; false when there is no

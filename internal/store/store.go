@@ -45,6 +45,7 @@ type Store interface {
 	TOTP(ctx context.Context, code string) (string, time.Time, error)
 	EnableTOTP(ctx context.Context, code, secret string, recoveryHashes []string, at time.Time) error
 	UseRecoveryCode(ctx context.Context, code, hash string, at time.Time) (bool, error)
+	UseTOTPStep(ctx context.Context, code string, step int64) (bool, error)
 	BillsPage(ctx context.Context, f bill.ListFilter) ([]bill.Bill, error)
 	PaymentsOfBill(ctx context.Context, billRef string) ([]payment.Payment, error)
 	PaymentTotals(ctx context.Context, merchantCode, mode string, since time.Time, offset time.Duration) ([]payment.DayTotal, error)

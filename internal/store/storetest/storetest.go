@@ -1556,6 +1556,20 @@ func testTOTP(t *testing.T, s store.Store) {
 	unknown, err := s.UseRecoveryCode(ctx, f.m.Code, "nope", base)
 	must(t, "UseRecoveryCode", err)
 	equal(t, "recovery code first, again, unknown", []bool{ok, again, unknown}, []bool{true, false, false})
+
+	// A time step is spent once, and none before the last spent one.
+	var steps []bool
+	for _, step := range []int64{100, 100, 99, 101} {
+		ok, err := s.UseTOTPStep(ctx, f.m.Code, step)
+		must(t, "UseTOTPStep", err)
+		steps = append(steps, ok)
+	}
+	equal(t, "steps 100, 100, 99, 101", steps, []bool{true, false, false, true})
+	// A new secret starts afresh: its first code may fall on any step.
+	must(t, "EnableTOTP", s.EnableTOTP(ctx, f.m.Code, "KRSXG5CTMVRXEZLU", nil, base))
+	ok, err = s.UseTOTPStep(ctx, f.m.Code, 50)
+	must(t, "UseTOTPStep", err)
+	equal(t, "a step after a new secret", ok, true)
 }
 
 // testBillsPage walks a merchant's bills with the keyset: every bill once,
