@@ -167,7 +167,11 @@ func (s *Service) CompleteChallenge(ctx context.Context, id, code string) (Payme
 		return Payment{}, err
 	}
 	if s.Now().Sub(p.UpdatedAt) > s.ChallengeTTL {
-		return s.settle(ctx, p, b, m, Result{Outcome: Declined, DeclineCode: "authentication_timeout", Message: MsgChallengeStale})
+		failed, err := s.failChallenge(ctx, p, b, m, "authentication_timeout", MsgChallengeStale)
+		if errors.Is(err, ErrStale) {
+			return s.awaitPayment(ctx, p.ID) // an answer claimed it first
+		}
+		return failed, err
 	}
 	acq := s.Acquirers[p.Mode]
 	if acq == nil {
@@ -209,12 +213,26 @@ func (s *Service) AbandonChallenge(ctx context.Context, id, msg string) (Payment
 	if err != nil {
 		return Payment{}, err
 	}
-	if err := s.Repo.ClaimChallenge(ctx, p.ID, s.Node, s.Now()); errors.Is(err, ErrStale) {
+	failed, err := s.failChallenge(ctx, p, b, m, "authentication_cancelled", msg)
+	if errors.Is(err, ErrStale) {
 		return s.awaitPayment(ctx, p.ID)
-	} else if err != nil {
+	}
+	return failed, err
+}
+
+// failChallenge fails payment p, waiting for its 3-D Secure code, after
+// claiming it as an answer does: ErrStale when an answer (or another
+// failure) claimed it first. An answer that is claimed is with the
+// acquirer, and failing the payment under it would reopen a bill that
+// answer may charge: the bill could then be charged twice.
+func (s *Service) failChallenge(ctx context.Context, p Payment, b bill.Bill, m merchant.Merchant, declineCode, msg string) (Payment, error) {
+	if err := s.Repo.ClaimChallenge(ctx, p.ID, s.Node, s.Now()); err != nil {
+		if errors.Is(err, ErrStale) {
+			return Payment{}, err
+		}
 		return Payment{}, fmt.Errorf("claim challenge: %w", err)
 	}
-	return s.settle(ctx, p, b, m, Result{Outcome: Declined, DeclineCode: "authentication_cancelled", Message: msg})
+	return s.settle(ctx, p, b, m, Result{Outcome: Declined, DeclineCode: declineCode, Message: msg})
 }
 
 // Reconcile settles payments a crash or a silent acquirer left behind:
@@ -242,13 +260,20 @@ func (s *Service) Reconcile(ctx context.Context, olderThan time.Duration) error 
 		if err != nil {
 			return err
 		}
-		var res Result
 		if p.Status == Challenge {
 			if s.Now().Sub(p.UpdatedAt) < s.ChallengeTTL {
 				continue
 			}
-			res = Result{Outcome: Declined, DeclineCode: "authentication_timeout", Message: MsgChallengeStale}
-		} else if res, err = s.lookup(ctx, acq, p); err != nil {
+			if _, err := s.failChallenge(ctx, p, b, m, "authentication_timeout", MsgChallengeStale); errors.Is(err, ErrStale) {
+				continue // answered since the list was read: that answer settles it
+			} else if err != nil {
+				return err
+			}
+			s.Log.InfoContext(ctx, "reconciled payment", "payment", p.ID, "outcome", "challenge expired")
+			continue
+		}
+		res, err := s.lookup(ctx, acq, p)
+		if err != nil {
 			s.Log.WarnContext(ctx, "acquirer lookup failed; payment stays unknown", "payment", p.ID, "err", err)
 			continue
 		}

@@ -590,3 +590,108 @@ func TestConcurrentChallengeAnswersAskOnce(t *testing.T) {
 		t.Errorf("the acquirer was asked %d times, want 1", completions)
 	}
 }
+
+// hookedRepo runs a test's step right after a read, to put a concurrent
+// answer between a read and what is done with it.
+type hookedRepo struct {
+	payment.Repo
+	mu                      sync.Mutex
+	afterList, afterPayment func()
+}
+
+func (h *hookedRepo) take(f *func()) func() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fn := *f
+	*f = nil
+	return fn
+}
+
+func (h *hookedRepo) UnsettledPayments(ctx context.Context, cutoff time.Time, prefix, self string) ([]payment.Payment, error) {
+	ps, err := h.Repo.UnsettledPayments(ctx, cutoff, prefix, self)
+	if fn := h.take(&h.afterList); fn != nil {
+		fn()
+	}
+	return ps, err
+}
+
+func (h *hookedRepo) PaymentByID(ctx context.Context, id string) (payment.Payment, error) {
+	p, err := h.Repo.PaymentByID(ctx, id)
+	if fn := h.take(&h.afterPayment); fn != nil {
+		fn()
+	}
+	return p, err
+}
+
+// A challenge expires (the reconciler's sweep, or a late second answer)
+// only through the claim an answer takes: an answer claimed a moment before
+// the 15 minutes ran out is with the acquirer, and failing the payment
+// under it reopened the bill while the acquirer approved: a bill that
+// could be charged twice, and a shopper told it failed.
+func TestAChallengeExpiresOnlyThroughAClaim(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		expire func(e *env, h *hookedRepo, id string, race func()) (payment.Payment, error)
+	}{
+		{"reconciler", func(e *env, h *hookedRepo, id string, race func()) (payment.Payment, error) {
+			h.afterList = race
+			return payment.Payment{}, e.svc.Reconcile(context.Background(), time.Minute)
+		}},
+		{"a second answer", func(e *env, h *hookedRepo, id string, race func()) (payment.Payment, error) {
+			h.afterPayment = race
+			return e.svc.CompleteChallenge(context.Background(), id, "123456")
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.svc.WaitInFlight = 30 * time.Second
+			b := e.bill(t)
+			e.acq.charge = func(_ context.Context, req payment.ChargeRequest) (payment.Result, error) {
+				return payment.Result{Outcome: payment.ChallengeNeeded, ChallengeRef: "ch-" + req.PaymentID}, nil
+			}
+			p, err := e.svc.Pay(context.Background(), b, e.m, attempt(t, visa))
+			if err != nil || p.Status != payment.Challenge {
+				t.Fatalf("Pay: %+v, %v", p, err)
+			}
+			e.g.Clock.Advance(e.svc.ChallengeTTL - time.Second)
+			entered, release := make(chan struct{}), make(chan struct{})
+			e.acq.complete = func(context.Context, string, string) (payment.Result, error) {
+				close(entered)
+				<-release
+				return approved("NET-3DS-LATE"), nil
+			}
+			h := &hookedRepo{Repo: e.g.Store}
+			e.svc.Repo = h
+			type answer struct {
+				p   payment.Payment
+				err error
+			}
+			first := make(chan answer, 1)
+			race := func() {
+				// Read as still waiting; now the shopper's answer claims it
+				// and is with the acquirer, and the 15 minutes run out.
+				go func() {
+					p, err := e.svc.CompleteChallenge(context.Background(), p.ID, "123456")
+					first <- answer{p, err}
+				}()
+				<-entered
+				e.g.Clock.Advance(2 * time.Second)
+				go func() { time.Sleep(50 * time.Millisecond); close(release) }()
+			}
+			other, err := tt.expire(e, h, p.ID, race)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := <-first
+			if got.err != nil || got.p.Status != payment.Succeeded {
+				t.Errorf("the claimed answer: %+v, %v; want succeeded", got.p, got.err)
+			}
+			if other.ID != "" && other.Status != payment.Succeeded {
+				t.Errorf("the second answer: %s %q; want the first answer's success", other.Status, other.Message)
+			}
+			if s, bl := e.stored(t, p.ID), e.load(t, b.Reference); s.Status != payment.Succeeded || bl.State != bill.Paid {
+				t.Errorf("approved by the acquirer, stored %s with the bill %s", s.Status, bl.State)
+			}
+		})
+	}
+}
