@@ -231,3 +231,49 @@ func TestConcurrentChallengeAnswersAgree(t *testing.T) {
 		t.Errorf("%d payment rows", n)
 	}
 }
+
+// gatedAcquirer holds each charge until the test releases it.
+type gatedAcquirer struct {
+	payment.Acquirer
+	entered, release chan struct{}
+}
+
+func (a gatedAcquirer) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Result, error) {
+	close(a.entered)
+	<-a.release
+	return a.Acquirer.Charge(ctx, req)
+}
+
+// "Cancel and return to the shop" while the Pay click is still with the
+// card network waits for the charge: the shop hears what happened to the
+// card, never "cancelled by the customer" of a card that was charged.
+func TestCancelDuringAChargeAnswersTheCharge(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	acq := gatedAcquirer{g.Payments.Acquirers[merchant.Test], make(chan struct{}), make(chan struct{})}
+	g.Payments.Acquirers[merchant.Test] = acq
+	c := g.Onboard("Slow Network Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "SLOW1", "10")
+	id := g.OpenCheckout(servertest.FormFields(c, tok, b))
+
+	paid := make(chan *httptest.ResponseRecorder, 1)
+	go func() { paid <- g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv})) }()
+	<-acq.entered
+	cancelled := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		req := httptest.NewRequest(http.MethodPost, "/cardPay/cancel", strings.NewReader(url.Values{"checkout": {id}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		cancelled <- g.Serve(req)
+	}()
+	select {
+	case <-cancelled:
+		close(acq.release)
+		t.Fatal("the cancel answered while the charge was still with the network")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(acq.release)
+	charged := callback(t, <-paid)
+	if got := callback(t, <-cancelled); got["orderStatus"] != "Transaction Successfull" || got["transactionRef"] != charged["transactionRef"] {
+		t.Errorf("cancel during the charge told the shop %v; the charge: %v", got, charged)
+	}
+}

@@ -123,7 +123,9 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 		t, err = h.trust(r.Context(), sub)
 	}
 	if err != nil {
-		h.fail(w, r, nil, err)
+		// Only the session's id is known: enough for an outage to send
+		// the shopper to that session's page, which follows it.
+		h.fail(w, r, &trusted{checkoutID: sub.Checkout}, err)
 		return
 	}
 
@@ -398,7 +400,9 @@ func (h *Handler) session(ctx context.Context, id string) (checkout.Session, tru
 // cancel is "Cancel and return to the shop" on the card page and the 3-D
 // Secure page: a challenge still owed fails, the session ends, and the
 // shop hears Transaction Failed, unless the bill was paid meanwhile, when
-// it hears that instead.
+// it hears that instead. A cancel while a charge is with the network (the
+// Pay click still waiting, in another tab or this one) waits for it: the
+// shop must not hear "cancelled" of a card that is being charged.
 func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		h.fail(w, r, nil, errCheckoutGone)
@@ -417,10 +421,16 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if t.bill.State == bill.Paid {
+	switch t.bill.State {
+	case bill.Paid:
 		p, err := h.Payments.Repo.SuccessfulPayment(ctx, t.bill.Reference)
 		h.answer(w, r, t, p, err)
 		return
+	case bill.Processing:
+		if p, err := h.Payments.AwaitSettled(ctx, t.bill.Reference); err != nil || p.Status != payment.Failed {
+			h.answer(w, r, t, p, err)
+			return
+		}
 	}
 	if err := h.Checkouts.EndCheckout(ctx, checkout.Hash(t.checkoutID), h.Now()); err != nil && !errors.Is(err, checkout.ErrNotFound) {
 		h.fail(w, r, &t, err)

@@ -91,8 +91,17 @@ func (h *Handler) finish(w http.ResponseWriter, r *http.Request, to *url.URL, cb
 }
 
 // fail shows err on our error page; t, when the callback is trusted,
-// gives the page a way back to the shop.
+// gives the page a way back to the shop. A payment still being confirmed,
+// or the store out of reach, in a checkout session goes to that session's
+// own page instead: it shows the same notice, reloads itself, and becomes
+// the result (or the card form again) once there is one. A sealed error
+// page would say "being confirmed" at every reload, for ever.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, t *trusted, err error) {
+	if t != nil && t.checkoutID != "" && (errors.Is(err, errInProgress) || outage.Is(err)) {
+		logging.Refused(r.Context(), h.Log, "payment page pending; sent to the checkout page, which follows it", "err", err)
+		h.toCheckout(w, r, *t)
+		return
+	}
 	h.show(w, r, page{Kind: kindError, Error: h.problem(r, t, err)})
 }
 
@@ -171,6 +180,9 @@ func (h *Handler) serveCheckout(w http.ResponseWriter, r *http.Request, id strin
 			return
 		case p.Status == payment.Challenge:
 			h.renderChallenge(w, r, t, p)
+			return
+		case p.Status == payment.Processing:
+			h.renderError(w, r, h.problem(r, &t, errInProgress))
 			return
 		case !sess.EntryPage:
 			// A merchant-posted form's challenge was answered: its result.

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/merchant"
@@ -200,5 +201,39 @@ func TestCancelOnTheChallengePage(t *testing.T) {
 		if n := g.CountPayments(b.Reference, payment.Succeeded); n != 0 {
 			t.Errorf("entry page %v: the code paid after the cancel", entryPage)
 		}
+	}
+}
+
+// A card posted from the card page while another attempt on the bill is
+// with the network lands on "being confirmed", which reloads itself and,
+// once that attempt is settled, becomes its result: a sealed notice would
+// say "being confirmed" at every reload, for ever.
+func TestPendingAfterACardPostFollowsThePayment(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	g.Payments.WaitInFlight = 50 * time.Millisecond
+	c := g.Onboard("Pending Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "PEND1", "10")
+	id := g.OpenCheckout(servertest.FormFields(c, tok, b))
+	bl, err := g.Store.BillByID(context.Background(), b.Reference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := g.Clock.Now()
+	inflight := payment.Payment{ID: "pay_inflight", BillReference: bl.Reference, MerchantCode: bl.MerchantCode,
+		Mode: bl.Mode, Status: payment.Processing, Amount: bl.Amount, CreatedAt: now, UpdatedAt: now}
+	if err := g.Store.StartPayment(context.Background(), inflight); err != nil {
+		t.Fatal(err)
+	}
+	loc := seeOther(t, g.ServeOnce(servertest.CardPayRequest(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv}))))
+	if rec := get(g, loc); rec.Code != http.StatusAccepted || !strings.Contains(rec.Body.String(), `<meta http-equiv="refresh" content="3">`) {
+		t.Fatalf("after the card post: %d\n%s", rec.Code, rec.Body)
+	}
+	inflight.Status, inflight.NetworkRef, inflight.Message, inflight.UpdatedAt = payment.Succeeded, "NETX", payment.MsgApproved, g.Clock.Now()
+	if err := g.Store.FinishPayment(context.Background(), inflight, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	if cb := callback(t, get(g, loc)); cb["orderStatus"] != "Transaction Successfull" || cb["transactionRef"] != "NETX" {
+		t.Errorf("the page reloaded once the other attempt succeeded: %v", cb)
 	}
 }

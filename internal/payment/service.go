@@ -105,7 +105,7 @@ func (s *Service) Pay(ctx context.Context, b bill.Bill, m merchant.Merchant, a A
 	case b.State == bill.Paid:
 		return s.Repo.SuccessfulPayment(ctx, b.Reference)
 	case b.State == bill.Processing:
-		return s.awaitSettled(ctx, b.Reference)
+		return s.AwaitSettled(ctx, b.Reference)
 	case b.State == bill.Blocked:
 		return refused(b, MsgBlocked), nil
 	case b.Expired(now):
@@ -132,7 +132,7 @@ func (s *Service) Pay(ctx context.Context, b bill.Bill, m merchant.Merchant, a A
 		Node:         s.Node,
 	}
 	if err := s.Repo.StartPayment(ctx, p); errors.Is(err, ErrBillBusy) {
-		return s.awaitSettled(ctx, b.Reference)
+		return s.AwaitSettled(ctx, b.Reference)
 	} else if err != nil {
 		return Payment{}, fmt.Errorf("start payment: %w", err)
 	}
@@ -349,9 +349,11 @@ func (s *Service) settle(ctx context.Context, p Payment, b bill.Bill, m merchant
 	return p, nil
 }
 
-// awaitSettled waits for the attempt in flight on billRef and returns its
-// result: a double submit sees the first submit's outcome.
-func (s *Service) awaitSettled(ctx context.Context, billRef string) (Payment, error) {
+// AwaitSettled waits for the attempt in flight on billRef and returns its
+// result: a double submit sees the first submit's outcome, and a cancel
+// during a charge the charge's. After WaitInFlight it returns a payment
+// still Processing.
+func (s *Service) AwaitSettled(ctx context.Context, billRef string) (Payment, error) {
 	return s.await(ctx, billRef, func() (Payment, error) { return s.Repo.LatestPayment(ctx, billRef) })
 }
 

@@ -53,9 +53,23 @@ func TestDatabaseOutage(t *testing.T) {
 		t.Fatalf("want a 303 to the checkout's card page: %d %s", entry.Code, entry.Body)
 	}
 	g.Callback(g.CardPay(servertest.Card{Number: "4242424242424242", CVV: "123"}.Apply(servertest.FormFields(c, tok, paid))))
+	checkoutID, ok := servertest.ParsePage(g.Serve(httpGet(checkoutPage)).Body.String()).FormTo("/cardPay")
+	if !ok {
+		t.Fatal("no card form on the checkout's page")
+	}
 	logged := len(g.Logs.String())
 
 	fwd.Cut()
+	// The card posted from the card page: the page it is sent to says
+	// payments are paused, and becomes the card form again once the
+	// database is back (checked below).
+	posted := g.ServeOnce(servertest.CardPayRequest(servertest.CheckoutPost(checkoutID.Values()["checkout"], servertest.Card{Number: "4242424242424242", CVV: "123"})))
+	pausedPage := posted.Header().Get("Location")
+	if posted.Code != http.StatusSeeOther || pausedPage == "" {
+		t.Fatalf("card posted during the outage: want a 303, got %d %s", posted.Code, posted.Body)
+	}
+	rec := g.Serve(httpGet(pausedPage))
+	pageSays(http.StatusServiceUnavailable, "not charged", `http-equiv="refresh"`)(t, rec.Code, rec.Body.String())
 	for _, tt := range []struct {
 		name  string
 		req   *http.Request
@@ -98,7 +112,7 @@ func TestDatabaseOutage(t *testing.T) {
 
 	// Mended, but cut again by the live acquirer's answer.
 	fwd.Mend()
-	rec := g.Serve(servertest.CardPayRequest(servertest.Card{Number: "4242424242424242", CVV: "123"}.Apply(servertest.FormFields(c, liveTok, liveBill))))
+	rec = g.Serve(servertest.CardPayRequest(servertest.Card{Number: "4242424242424242", CVV: "123"}.Apply(servertest.FormFields(c, liveTok, liveBill))))
 	pageSays(http.StatusAccepted, "being confirmed", "will not be charged twice")(t, rec.Code, rec.Body.String())
 	if strings.Contains(strings.ToLower(rec.Body.String()), "not charged") {
 		t.Errorf("a charge the acquirer approved is shown as not charged:\n%s", rec.Body)
@@ -126,6 +140,9 @@ func TestDatabaseOutage(t *testing.T) {
 	}
 	if q := g.Query(tok, paid.Reference); !q.Status {
 		t.Errorf("the bill paid before the outage: %+v", q)
+	}
+	if _, ok := servertest.ParsePage(g.Serve(httpGet(pausedPage)).Body.String()).FormTo("/cardPay"); !ok {
+		t.Errorf("the page a card post was sent to during the outage is not the card form once the database is back")
 	}
 	if err := g.Payments.Reconcile(context.Background(), 0); err != nil {
 		t.Fatal(err)
