@@ -103,7 +103,10 @@ func apiKeyFromBasic(header string) string {
 }
 
 // readFields reads a form body whatever the Content-Type says; a JSON
-// object of strings is accepted too.
+// object is accepted too, its strings and numbers as written (a merchant
+// code sent as a JSON number is the same digits: decoded as a float it
+// became "3.146610628e+09", a wrong username counted towards the lock).
+// Any other JSON value is not text: 400, not counted.
 func readFields(r *http.Request) (url.Values, error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -112,7 +115,9 @@ func readFields(r *http.Request) (url.Values, error) {
 	body = bytes.TrimSpace(body)
 	if len(body) > 0 && body[0] == '{' {
 		var m map[string]any
-		if err := json.Unmarshal(body, &m); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		if err := dec.Decode(&m); err != nil || dec.More() {
 			return nil, &auth.RequestError{Code: "invalid_request", Message: "the body is neither form-encoded nor a JSON object"}
 		}
 		if err := jsoncheck.UniqueNames(body); err != nil {
@@ -120,10 +125,14 @@ func readFields(r *http.Request) (url.Values, error) {
 		}
 		v := url.Values{}
 		for k, x := range m {
-			if s, ok := x.(string); ok {
-				v.Set(k, s)
-			} else if x != nil {
-				v.Set(k, fmt.Sprint(x))
+			switch x := x.(type) {
+			case string:
+				v.Set(k, x)
+			case json.Number:
+				v.Set(k, x.String())
+			case nil:
+			default:
+				return nil, &auth.RequestError{Code: "invalid_request", Message: fmt.Sprintf("the field %q is not text", clip(k))}
 			}
 		}
 		return v, nil

@@ -34,6 +34,10 @@ func TestTokenResponses(t *testing.T) {
 			servertest.TokenRequest(base64.StdEncoding.EncodeToString([]byte(c.Test.APIKey+":")), c.Username, c.Password)},
 		{"access token, JSON body without content type", "token_200",
 			jsonBody(`{"username":"` + c.Username + `","password":"` + c.Password + `"}`)},
+		// PHP's json_encode writes a merchant code held as an integer as
+		// a JSON number: the same digits.
+		{"access token, JSON number as username", "token_200",
+			jsonBody(`{"username":` + c.Username + `,"password":"` + c.Password + `"}`)},
 		{"payment token", "payment_token_200", servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Password, "password")},
 		{"payment token, API key as password", "payment_token_200", servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Test.APIKey, "password")},
 
@@ -51,6 +55,8 @@ func TestTokenResponses(t *testing.T) {
 			req.Header.Set("Authorization", "Basic "+c.Test.APIKey)
 			return req
 		}()},
+		// Not text: refused, and not counted towards the lock.
+		{"JSON boolean as password", "token_invalid_request_not_text", jsonBody(`{"username":"` + c.Username + `","password":true}`)},
 		{"repeated JSON member", "token_invalid_request_duplicate",
 			jsonBody(`{"username":"1234567890","username":"` + c.Username + `","password":"` + c.Password + `"}`)},
 		{"missing grant_type", "payment_token_invalid_request", servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Password, "")},

@@ -205,9 +205,11 @@ func (s *Service) guarded(ctx context.Context, now time.Time, subject, clientIP,
 	}
 	if !reserved {
 		if !until.After(now) {
-			// The allowance is held by attempts still being checked; if
-			// they fail, the lock that follows lasts this long.
-			until = now.Add(s.Lockout.LockFor)
+			// No lock: the allowance is held by attempts still being
+			// checked, which may all be right (a merchant's workers asking
+			// for tokens at once). Come back in a moment, like a full hash
+			// gate; not "locked for 30 minutes".
+			return ErrBusy
 		}
 		return &LockedError{RetryAfter: until.Sub(now)}
 	}

@@ -278,7 +278,8 @@ func TestThrottleDelay(t *testing.T) {
 
 // Parallel wrong passwords are counted before they are hashed: of 40 at
 // once, at most the lockout's 10 reach argon2id, the rest are refused
-// without a hash, and no more hashes run at once than the gate allows.
+// without a hash (busy while those are checked, locked once they failed),
+// and no more hashes run at once than the gate allows.
 func TestParallelGuessesAreCountedBeforeHashing(t *testing.T) {
 	s, _, _ := newTestService(t)
 	s.Hashes = NewHashGate(2, 64, time.Minute)
@@ -317,7 +318,7 @@ func TestParallelGuessesAreCountedBeforeHashing(t *testing.T) {
 		switch {
 		case err == ErrInvalidGrant:
 			grants++
-		case errors.As(err, &le):
+		case errors.As(err, &le), errors.Is(err, ErrBusy):
 			locked++
 		default:
 			t.Errorf("unexpected answer: %v", err)
@@ -332,6 +333,49 @@ func TestParallelGuessesAreCountedBeforeHashing(t *testing.T) {
 	var le *LockedError
 	if _, err := s.Issue(context.Background(), grantA()); !errors.As(err, &le) {
 		t.Errorf("correct password after the storm: %v, want the merchant locked", err)
+	}
+}
+
+// Right passwords in parallel (a merchant's workers all asking for a
+// token at once) are never locked out: past the allowance they are told
+// to come back in a moment, and every one gets its token on the next try.
+func TestParallelRightPasswordsAreNotLockedOut(t *testing.T) {
+	s, _, _ := newTestService(t)
+	s.Hashes = NewHashGate(2, 64, time.Minute)
+	s.CheckPassword = func(hash, password string) (bool, error) {
+		time.Sleep(20 * time.Millisecond) // long enough for the others to pile up
+		return secret.CheckPassword(hash, password)
+	}
+	const n = 16
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			<-start
+			_, err := s.Issue(context.Background(), grantA())
+			errs <- err
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	busy := 0
+	for err := range errs {
+		var le *LockedError
+		switch {
+		case errors.As(err, &le):
+			t.Errorf("a right password refused as locked for %s", le.RetryAfter)
+		case errors.Is(err, ErrBusy):
+			busy++
+		case err != nil:
+			t.Errorf("unexpected answer: %v", err)
+		}
+	}
+	for range busy {
+		if _, err := s.Issue(context.Background(), grantA()); err != nil {
+			t.Errorf("asked again after busy: %v", err)
+		}
 	}
 }
 

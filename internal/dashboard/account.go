@@ -15,7 +15,6 @@ import (
 	"rsc.io/qr"
 
 	"github.com/kadipay/kadi/internal/audit"
-	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/secret"
 )
 
@@ -40,17 +39,9 @@ func (h *Handler) changePassword(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusBadRequest, "security.html", map[string]any{"Error": "The two new passwords differ."})
 		return
 	}
-	err := h.Auth.Reauthenticate(r.Context(), v.Merchant, r.PostForm.Get("current"), clientIP(r))
-	var locked *auth.LockedError
-	switch {
-	case errors.As(err, &locked):
-		h.render(w, r, http.StatusTooManyRequests, "security.html", map[string]any{"Error": "Too many failed attempts; " + locked.Error()[len("too many failed attempts; "):] + "."})
-		return
-	case errors.Is(err, auth.ErrInvalidGrant):
+	if !h.reauthenticate(w, r, "current", func() {
 		h.render(w, r, http.StatusUnauthorized, "security.html", map[string]any{"Error": "The current password is not right."})
-		return
-	case err != nil:
-		h.internal(w, r, err)
+	}) {
 		return
 	}
 	if ok, _ := secret.CheckPassword(v.Merchant.PasswordHash, next); ok {
@@ -128,17 +119,9 @@ func (h *Handler) confirmTOTP(w http.ResponseWriter, r *http.Request) {
 		h.renderEnrolment(w, r, http.StatusBadRequest, sec, "That code is not right: enter the 6 digits your app shows now.")
 		return
 	}
-	err := h.Auth.Reauthenticate(r.Context(), v.Merchant, r.PostForm.Get("password"), clientIP(r))
-	var locked *auth.LockedError
-	switch {
-	case errors.As(err, &locked):
-		h.fail(w, r, http.StatusTooManyRequests, "Too many failed attempts", "Try again in "+locked.Error()[len("too many failed attempts; try again in "):]+".")
-		return
-	case errors.Is(err, auth.ErrInvalidGrant):
+	if !h.reauthenticate(w, r, "password", func() {
 		h.renderEnrolment(w, r, http.StatusUnauthorized, sec, "The password is not right.")
-		return
-	case err != nil:
-		h.internal(w, r, err)
+	}) {
 		return
 	}
 	codes := make([]string, 10)

@@ -35,18 +35,24 @@ func (h *Handler) renderDevelopers(w http.ResponseWriter, r *http.Request, statu
 	h.render(w, r, status, "developers.html", data)
 }
 
-// reauthenticate asks for the password again before a sensitive action,
-// counted with the sign-in lockout. It answers the page itself when the
-// password is refused.
-func (h *Handler) reauthenticate(w http.ResponseWriter, r *http.Request) bool {
+// reauthenticate asks for the password again (form field "password", or
+// field) before a sensitive action, counted with the sign-in lockout. It
+// answers the page itself when the password is refused: wrongPassword's
+// page for a wrong one, the developers page when nil.
+func (h *Handler) reauthenticate(w http.ResponseWriter, r *http.Request, field string, wrongPassword func()) bool {
 	v := visitOf(r)
-	err := h.Auth.Reauthenticate(r.Context(), v.Merchant, r.PostForm.Get("password"), clientIP(r))
+	err := h.Auth.Reauthenticate(r.Context(), v.Merchant, r.PostForm.Get(field), clientIP(r))
 	var locked *auth.LockedError
 	switch {
 	case err == nil:
 		return true
 	case errors.As(err, &locked):
 		h.fail(w, r, http.StatusTooManyRequests, "Too many failed attempts", "Try again in "+locked.Error()[len("too many failed attempts; try again in "):]+".")
+	case errors.Is(err, auth.ErrBusy):
+		w.Header().Set("Retry-After", "1")
+		h.fail(w, r, http.StatusServiceUnavailable, "The gateway is busy", "Try again in a moment.")
+	case errors.Is(err, auth.ErrInvalidGrant) && wrongPassword != nil:
+		wrongPassword()
 	case errors.Is(err, auth.ErrInvalidGrant):
 		h.renderDevelopers(w, r, http.StatusUnauthorized, map[string]any{"Error": "The password is not right."})
 	default:
@@ -66,7 +72,7 @@ func (h *Handler) regenerateKey(w http.ResponseWriter, r *http.Request) {
 		h.renderDevelopers(w, r, http.StatusBadRequest, map[string]any{"Error": "Tick the box to confirm: the current key stops working at once."})
 		return
 	}
-	if !h.reauthenticate(w, r) {
+	if !h.reauthenticate(w, r, "password", nil) {
 		return
 	}
 	v := visitOf(r)
@@ -80,7 +86,7 @@ func (h *Handler) regenerateKey(w http.ResponseWriter, r *http.Request) {
 
 // revealSecret shows the mode's notification secret after the password.
 func (h *Handler) revealSecret(w http.ResponseWriter, r *http.Request) {
-	if !h.liveAction(w, r) || !h.reauthenticate(w, r) {
+	if !h.liveAction(w, r) || !h.reauthenticate(w, r, "password", nil) {
 		return
 	}
 	v := visitOf(r)
@@ -96,7 +102,7 @@ func (h *Handler) revealSecret(w http.ResponseWriter, r *http.Request) {
 // rotateSecret replaces the notification secret; notifications are signed
 // with the new one from the next attempt on.
 func (h *Handler) rotateSecret(w http.ResponseWriter, r *http.Request) {
-	if !h.liveAction(w, r) || !h.reauthenticate(w, r) {
+	if !h.liveAction(w, r) || !h.reauthenticate(w, r, "password", nil) {
 		return
 	}
 	v := visitOf(r)
