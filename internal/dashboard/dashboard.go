@@ -100,16 +100,16 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	m.HandleFunc("GET /dashboard/payments", h.signedIn(h.payments, true))
 	m.HandleFunc("GET /dashboard/payments.csv", h.signedIn(h.paymentsCSV, true))
 	m.HandleFunc("GET /dashboard/payments/{ref}", h.signedIn(h.billPage, true))
-	m.HandleFunc("POST /dashboard/payments/{ref}/resend-ipn", h.signedIn(h.resendIPN, true))
+	m.HandleFunc("POST /dashboard/payments/{ref}/resend-ipn", h.signedIn(h.inMode(h.resendIPN), true))
 	m.HandleFunc("GET /dashboard/developers", h.signedIn(h.developers, true))
-	m.HandleFunc("POST /dashboard/developers/regenerate", h.signedIn(h.regenerateKey, true))
-	m.HandleFunc("POST /dashboard/developers/reveal-secret", h.signedIn(h.revealSecret, true))
-	m.HandleFunc("POST /dashboard/developers/rotate-secret", h.signedIn(h.rotateSecret, true))
+	m.HandleFunc("POST /dashboard/developers/regenerate", h.signedIn(h.inMode(h.regenerateKey), true))
+	m.HandleFunc("POST /dashboard/developers/reveal-secret", h.signedIn(h.inMode(h.revealSecret), true))
+	m.HandleFunc("POST /dashboard/developers/rotate-secret", h.signedIn(h.inMode(h.rotateSecret), true))
 	m.HandleFunc("GET /dashboard/settings/ipn", h.signedIn(h.ipnSettings, true))
-	m.HandleFunc("POST /dashboard/settings/ipn", h.signedIn(h.saveIPNSettings, true))
-	m.HandleFunc("POST /dashboard/settings/ipn/test", h.signedIn(h.testIPN, true))
+	m.HandleFunc("POST /dashboard/settings/ipn", h.signedIn(h.inMode(h.saveIPNSettings), true))
+	m.HandleFunc("POST /dashboard/settings/ipn/test", h.signedIn(h.inMode(h.testIPN), true))
 	m.HandleFunc("GET /dashboard/ipn", h.signedIn(h.ipnLog, true))
-	m.HandleFunc("POST /dashboard/ipn/{id}/replay", h.signedIn(h.replayIPN, true))
+	m.HandleFunc("POST /dashboard/ipn/{id}/replay", h.signedIn(h.inMode(h.replayIPN), true))
 	m.HandleFunc("GET /dashboard/audit", h.signedIn(h.auditLog, true))
 	m.HandleFunc("GET /dashboard/security", h.signedIn(h.security, true))
 	m.HandleFunc("POST /dashboard/security/password", h.signedIn(h.changePassword, true))
@@ -185,6 +185,26 @@ func (h *Handler) signedIn(next http.HandlerFunc, full bool) http.HandlerFunc {
 	}
 }
 
+// formAuth is what every form posts back besides its fields: the
+// session's CSRF token and the mode the page was shown in.
+type formAuth struct{ Token, Mode string }
+
+// inMode refuses a form shown in the other mode than the session's now: a
+// tab left on the test keys must not regenerate the live key after
+// another tab switched the session to live (nor save, rotate, reveal,
+// resend or replay there).
+func (h *Handler) inMode(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v := visitOf(r)
+		if shown := r.PostForm.Get("form_mode"); shown != string(v.Sess.Mode) {
+			h.fail(w, r, http.StatusConflict, "Nothing was changed: this page was for another mode",
+				"The dashboard is in "+string(v.Sess.Mode)+" mode now (switched in another tab?). Reload the page, check the mode, and try again.")
+			return
+		}
+		next(w, r)
+	}
+}
+
 // session reads the cookie's session, if it is alive.
 func (h *Handler) session(r *http.Request, now time.Time) (session.Session, error) {
 	c, err := r.Cookie(h.cookieName())
@@ -236,7 +256,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	data["Visit"] = v
 	data["Mode"] = string(v.Sess.Mode)
 	data["Live"] = v.Sess.Mode == merchant.Live
-	data["CSRF"] = v.Sess.CSRF
+	data["CSRF"] = formAuth{Token: v.Sess.CSRF, Mode: string(v.Sess.Mode)}
 	data["Path"] = r.URL.Path
 	var buf bytes.Buffer
 	if err := h.pages.ExecuteTemplate(&buf, name, data); err != nil {

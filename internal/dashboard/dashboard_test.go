@@ -23,12 +23,13 @@ import (
 
 const visa = "4242424242424242"
 
-// browser is a cookie jar and the CSRF token of the page it last read.
+// browser is a cookie jar and the CSRF token and mode of the page it last
+// read.
 type browser struct {
-	t      *testing.T
-	g      *servertest.Gateway
-	cookie *http.Cookie
-	csrf   string
+	t              *testing.T
+	g              *servertest.Gateway
+	cookie         *http.Cookie
+	csrf, formMode string
 }
 
 func (b *browser) do(method, path string, form url.Values, header http.Header) *httptest.ResponseRecorder {
@@ -56,11 +57,23 @@ func (b *browser) do(method, path string, form url.Values, header http.Header) *
 			}
 		}
 	}
-	if i := strings.Index(rec.Body.String(), `name="csrf" value="`); i >= 0 {
-		rest := rec.Body.String()[i+len(`name="csrf" value="`):]
-		b.csrf = rest[:strings.Index(rest, `"`)]
+	if v, ok := hiddenValue(rec.Body.String(), "csrf"); ok {
+		b.csrf = v
+	}
+	if v, ok := hiddenValue(rec.Body.String(), "form_mode"); ok {
+		b.formMode = v
 	}
 	return rec
+}
+
+// hiddenValue is the value of the first input named name on page.
+func hiddenValue(page, name string) (string, bool) {
+	i := strings.Index(page, `name="`+name+`" value="`)
+	if i < 0 {
+		return "", false
+	}
+	rest := page[i+len(`name="`+name+`" value="`):]
+	return rest[:strings.Index(rest, `"`)], true
 }
 
 func (b *browser) get(path string) *httptest.ResponseRecorder {
@@ -73,7 +86,14 @@ func (b *browser) post(path string, form url.Values) *httptest.ResponseRecorder 
 		form = url.Values{}
 	}
 	form.Set("csrf", b.csrf)
-	return b.do(http.MethodPost, path, form, nil)
+	if !form.Has("form_mode") {
+		form.Set("form_mode", b.formMode)
+	}
+	rec := b.do(http.MethodPost, path, form, nil)
+	if path == "/dashboard/mode" && rec.Code == http.StatusSeeOther {
+		b.get(rec.Header().Get("Location")) // as a browser does: the page, in the new mode
+	}
+	return rec
 }
 
 func signIn(t *testing.T, g *servertest.Gateway, c merchant.Credentials) *browser {
@@ -371,6 +391,50 @@ func TestSecondFactor(t *testing.T) {
 		if rec := other.post("/dashboard/verify", url.Values{"code": {recovery}}); rec.Code != want {
 			t.Errorf("recovery code, use %d: %d, want %d", i+1, rec.Code, want)
 		}
+	}
+}
+
+// A form from a page shown in test mode, posted after another tab switched
+// the session to live, changes nothing: "Regenerate the test key" must not
+// revoke the live key that takes the merchant's real payments.
+func TestStaleTabActsOnItsOwnModeOnly(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Two Tabs Shop")
+	if err := g.Store.EnableTOTP(t.Context(), c.MerchantCode, "JBSWY3DPEHPK3PXP", nil, g.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	tab := signIn(t, g, c)
+	if rec := tab.post("/dashboard/verify", url.Values{"code": {mustCode(t, "JBSWY3DPEHPK3PXP", g.Clock.Now())}}); rec.Code != http.StatusSeeOther {
+		t.Fatalf("verify: %d", rec.Code)
+	}
+	liveToken := g.Token(c, merchant.Live)
+	testPage := tab.get("/dashboard/developers")
+	if !strings.Contains(testPage.Body.String(), `name="form_mode" value="test"`) {
+		t.Fatalf("the developers page does not say which mode its forms are for")
+	}
+	stale := *tab // the test-mode tab
+	tab.post("/dashboard/mode", url.Values{"mode": {"live"}})
+	for path, form := range map[string]url.Values{
+		"/dashboard/developers/regenerate":    {"confirm": {"yes"}, "password": {c.Password}},
+		"/dashboard/developers/rotate-secret": {"confirm": {"yes"}, "password": {c.Password}},
+		"/dashboard/developers/reveal-secret": {"password": {c.Password}},
+		"/dashboard/settings/ipn":             {"url": {"https://shop.example/ipn"}},
+		"/dashboard/settings/ipn/test":        nil,
+	} {
+		if form == nil {
+			form = url.Values{}
+		}
+		form.Set("form_mode", "test") // what the test-mode page's form carries
+		if rec := stale.post(path, form); rec.Code != http.StatusConflict || !strings.Contains(rec.Body.String(), "live mode now") {
+			t.Errorf("%s from the test-mode tab after the switch: %d, want 409", path, rec.Code)
+		}
+	}
+	if rec := g.Serve(servertest.QueryRequest(liveToken, "NOSUCHBILL01")); rec.Code == http.StatusUnauthorized {
+		t.Error("the live key's token stopped working: the stale tab regenerated the live key")
+	}
+	// The tab in the mode it shows acts.
+	if rec := tab.post("/dashboard/developers/regenerate", url.Values{"confirm": {"yes"}, "password": {c.Password}}); rec.Code != http.StatusOK {
+		t.Errorf("regenerate from the live page: %d", rec.Code)
 	}
 }
 
