@@ -77,7 +77,7 @@ func (s *Service) Create(ctx context.Context, m merchant.Merchant, mode merchant
 // with the latter). Only something shaped like a bill reference is looked
 // up as one: every reference ever drawn has that shape.
 func FindEither[T any](ref string, find func(byOrderReference bool) (T, error)) (T, error) {
-	if !couldBeReference(ref) {
+	if !CouldBeReference(ref) {
 		return find(true)
 	}
 	v, err := find(false)
@@ -87,10 +87,10 @@ func FindEither[T any](ref string, find func(byOrderReference bool) (T, error)) 
 	return v, err
 }
 
-// couldBeReference reports whether ref has the shape of a bill reference
+// CouldBeReference reports whether ref has the shape of a bill reference
 // of any version: 12 upper-case letters and digits (the ambiguous ones
 // included: references drawn before the unambiguous alphabet have them).
-func couldBeReference(ref string) bool {
+func CouldBeReference(ref string) bool {
 	if len(ref) != 12 {
 		return false
 	}

@@ -306,12 +306,12 @@ func TestCouldBeReference(t *testing.T) {
 		"ORD1":         false, "NOSUCHBILL": false, "ABCDEFGHJKLMN": false,
 		"abcdefghjklm": false, "ABCDEFGHJKL-": false, "ABCDEFGHJKLÉ": false, "": false,
 	} {
-		if got := couldBeReference(ref); got != want {
-			t.Errorf("couldBeReference(%q) = %v, want %v", ref, got, want)
+		if got := CouldBeReference(ref); got != want {
+			t.Errorf("CouldBeReference(%q) = %v, want %v", ref, got, want)
 		}
 	}
 	for range 100 {
-		if ref := secret.RandomString(12, secret.Unambiguous); !couldBeReference(ref) {
+		if ref := secret.RandomString(12, secret.Unambiguous); !CouldBeReference(ref) {
 			t.Fatalf("a drawn reference %q is not shaped like one", ref)
 		}
 	}

@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"net/url"
 	"os"
+	"regexp"
 	"runtime/debug"
 	"strings"
 
@@ -198,12 +200,32 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// redactURL hides a password in a database URL before it is logged.
-func redactURL(u string) string {
-	if at := strings.LastIndex(u, "@"); at > 0 {
-		if scheme := strings.Index(u, "://"); scheme > 0 && scheme < at {
-			return u[:scheme+3] + "…" + u[at:]
+// redactURL hides the passwords in a database URL before it is printed or
+// logged: pgx takes one in the URL's user info, in its query
+// (password=, sslpassword=) and in a keyword/value string.
+func redactURL(dsn string) string {
+	const hidden = "REDACTED"
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" && u.Host != "" {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), hidden)
+		}
+		q := u.Query()
+		for _, k := range []string{"password", "sslpassword"} {
+			if q.Has(k) {
+				q.Set(k, hidden)
+				u.RawQuery = q.Encode()
+			}
+		}
+		return u.String()
+	}
+	if at := strings.LastIndex(dsn, "@"); at > 0 {
+		if scheme := strings.Index(dsn, "://"); scheme > 0 && scheme < at {
+			return dsn[:scheme+3] + "…" + dsn[at:] // a URL that does not parse
 		}
 	}
-	return u
+	return dsnPassword.ReplaceAllString(dsn, "${1}="+hidden)
 }
+
+// dsnPassword is a password in a keyword/value connection string, quoted
+// or not.
+var dsnPassword = regexp.MustCompile(`(?i)\b((?:ssl)?password)\s*=\s*(?:'(?:[^'\\]|\\.)*'|\S+)`)

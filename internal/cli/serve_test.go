@@ -116,3 +116,25 @@ func TestCollectorSettings(t *testing.T) {
 		})
 	}
 }
+
+// A database URL is printed at start and by merchant create: no password
+// in it, wherever pgx takes one.
+func TestRedactURL(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"postgres://kadi:s3cret@db:5432/kadi?sslmode=disable", "postgres://kadi:REDACTED@db:5432/kadi?sslmode=disable"},
+		{"postgres://db:5432/kadi?sslmode=disable&user=kadi&password=TopSecret123", "postgres://db:5432/kadi?password=REDACTED&sslmode=disable&user=kadi"},
+		{"postgresql://db/kadi?sslpassword=k3y", "postgresql://db/kadi?sslpassword=REDACTED"},
+		{"postgres://kadi@db/kadi", "postgres://kadi@db/kadi"},
+		{"host=db user=kadi password=TopSecret123 dbname=kadi", "host=db user=kadi password=REDACTED dbname=kadi"},
+		{"host=db password = 'top secret\\' 123' dbname=kadi", "host=db password=REDACTED dbname=kadi"},
+		{"postgres://kadi:pa%zz@db/kadi", "postgres://…@db/kadi"},
+		{"sqlite:kadi-data/kadi.db", "sqlite:kadi-data/kadi.db"},
+	} {
+		if got := redactURL(tt.in); got != tt.want {
+			t.Errorf("redactURL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if strings.Contains(redactURL(tt.in), "ecret") || strings.Contains(redactURL(tt.in), "k3y") {
+			t.Errorf("redactURL(%q) shows a password", tt.in)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/server/servertest"
 	"github.com/kadipay/kadi/internal/session"
+	"github.com/kadipay/kadi/internal/store/storetest"
 )
 
 const visa = "4242424242424242"
@@ -435,6 +437,30 @@ func TestStaleTabActsOnItsOwnModeOnly(t *testing.T) {
 	// The tab in the mode it shows acts.
 	if rec := tab.post("/dashboard/developers/regenerate", url.Values{"confirm": {"yes"}, "password": {c.Password}}); rec.Code != http.StatusOK {
 		t.Errorf("regenerate from the live page: %d", rec.Code)
+	}
+}
+
+// A bill page's reference that is not one (bytes that are not UTF-8, a NUL,
+// the wrong length) is a 404 like a missing bill, on both stores: never a
+// 500 from PostgreSQL refusing the bytes.
+func TestBillPageOfANonReference(t *testing.T) {
+	stores := map[string]servertest.Options{"SQLite": {}}
+	if base := os.Getenv("KADI_TEST_DATABASE_URL"); base != "" {
+		stores["PostgreSQL"] = servertest.Options{DatabaseURL: storetest.FreshSchema(t, base)}
+	}
+	for name, opts := range stores {
+		t.Run(name, func(t *testing.T) {
+			g := servertest.Start(t, opts)
+			b := signIn(t, g, g.Onboard("Odd Links Shop"))
+			for _, ref := range []string{"%FF", "%00", "A%C3", "ABCDEFGHJK%FF", "ABCDEFGHJKMN%00"} {
+				if rec := b.get("/dashboard/payments/" + ref); rec.Code != http.StatusNotFound {
+					t.Errorf("bill page %s: %d, want 404", ref, rec.Code)
+				}
+				if rec := b.post("/dashboard/payments/"+ref+"/resend-ipn", nil); rec.Code != http.StatusNotFound {
+					t.Errorf("resend of %s: %d, want 404", ref, rec.Code)
+				}
+			}
+		})
 	}
 }
 

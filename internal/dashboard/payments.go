@@ -247,7 +247,13 @@ type attemptView struct {
 // mode only, with every attempt and the notification of the successful one.
 func (h *Handler) billOf(r *http.Request) (bill.Bill, []attemptView, error) {
 	v := visitOf(r)
-	b, err := h.Store.BillByReference(r.Context(), v.Merchant.Code, v.Sess.Mode, r.PathValue("ref"))
+	ref := r.PathValue("ref")
+	if !bill.CouldBeReference(ref) {
+		// Not even the shape of one: not found, without asking the
+		// database (PostgreSQL refuses bytes that are not UTF-8: a 500).
+		return bill.Bill{}, nil, bill.ErrNotFound
+	}
+	b, err := h.Store.BillByReference(r.Context(), v.Merchant.Code, v.Sess.Mode, ref)
 	if err != nil {
 		return b, nil, err
 	}

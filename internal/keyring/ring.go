@@ -79,7 +79,8 @@ func Parse(text string) (Ring, error) {
 		switch {
 		case len(f) == 3 && f[0] == "pinned":
 			if !isFixed(f[1]) {
-				return Ring{}, fmt.Errorf("line %d: %q is not a fixed purpose (%s)", n, f[1], strings.Join(Fixed, ", "))
+				// Not quoted: fields in the wrong order put the key here.
+				return Ring{}, fmt.Errorf("line %d: the purpose of a pinned key is one of %s", n, strings.Join(Fixed, ", "))
 			}
 			if r.Pinned[f[1]] != nil {
 				return Ring{}, fmt.Errorf("line %d: %s pinned twice", n, f[1])
@@ -125,7 +126,8 @@ func decodeKey(s string) ([]byte, error) {
 
 func checkID(id string) error {
 	if len(id) == 0 || len(id) > MaxIDLength || id == "pinned" || strings.IndexFunc(id, notIDChar) >= 0 {
-		return fmt.Errorf("key id %q: 1 to %d letters, digits, - or _ (and not \"pinned\")", id, MaxIDLength)
+		// Not quoted: fields in the wrong order put the key here.
+		return fmt.Errorf("key id: 1 to %d letters, digits, - or _ (and not \"pinned\"), then the key", MaxIDLength)
 	}
 	return nil
 }

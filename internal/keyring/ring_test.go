@@ -50,10 +50,14 @@ func TestParse(t *testing.T) {
 		{"id with a colon", "k:1 " + hexA, nil, nil, "key id"},
 		{"id with a dot", "k.1 " + hexA, nil, nil, "key id"},
 		{"id too long", strings.Repeat("k", MaxIDLength+1) + " " + hexA, nil, nil, "key id"},
+		// Swapped fields put the key where a name is expected: the error
+		// (printed at start, logged at a reload) must not show it.
+		{"key and id swapped", hexA + " k1", nil, nil, "line 1: key id"},
+		{"pinned key and purpose swapped", "k1 " + hexA + "\npinned " + hexB + " card-fingerprint", nil, nil, "line 2: the purpose"},
 		{"id pinned", "pinned " + hexA, nil, nil, "key id"},
 		{"bare key among others", hexA + "\nk1 " + hexB, nil, nil, "line 1: want"},
 		{"three fields", "k1 " + hexA + " extra", nil, nil, "want"},
-		{"pinned unknown purpose", "k1 " + hexA + "\npinned token " + hexB, nil, nil, "not a fixed purpose"},
+		{"pinned unknown purpose", "k1 " + hexA + "\npinned token " + hexB, nil, nil, "the purpose"},
 		{"pinned twice", "k1 " + hexA + "\npinned sim-acquirer " + hexB + "\npinned sim-acquirer " + hexB, nil, nil, "pinned twice"},
 		{"pinned key of another length", "k1 " + hexA + "\npinned sim-acquirer " + hexA + hexA, nil, nil, "32 bytes"},
 	} {
