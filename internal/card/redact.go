@@ -13,7 +13,8 @@ import (
 //
 // A card number here is 13 to 19 digits that pass the Luhn check, bounded
 // by non-digits, and written either solid or in groups joined by single
-// spaces or dashes. Groups are joined greedily into chains ("1500 nnnn nnnn
+// separators: a space or a dash, and the dot, underscore, plus (a form's
+// space) and slash that request ids, paths and encoded bodies carry. Groups are joined greedily into chains ("1500 nnnn nnnn
 // nnnn nnnn"), and every run of whole groups in a chain is tried, so a card
 // number is found even when an amount or reference sits one space away from
 // it.
@@ -67,8 +68,8 @@ const (
 type digitGroup struct{ start, end int }
 
 // scanChain collects the digit groups starting at s[i] that are joined by
-// single spaces or dashes, with their total digit count and the index just
-// past the last one.
+// single separators, with their total digit count and the index just past
+// the last one.
 func scanChain(s string, i int, groups []digitGroup) ([]digitGroup, int, int) {
 	digits := 0
 	for {
@@ -78,12 +79,16 @@ func scanChain(s string, i int, groups []digitGroup) ([]digitGroup, int, int) {
 		}
 		groups = append(groups, digitGroup{start, i})
 		digits += i - start
-		if i+1 < len(s) && (s[i] == ' ' || s[i] == '-') && isDigit(s[i+1]) {
+		if i+1 < len(s) && isSeparator(s[i]) && isDigit(s[i+1]) {
 			i++
 			continue
 		}
 		return groups, digits, i
 	}
+}
+
+func isSeparator(c byte) bool {
+	return c == ' ' || c == '-' || c == '.' || c == '_' || c == '+' || c == '/'
 }
 
 // candidate is a run of whole groups, groups[first..last], that could be a

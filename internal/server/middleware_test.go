@@ -33,6 +33,11 @@ func TestRequestID(t *testing.T) {
 		{"has space in it", false},       // outside the safe set
 		{"inject\"quote<tag>", false},    // would break logs or pages
 		{"req_0123456789abcdef", true},
+		// A card number would be echoed and logged in clear.
+		{"4242424242424242", false},
+		{"4242-4242-4242-4242", false},
+		{"4242.4242.4242.4242", false},
+		{"4242_4242_4242_4242", false},
 	}
 	ids := map[string]bool{}
 	for _, tc := range cases {
@@ -53,6 +58,9 @@ func TestRequestID(t *testing.T) {
 			t.Errorf("generated id %q twice", got)
 		}
 		ids[got] = true
+		if strings.Contains(logs.String(), "4242_4242") || strings.Contains(logs.String(), "4242.4242") {
+			t.Errorf("incoming %q: a card number in the log", tc.incoming)
+		}
 		if !strings.Contains(logs.String(), `"request_id":"`+got+`"`) {
 			t.Errorf("the access log does not carry request id %q", got)
 		}
