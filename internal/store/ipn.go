@@ -358,8 +358,12 @@ func (s *DB) IPNAttempts(ctx context.Context, id string) ([]ipn.Attempt, error) 
 func (s *DB) ReplayIPN(ctx context.Context, id string, now time.Time, actor string) (ipn.Event, error) {
 	var ev ipn.Event
 	err := s.inTx(ctx, func(t tx) error {
+		// The lease goes too: an attempt in flight when the replay comes
+		// would otherwise write its outcome over the new round (failed
+		// for good after a last attempt, or delivered) and the replay
+		// would never be sent. That attempt finds its lease lost.
 		res, err := t.exec(ctx, `UPDATE ipn_events SET status = ?, attempts = 0, replays = replays + 1, next_attempt_at = ?,
-			delivered_at = 0, last_error = '' WHERE id = ?`, string(ipn.Pending), ms(now), id)
+			delivered_at = 0, last_error = '', lease_owner = '', lease_until = 0 WHERE id = ?`, string(ipn.Pending), ms(now), id)
 		if err != nil {
 			return fmt.Errorf("replay IPN event: %w", err)
 		}

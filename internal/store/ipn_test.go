@@ -409,6 +409,34 @@ func testIPNReplay(t *testing.T, db *store.DB) {
 	if !found {
 		t.Errorf("replay not in the audit log: %+v", events)
 	}
+	// A replay while an attempt is in flight: that attempt's outcome, even
+	// a last failure or a success, does not end the new round.
+	if err := db.RecordIPN(ctx, ipn.Result{EventID: ev.ID, Owner: "p", Attempt: &ipn.Attempt{At: at, StatusCode: 500}, Status: ipn.Pending, NextAttemptAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	for _, outcome := range []ipn.Status{ipn.Failed, ipn.Delivered} {
+		inFlight, _ := db.ClaimIPN(ctx, ipn.Claim{Owner: "q", Now: at, LeaseUntil: at.Add(time.Minute), Limit: 5})
+		if !slices.Equal(ipnIDs(inFlight), []string{ev.ID}) {
+			t.Fatalf("claimed %v", ipnIDs(inFlight))
+		}
+		if _, err := db.ReplayIPN(ctx, ev.ID, at, "cli"); err != nil {
+			t.Fatal(err)
+		}
+		err := db.RecordIPN(ctx, ipn.Result{EventID: ev.ID, Owner: "q", Attempt: &ipn.Attempt{At: at, StatusCode: 200}, Status: outcome, LastError: "the in-flight attempt", At: at})
+		if !errors.Is(err, ipn.ErrLeaseLost) {
+			t.Errorf("%s recorded over a replay: %v, want the lease lost", outcome, err)
+		}
+		now, _ := db.IPNEvent(ctx, ev.ID)
+		if now.Status != ipn.Pending || now.Attempts != 0 {
+			t.Errorf("after a replay and an in-flight %s: %s with %d attempts, want a new round pending", outcome, now.Status, now.Attempts)
+		}
+		if again, _ := db.ClaimIPN(ctx, ipn.Claim{Owner: "r", Now: at, LeaseUntil: at.Add(time.Minute), Limit: 5}); !slices.Equal(ipnIDs(again), []string{ev.ID}) {
+			t.Errorf("the replay is not due: claimed %v", ipnIDs(again))
+		}
+		if err := db.RecordIPN(ctx, ipn.Result{EventID: ev.ID, Owner: "r", Status: ipn.Pending, NextAttemptAt: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := db.ReplayIPN(ctx, "msg_nope", at, "cli"); !errors.Is(err, ipn.ErrNotFound) {
 		t.Errorf("replay of an unknown id: %v", err)
 	}
