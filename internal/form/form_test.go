@@ -58,6 +58,11 @@ func TestUntrustedFormsGetOurErrorPage(t *testing.T) {
 		{"callbackUrl host writing a CSP directive", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example;sandbox/cb") }},
 		{"callbackUrl host with a quote", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example'/cb") }},
 		{"callbackUrl host with a comma", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://a.example,b.example/cb") }},
+		// The result page's CSP names the callback's origin; browsers drop
+		// a source that is no CSP host and then refuse the post back.
+		{"callbackUrl to an IPv6 address", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "http://[::1]:8000/cb") }},
+		{"callbackUrl to an IPv4-mapped IPv6 address", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "http://[::ffff:127.0.0.1]:8000/cb") }},
+		{"callbackUrl host with a trailing dot", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example./cb") }},
 		{"no callbackUrl", http.StatusBadRequest, func(v url.Values) { v.Del("callbackUrl") }},
 		{"a repeated field", http.StatusBadRequest, func(v url.Values) { v.Add("amount", "1.00") }},
 		{"callbackUrl port 0", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example:0/cb") }},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,13 +73,17 @@ func rawCardPay(body string) *http.Request {
 	return req
 }
 
+// cspHost is CSP3's host-part without wildcards: 1*host-char *( "."
+// 1*host-char ), host-char = ALPHA / DIGIT / "-".
+var cspHost = regexp.MustCompile(`^[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*$`)
+
 // FuzzCheckCallbackURL: an accepted callbackUrl is always absolute http(s)
 // with a host and without query, fragment or credentials, https in live
 // mode, and survives a round trip through url.Parse unchanged in meaning.
 func FuzzCheckCallbackURL(f *testing.F) {
 	for _, s := range []string{"https://shop.example/cb", "http://127.0.0.1:8080/x", "https://shop.example/cb?x=1",
 		"https://shop.example/#f", "javascript:alert(1)", "//shop.example/cb", "https://user:pw@shop.example/",
-		"https://shop.example/cb?", "HTTPS://SHOP.EXAMPLE/a%20b", "https://[::1]:443/x", "http://shop.example\t/x", "https://shop.example;sandbox/cb", "https://shop.example:0/cb", "https://shop.example:65535/cb", "https://shop.example:/cb"} {
+		"https://shop.example/cb?", "HTTPS://SHOP.EXAMPLE/a%20b", "https://[::1]:443/x", "http://shop.example\t/x", "https://shop.example;sandbox/cb", "https://shop.example:0/cb", "https://shop.example:65535/cb", "https://shop.example:/cb", "http://[::ffff:127.0.0.1]:8000/cb", "https://shop.example./cb"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
@@ -96,6 +101,8 @@ func FuzzCheckCallbackURL(f *testing.F) {
 				t.Fatalf("%q accepted: %#v", raw, u)
 			case strings.ContainsAny(u.Host, ";,' \"*"):
 				t.Fatalf("%q accepted with a host that could write CSP: %q", raw, u.Host)
+			case !cspHost.MatchString(u.Hostname()):
+				t.Fatalf("%q accepted with a host the result page's CSP cannot name: %q", raw, u.Hostname())
 			case strings.ContainsAny(raw, "?#"):
 				t.Fatalf("%q accepted with a query or fragment marker", raw)
 			case u.Port() != "" && !validPortNumber(u.Port()):

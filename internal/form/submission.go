@@ -3,7 +3,7 @@ package form
 import (
 	"errors"
 	"fmt"
-	"net"
+	"net/netip"
 	"net/mail"
 	"net/url"
 	"regexp"
@@ -223,7 +223,7 @@ func CheckCallbackURL(raw string, mode merchant.Mode) (*url.URL, error) {
 	case !validHost(u.Hostname()):
 		// The origin goes into the page's Content-Security-Policy: a host
 		// with ';' or quotes in it would write directives of its own.
-		return nil, &ErrCallbackURL{"must name a host by DNS name (ASCII, punycode for IDN) or IP address"}
+		return nil, &ErrCallbackURL{"must name a host by DNS name (ASCII, punycode for IDN) or IPv4 address"}
 	case !validPort(u):
 		// A port the browser cannot reach would still be charged first.
 		return nil, &ErrCallbackURL{"must use a port between 1 and 65535"}
@@ -237,7 +237,11 @@ func CheckCallbackURL(raw string, mode merchant.Mode) (*url.URL, error) {
 	return u, nil
 }
 
-var dnsName = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*\.?$`)
+// dnsName has no trailing dot: the result page's Content-Security-Policy
+// names the callback's origin as a CSP host-source (letters, digits,
+// dashes, dots between labels), and a browser drops a source it cannot
+// parse, then refuses the post back to the shop after the charge.
+var dnsName = regexp.MustCompile(`^(?i)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
 
 // validPort accepts no port, or a decimal one in 1–65535; a ':' with
 // nothing after it is no port either.
@@ -250,6 +254,14 @@ func validPort(u *url.URL) bool {
 	return err == nil && n >= 1 && n <= 65535
 }
 
+// validHost is a DNS name or an IPv4 address in dotted form: an IPv6
+// address, bracketed, is no CSP host-source (see dnsName).
 func validHost(h string) bool {
-	return len(h) <= 253 && (dnsName.MatchString(h) || net.ParseIP(h) != nil)
+	if len(h) > 253 {
+		return false
+	}
+	if a, err := netip.ParseAddr(h); err == nil {
+		return a.Is4()
+	}
+	return dnsName.MatchString(h)
 }
