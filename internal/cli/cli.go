@@ -78,6 +78,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprint(stderr, usage)
 			return errUsage
 		}
+		if isHelp(args[1]) {
+			return groupHelp("merchant", stdout)
+		}
 		switch args[1] {
 		case "create":
 			return merchantCreate(ctx, args[2:], stdout, stderr)
@@ -101,6 +104,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "kadi: unknown command %q\n\n%s", strings.Join(args, " "), usage)
 	return errUsage
+}
+
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"
+}
+
+// groupHelp prints the usage lines of a command group ("kadi merchant -h").
+func groupHelp(group string, stdout io.Writer) error {
+	fmt.Fprintln(stdout, "Usage:")
+	for _, l := range strings.Split(usage, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "kadi "+group+" ") {
+			fmt.Fprintln(stdout, l)
+		}
+	}
+	fmt.Fprintf(stdout, "\nRun \"kadi %s SUBCOMMAND -h\" for a subcommand's flags.\n", group)
+	return nil
 }
 
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {

@@ -33,7 +33,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	dataDirGiven := st.dataDir != "kadi-data" && st.dataDir != ""
+	if cfg.FormAddr != "" || cfg.DashboardAddr != "" {
+		// The demo's shop, links and printout assume one listener.
+		return usageErr(fs, errors.New("the demo serves the hosted form and the dashboard on --addr; --form-addr and --dashboard-addr are for kadi serve"))
+	}
+	dataDirGiven := st.dataDir != "" // any, the usual kadi-data included
 	if !dataDirGiven {
 		dir, err := os.MkdirTemp("", "kadi-demo-")
 		if err != nil {
@@ -57,7 +61,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		gwLn.Close()
 		return err
 	}
-	gatewayURL, shopURL := "http://"+gwLn.Addr().String(), "http://"+shopLn.Addr().String()
+	gatewayURL, _ := localURL(gwLn)
+	shopURL, _ := localURL(shopLn)
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = gatewayURL
 	}

@@ -200,3 +200,47 @@ func TestDemoRemovesItsDataDir(t *testing.T) {
 		t.Errorf("data dir %s left behind after the demo stopped: %v", dir, err)
 	}
 }
+
+// A --data-dir given is kept, whatever its name: kadi-data, the README's,
+// was taken for "not given", run on a temporary dir and removed.
+func TestDemoKeepsAGivenDataDir(t *testing.T) {
+	t.Chdir(t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"demo", "--data-dir", "kadi-data", "--addr", "127.0.0.1:0", "--shop-addr", "127.0.0.1:0"}, &stdout, &stderr)
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(stdout.String(), "Data dir") {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("demo printed no data dir:\n%s\n%s", stdout.String(), stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	if !regexp.MustCompile(`Data dir\s+kadi-data\n`).MatchString(stdout.String()) {
+		t.Errorf("the demo did not run on kadi-data:\n%s", stdout.String())
+	}
+	if _, err := os.Stat("kadi-data/kadi.db"); err != nil {
+		t.Errorf("kadi-data not kept after the demo stopped: %v", err)
+	}
+}
+
+// The demo's shop and printout assume one listener: split ones are refused
+// with a reason, not printed as links that 404.
+func TestDemoRefusesSplitListeners(t *testing.T) {
+	for _, flag := range []string{"--form-addr", "--dashboard-addr"} {
+		var stdout, stderr syncBuffer
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a demo that starts runs until then
+		err := run(ctx, []string{"demo", "--data-dir", t.TempDir(), "--addr", "127.0.0.1:0", "--shop-addr", "127.0.0.1:0", flag, "127.0.0.1:0"}, &stdout, &stderr)
+		cancel()
+		if err != errUsage || !strings.Contains(stderr.String(), "kadi serve") {
+			t.Errorf("demo %s: %v\n%s", flag, err, stderr.String())
+		}
+	}
+}

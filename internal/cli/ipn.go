@@ -22,6 +22,9 @@ func ipnCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprint(stderr, usage)
 		return errUsage
 	}
+	if isHelp(args[0]) {
+		return groupHelp("ipn", stdout)
+	}
 	switch args[0] {
 	case "list":
 		return ipnList(ctx, args[1:], stdout, stderr)

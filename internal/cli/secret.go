@@ -68,6 +68,9 @@ func (f *secretFlags) parse(fset *flag.FlagSet, args []string) (server.KeySource
 }
 
 func secretCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		return groupHelp("secret", stdout)
+	}
 	if len(args) > 0 {
 		switch args[0] {
 		case "rotate":

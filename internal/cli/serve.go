@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"github.com/kadipay/kadi/internal/logging"
@@ -86,7 +88,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if cfg.PublicURL == "" {
-		cfg.PublicURL = "http://" + ln.Addr().String()
+		var everywhere bool
+		cfg.PublicURL, everywhere = localURL(ln)
+		if everywhere {
+			log.Warn("listening on every interface without --public-url: pages and links name " + cfg.PublicURL + "; pass --public-url with the address merchants and shoppers reach")
+		}
 	}
 	cfg.Ready = func(line string) { fmt.Fprintln(stdout, line) }
 	g, err := server.New(ctx, cfg, log)
@@ -98,6 +104,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log.Info("kadi serving", "addr", ln.Addr().String(), "public_url", cfg.PublicURL, "database", redactURL(server.DatabaseURL(cfg.DataDir, cfg.DatabaseURL)),
 		"trusted_proxies", fmt.Sprint(cfg.TrustedProxies))
 	return g.Serve(ctx, ln)
+}
+
+// localURL is a listener's http URL as this machine reaches it, and
+// whether it listens on every interface (0.0.0.0, ::), which no browser
+// can be sent to: that one is named localhost.
+func localURL(ln net.Listener) (string, bool) {
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() {
+		return "http://" + net.JoinHostPort("localhost", strconv.Itoa(a.Port)), true
+	}
+	return "http://" + ln.Addr().String(), false
 }
 
 // parsePrefixes reads "10.0.0.0/8, 192.0.2.7, ::1": a bare address is a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -135,6 +136,44 @@ func TestRedactURL(t *testing.T) {
 		}
 		if strings.Contains(redactURL(tt.in), "ecret") || strings.Contains(redactURL(tt.in), "k3y") {
 			t.Errorf("redactURL(%q) shows a password", tt.in)
+		}
+	}
+}
+
+// A gateway on every interface is named localhost in its links, not
+// http://[::]:PORT, which no browser opens.
+func TestLocalURL(t *testing.T) {
+	for _, tt := range []struct {
+		addr       string
+		prefix     string
+		everywhere bool
+	}{
+		{"127.0.0.1:0", "http://127.0.0.1:", false},
+		{"0.0.0.0:0", "http://localhost:", true},
+		{":0", "http://localhost:", true},
+	} {
+		ln, err := net.Listen("tcp", tt.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, everywhere := localURL(ln)
+		ln.Close()
+		if !strings.HasPrefix(u, tt.prefix) || everywhere != tt.everywhere || strings.HasSuffix(u, ":") {
+			t.Errorf("localURL(%s) = %q, %v; want %s… and %v", tt.addr, u, everywhere, tt.prefix, tt.everywhere)
+		}
+	}
+}
+
+// "kadi merchant -h" and its siblings print their group's usage and exit
+// 0, as the top-level usage says ("Run kadi COMMAND -h").
+func TestGroupHelp(t *testing.T) {
+	for _, group := range []string{"merchant", "ipn", "secret"} {
+		for _, h := range []string{"-h", "--help", "help"} {
+			var stdout, stderr bytes.Buffer
+			code := Main([]string{group, h}, &stdout, &stderr)
+			if code != 0 || !strings.Contains(stdout.String(), "kadi "+group+" ") || stderr.Len() != 0 {
+				t.Errorf("kadi %s %s: exit %d\n%s%s", group, h, code, stdout.String(), stderr.String())
+			}
 		}
 	}
 }

@@ -10,7 +10,12 @@ import (
 // home answers GET / so that someone who opens the gateway's address in a
 // browser, or curls it, learns what it is and where to go next, instead of
 // meeting a JSON 404.
-type home struct{ publicURL string }
+// dashboard is false when the dashboard has a listener of its own
+// (--dashboard-addr), often one the public cannot reach: no link to a 404.
+type home struct {
+	publicURL string
+	dashboard bool
+}
 
 // endpoint is one line of what the gateway offers.
 type endpoint struct {
@@ -42,7 +47,7 @@ var homePage = template.Must(template.New("home").Parse(`<!doctype html>
 from their servers; shoppers reach it only through a shop's checkout.</p>
 <h2>Endpoints</h2>
 <ul>{{range .Endpoints}}<li><code>{{.Method}} {{.Path}}</code>: {{.What}}</li>{{end}}</ul>
-<p>Merchants: <a href="/dashboard/">sign in to the dashboard</a> to see payments and manage keys and IPN.</p>
+{{if .Dashboard}}<p>Merchants: <a href="/dashboard/">sign in to the dashboard</a> to see payments and manage keys and IPN.</p>{{end}}
 <p>Documentation: <a href="{{.Docs}}">{{.Docs}}</a> (API, hosted form, IPN, test cards, security).</p>
 </main></body></html>
 `))
@@ -53,9 +58,13 @@ func (h home) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.Contains(r.Header.Get("Accept"), "text/html") {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
-		_ = homePage.Execute(w, map[string]any{"URL": h.publicURL, "Endpoints": endpoints, "Docs": docsURL})
+		_ = homePage.Execute(w, map[string]any{"URL": h.publicURL, "Endpoints": endpoints, "Docs": docsURL, "Dashboard": h.dashboard})
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"name": "Kadi payment gateway", "docs": docsURL, "dashboard": h.publicURL + "/dashboard/", "endpoints": endpoints})
+	doc := map[string]any{"name": "Kadi payment gateway", "docs": docsURL, "endpoints": endpoints}
+	if h.dashboard {
+		doc["dashboard"] = h.publicURL + "/dashboard/"
+	}
+	_ = json.NewEncoder(w).Encode(doc)
 }

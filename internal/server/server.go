@@ -265,7 +265,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		m := http.NewServeMux()
 		m.Handle("GET /healthz", health)
 		m.Handle("GET /readyz", g.ready)
-		m.Handle("GET /{$}", home{publicURL: cfg.PublicURL})
+		m.Handle("GET /{$}", home{publicURL: cfg.PublicURL, dashboard: cfg.DashboardAddr == ""})
 		m.HandleFunc("/", notFound)
 		return m
 	}
