@@ -47,12 +47,10 @@ type Client struct {
 	http           *http.Client
 	now            func() time.Time
 
-	// Token cache; see token.go.
-	mu        sync.Mutex
-	token     string
-	refreshAt time.Time
-	expiresAt time.Time
-	fetch     *tokenFetch
+	// Token caches; see token.go.
+	mu      sync.Mutex
+	access  tokenCache
+	payment tokenCache
 }
 
 const (

@@ -5,8 +5,10 @@
 // A checkout takes four steps:
 //
 //  1. [New] builds a [Client] from the credentials given at onboarding. The
-//     client fetches and caches its access token by itself; [Client.Token]
-//     is only needed for the hosted form's token field.
+//     client fetches and caches its access token by itself. The hosted
+//     form's token field takes [Client.PaymentToken], which can only pay:
+//     the form is in the customer's browser, and the access token would let
+//     anyone who reads the page create bills and read every payment.
 //  2. [Client.CreateBill] registers the order and returns the [Bill] whose
 //     reference and amount the form must carry.
 //  3. [Client.RenderPaymentForm] writes the HTML form that sends the

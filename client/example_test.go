@@ -49,7 +49,10 @@ func Example_checkout() {
 	}
 	fmt.Println("bill", bill.Reference, "for", bill.Amount)
 
-	token, err := kadi.Token(ctx) // the cached token CreateBill used
+	// The form goes to the customer's browser: it carries the pay-only
+	// payment-token, never the access token that creates bills and reads
+	// every payment.
+	token, err := kadi.PaymentToken(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -79,7 +82,7 @@ func Example_checkout() {
 	// Output:
 	// bill KD0000000001 for 1500.00
 	// <form id="kadi-payment-form" method="post" action="https://pay.kadi.example/cardPay">
-	// <input type="hidden" name="token" value="tok-1">
+	// <input type="hidden" name="token" value="pay-1">
 	// <input type="hidden" name="outletCode" value="OUTLET01">
 	// <input type="hidden" name="merchantCode" value="1000000001">
 	// <input type="hidden" name="amount" value="1500.00">

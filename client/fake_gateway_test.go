@@ -38,14 +38,15 @@ type fakeGateway struct {
 	// invalid_token whatever token they carry.
 	rejectBearer int
 
-	tokenRequests int
-	billRequests  int
-	lastBillBody  []byte
-	tokens        map[string]bool
-	bills         map[string]*fakeBill // by bill reference
-	orders        map[string]string    // order reference → bill reference
-	requestSeq    int
-	payments      int
+	tokenRequests        int
+	paymentTokenRequests int
+	billRequests         int
+	lastBillBody         []byte
+	tokens               map[string]bool
+	bills                map[string]*fakeBill // by bill reference
+	orders               map[string]string    // order reference → bill reference
+	requestSeq           int
+	payments             int
 }
 
 type fakeBill struct {
@@ -64,6 +65,7 @@ func newFakeGateway() *fakeGateway {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /identity/v2/token", g.token)
+	mux.HandleFunc("POST /token", g.paymentToken)
 	mux.HandleFunc("POST /payment/v2/bills", g.bearer(g.createBill))
 	mux.HandleFunc("GET /payment/v2/query", g.bearer(g.query))
 	g.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -119,6 +121,22 @@ func (g *fakeGateway) token(w http.ResponseWriter, r *http.Request) {
 			"expires_in":   g.lifetime,
 			"access_token": token,
 		})
+	}
+}
+
+// paymentToken is POST /token: a pay-only token, spec 2.1's second shape.
+func (g *fakeGateway) paymentToken(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.paymentTokenRequests++
+	switch {
+	case r.Header.Get("Authorization") != "Basic "+testAPIKey:
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client", "message": "the API key is not valid"})
+	case r.PostFormValue("merchantCode") != testUsername || r.PostFormValue("password") != testPassword || r.PostFormValue("grant_type") != "password":
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_grant", "message": "the merchant code or password is wrong"})
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "success",
+			"payment-token": fmt.Sprintf("pay-%d", g.paymentTokenRequests), "notification-secret": "whsec_fake"})
 	}
 }
 

@@ -9,7 +9,8 @@ import (
 )
 
 // PaymentForm is what the customer's browser posts to the hosted card page.
-// Token comes from [Client.Token]; Amount and BillReference from the [Bill];
+// Token comes from [Client.PaymentToken] (never [Client.Token]: the form is
+// in the customer's browser); Amount and BillReference from the [Bill];
 // OrderReference is the order's reference. The gateway checks that all of
 // them agree with the bill and refuses the form otherwise.
 type PaymentForm struct {

@@ -11,7 +11,8 @@ import (
 )
 
 const (
-	tokenPath = "/identity/v2/token"
+	tokenPath        = "/identity/v2/token"
+	paymentTokenPath = "/token"
 	// minRefreshMargin is how long before expiry a token is replaced at the
 	// least, so that a request started with it still lands in time even on
 	// a slow network.
@@ -29,27 +30,56 @@ type tokenFetch struct {
 	abandoned bool
 }
 
-// Token returns an access token for the hosted form's token field; the other
-// methods call it themselves. The token is cached and replaced before it
-// expires: once less than a tenth of its lifetime or 60 seconds, whichever is
-// larger, remains. Concurrent callers share one token request.
+// tokenCache is one kind of token, cached and replaced before it expires.
+// Its fields are guarded by the Client's mu.
+type tokenCache struct {
+	token     string
+	refreshAt time.Time
+	expiresAt time.Time
+	lifetime  time.Duration // of the last token stored
+	fetch     *tokenFetch
+}
+
+// Token returns an access token; the other methods call it themselves. The
+// token is cached and replaced before it expires: once less than a tenth of
+// its lifetime or 60 seconds, whichever is larger, remains. Concurrent
+// callers share one token request.
 //
 // If replacing a token fails while the old one is still valid, the old one
 // is returned: a gateway hiccup should not fail a checkout early.
+//
+// The access token creates bills and reads every payment of the merchant:
+// keep it on the server. The hosted form's token field takes
+// [Client.PaymentToken], which can only pay.
 func (c *Client) Token(ctx context.Context) (string, error) {
+	return c.cached(ctx, &c.access, c.requestToken)
+}
+
+// PaymentToken returns a pay-only payment-token (POST /token) for the
+// hosted form's token field, the one token that goes to the shopper's
+// browser: the gateway's other endpoints refuse it. It is cached and
+// shared like [Client.Token]'s. Its answer carries no lifetime; the gateway
+// gives it the access token's, which this asks for first if it has none.
+func (c *Client) PaymentToken(ctx context.Context) (string, error) {
+	return c.cached(ctx, &c.payment, c.requestPaymentToken)
+}
+
+// cached returns tc's token, fetching one with request when there is none
+// or it is due for replacement.
+func (c *Client) cached(ctx context.Context, tc *tokenCache, request func(context.Context) (string, time.Duration, error)) (string, error) {
 	for {
 		c.mu.Lock()
 		now := c.now()
-		if c.token != "" && now.Before(c.refreshAt) {
-			token := c.token
+		if tc.token != "" && now.Before(tc.refreshAt) {
+			token := tc.token
 			c.mu.Unlock()
 			return token, nil
 		}
-		if f := c.fetch; f != nil {
+		if f := tc.fetch; f != nil {
 			// Refreshing early exists so that nobody waits: while the old
 			// token is still valid, use it and let the fetch run.
-			if c.token != "" && now.Before(c.expiresAt) {
-				token := c.token
+			if tc.token != "" && now.Before(tc.expiresAt) {
+				token := tc.token
 				c.mu.Unlock()
 				return token, nil
 			}
@@ -66,17 +96,17 @@ func (c *Client) Token(ctx context.Context) (string, error) {
 		}
 
 		f := &tokenFetch{done: make(chan struct{})}
-		c.fetch = f
+		tc.fetch = f
 		c.mu.Unlock()
 
-		token, lifetime, err := c.requestToken(ctx)
+		token, lifetime, err := request(ctx)
 
 		c.mu.Lock()
-		c.fetch = nil
+		tc.fetch = nil
 		if err == nil {
-			c.store(token, now, lifetime)
-		} else if c.token != "" && c.now().Before(c.expiresAt) {
-			token, err = c.token, nil
+			tc.store(token, now, lifetime)
+		} else if tc.token != "" && c.now().Before(tc.expiresAt) {
+			token, err = tc.token, nil
 		}
 		c.mu.Unlock()
 
@@ -90,23 +120,23 @@ func (c *Client) Token(ctx context.Context) (string, error) {
 // store caches a token. Expiry counts from when the request was sent, on the
 // local clock, rather than from the gateway's issued_at: that keeps a skewed
 // merchant clock from using a token past its end.
-func (c *Client) store(token string, sent time.Time, lifetime time.Duration) {
+func (tc *tokenCache) store(token string, sent time.Time, lifetime time.Duration) {
 	margin := max(lifetime/10, minRefreshMargin)
 	// A token shorter-lived than two minutes would otherwise be "due for
 	// refresh" from birth and every call would fetch a new one.
 	margin = min(margin, lifetime/2)
-	c.token = token
-	c.expiresAt = sent.Add(lifetime)
-	c.refreshAt = c.expiresAt.Add(-margin)
+	tc.token, tc.lifetime = token, lifetime
+	tc.expiresAt = sent.Add(lifetime)
+	tc.refreshAt = tc.expiresAt.Add(-margin)
 }
 
-// dropToken forgets a token the gateway refused, unless another caller has
-// already replaced it.
+// dropToken forgets an access token the gateway refused, unless another
+// caller has already replaced it.
 func (c *Client) dropToken(token string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.token == token {
-		c.token = ""
+	if c.access.token == token {
+		c.access.token = ""
 	}
 }
 
@@ -140,6 +170,39 @@ func (c *Client) requestToken(ctx context.Context) (string, time.Duration, error
 		return "", 0, malformed(resp, fmt.Sprintf("token expires_in %q", tr.ExpiresIn))
 	}
 	return tr.AccessToken, time.Duration(seconds) * time.Second, nil
+}
+
+// paymentTokenResponse is POST /token's answer.
+type paymentTokenResponse struct {
+	Status       string `json:"status"`
+	PaymentToken string `json:"payment-token"`
+}
+
+func (c *Client) requestPaymentToken(ctx context.Context) (string, time.Duration, error) {
+	// The lifetime is the access token's (the gateway's --token-ttl).
+	if _, err := c.Token(ctx); err != nil {
+		return "", 0, err
+	}
+	c.mu.Lock()
+	lifetime := c.access.lifetime
+	c.mu.Unlock()
+	form := url.Values{"merchantCode": {c.username}, "password": {c.password}, "grant_type": {"password"}}
+	header := http.Header{
+		"Authorization": {"Basic " + c.apiKey},
+		"Content-Type":  {"application/x-www-form-urlencoded"},
+	}
+	resp, err := c.send(ctx, http.MethodPost, c.base+paymentTokenPath, header, []byte(form.Encode()))
+	if err != nil {
+		return "", 0, err
+	}
+	if resp.status/100 != 2 {
+		return "", 0, c.apiError(resp)
+	}
+	var pr paymentTokenResponse
+	if err := json.Unmarshal(resp.body, &pr); err != nil || pr.PaymentToken == "" {
+		return "", 0, malformed(resp, "token response without payment-token")
+	}
+	return pr.PaymentToken, lifetime, nil
 }
 
 // malformed reports a success status with a body that cannot be used, with

@@ -308,3 +308,50 @@ func TestOther401IsNotRetried(t *testing.T) {
 		t.Errorf("API requests = %d, want 1", n)
 	}
 }
+
+// The payment-token, for the shopper's browser, is not the access token:
+// it comes from POST /token, is cached and shared like the access token,
+// and is replaced on the access token's schedule (its answer carries no
+// lifetime; the gateway gives both the same).
+func TestPaymentToken(t *testing.T) {
+	g := newFakeGateway()
+	t.Cleanup(g.Close)
+	g.set(func(g *fakeGateway) { g.lifetime = 300 })
+	clk := newClock()
+	c := newClient(t, g, func(cfg *client.Config) { cfg.Now = clk.Now })
+	ctx := context.Background()
+
+	var wg sync.WaitGroup
+	got := make([]string, 8)
+	for i := range got {
+		wg.Go(func() { got[i], _ = c.PaymentToken(ctx) })
+	}
+	wg.Wait()
+	for i, tok := range got {
+		if tok != "pay-1" {
+			t.Fatalf("PaymentToken %d = %q, want pay-1 (one request shared)", i, tok)
+		}
+	}
+	if access, err := c.Token(ctx); err != nil || access == "pay-1" {
+		t.Fatalf("Token = %q, %v: the access token must not be the payment-token", access, err)
+	}
+	clk.Advance(239 * time.Second) // 61 s left of 5 minutes: still fresh
+	if tok, _ := c.PaymentToken(ctx); tok != "pay-1" {
+		t.Errorf("PaymentToken with 61 s left = %q, want pay-1", tok)
+	}
+	clk.Advance(2 * time.Second) // 59 s left: replaced
+	if tok, _ := c.PaymentToken(ctx); tok != "pay-2" {
+		t.Errorf("PaymentToken with 59 s left = %q, want pay-2", tok)
+	}
+	g.mu.Lock()
+	requests := g.paymentTokenRequests
+	g.mu.Unlock()
+	if requests != 2 {
+		t.Errorf("%d payment-token requests, want 2", requests)
+	}
+
+	bad := newClient(t, g, func(cfg *client.Config) { cfg.Password = "wrong-password-1" })
+	if _, err := bad.PaymentToken(ctx); err == nil {
+		t.Error("PaymentToken with a wrong password succeeded")
+	}
+}

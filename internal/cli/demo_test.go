@@ -105,6 +105,15 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(checkout, `action="`+gateway+`/cardPay"`) || form.Get("cardNumber") != "" {
 		t.Fatalf("checkout page does not post a card-less form to the gateway:\n%s", checkout)
 	}
+	// The token in the shopper's page can only pay: whoever reads the page
+	// cannot create bills or read other orders with it.
+	req, _ := http.NewRequest(http.MethodGet, gateway+"/payment/v2/query?billReference="+form.Get("billReference"), nil)
+	req.Header.Set("Authorization", "Bearer "+form.Get("token"))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("the checkout page's token reads payments: %v %v, want 403", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	// Without card fields the gateway shows its own card page.
 	cardPage := postForm(t, gateway+"/cardPay", form)
 	if !strings.Contains(cardPage, `name="cardNumber"`) {

@@ -109,7 +109,7 @@ func (s *Shop) checkout(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "could not create the bill: "+err.Error(), http.StatusBadGateway)
 		return
 	}
-	token, err := s.Client.Token(r.Context())
+	token, err := s.Client.PaymentToken(r.Context()) // pay-only: this page goes to the shopper
 	if err != nil {
 		http.Error(w, "could not get a token: "+err.Error(), http.StatusBadGateway)
 		return
