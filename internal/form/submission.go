@@ -3,8 +3,8 @@ package form
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"net/mail"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
