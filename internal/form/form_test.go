@@ -833,3 +833,31 @@ func TestOneExpiryField(t *testing.T) {
 		t.Errorf("a wrong expiry: %d\n%s", rec.Code, body)
 	}
 }
+
+// Our card page is prefilled with the cardholder's names the shop posted
+// (decisions.md: "prefilled with the rest"), else with its customer's.
+func TestCardPagePrefillsTheCardholder(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Prefill Shop")
+	tok := g.Token(c, merchant.Test)
+	for i, tt := range []struct{ cardFirst, cardLast, wantFirst, wantLast string }{
+		{"Amina", "Otieno", "Amina", "Otieno"},
+		{"", "", "Jo", "Doe"},
+	} {
+		b := g.CreateBill(c, tok, "PREFILL"+strconv.Itoa(i), "10")
+		v := servertest.FormFields(c, tok, b)
+		v.Set("customerFirstName", "Jo")
+		v.Set("customerLastName", "Doe")
+		v.Set("cardFirstName", tt.cardFirst)
+		v.Set("cardLastName", tt.cardLast)
+		form, ok := servertest.ParsePage(g.CardPay(v).Body.String()).FormTo("/cardPay")
+		if !ok {
+			t.Fatalf("case %d: no card page", i)
+		}
+		first, _ := form.Input("cardFirstName")
+		last, _ := form.Input("cardLastName")
+		if first.Attrs["value"] != tt.wantFirst || last.Attrs["value"] != tt.wantLast {
+			t.Errorf("case %d: card page names %q %q, want %q %q", i, first.Attrs["value"], last.Attrs["value"], tt.wantFirst, tt.wantLast)
+		}
+	}
+}

@@ -70,7 +70,12 @@ func (h *Handler) lang(r *http.Request) *i18n.Lang {
 // the notice says why, with the typed names and expiry; the card number
 // and CVV never come back.
 func (h *Handler) renderCard(w http.ResponseWriter, r *http.Request, t trusted, n checkout.Notice, left int) {
+	// What the shopper typed last, else the cardholder the shop named,
+	// else its customer.
 	first, last := n.FirstName, n.LastName
+	if first == "" && last == "" {
+		first, last = t.fields["cardFirstName"], t.fields["cardLastName"]
+	}
 	if first == "" && last == "" {
 		first, last = t.fields["customerFirstName"], t.fields["customerLastName"]
 	}

@@ -121,11 +121,12 @@ func ParseSubmission(body string) (Submission, error) {
 }
 
 // sessionFields are the merchant's fields a checkout session keeps: all
-// but the token (which our pages never carry on) and the card.
+// but the token (which our pages never carry on) and the card, but for
+// the cardholder's names, which prefill our card page.
 func (s Submission) sessionFields() map[string]string {
 	out := map[string]string{}
 	for _, f := range fields {
-		if !f.card && f.name != "token" {
+		if (!f.card || isHolderName(f.name)) && f.name != "token" {
 			if v := *f.ptr(&s); v != "" {
 				out[f.name] = v
 			}
@@ -133,6 +134,8 @@ func (s Submission) sessionFields() map[string]string {
 	}
 	return out
 }
+
+func isHolderName(name string) bool { return name == "cardFirstName" || name == "cardLastName" }
 
 // resumed is the submission a checkout session's fields and a post from
 // our page make together: the merchant's fields from the session (the
