@@ -1,9 +1,11 @@
 package api_test
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -24,6 +26,22 @@ func TestTokenResponses(t *testing.T) {
 		req.Header.Set("Authorization", "Basic "+c.Test.APIKey)
 		return req
 	}
+	multipartBody := func(path string, fields [][2]string, file bool) *http.Request {
+		var body bytes.Buffer
+		mw := multipart.NewWriter(&body)
+		for _, f := range fields {
+			_ = mw.WriteField(f[0], f[1])
+		}
+		if file {
+			fw, _ := mw.CreateFormFile("password", "password.txt")
+			_, _ = fw.Write([]byte(c.Password))
+		}
+		_ = mw.Close()
+		req := httptest.NewRequest(http.MethodPost, path, &body)
+		req.Header.Set("Authorization", "Basic "+c.Test.APIKey)
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		return req
+	}
 	// Several requests share a golden on purpose: they must answer alike.
 	cases := []struct {
 		name, golden string
@@ -38,6 +56,15 @@ func TestTokenResponses(t *testing.T) {
 		// a JSON number: the same digits.
 		{"access token, JSON number as username", "token_200",
 			jsonBody(`{"username":` + c.Username + `,"password":"` + c.Password + `"}`)},
+		// What PHP's cURL sends for an array body, and fetch for FormData.
+		{"access token, multipart body", "token_200",
+			multipartBody("/identity/v2/token", [][2]string{{"username", c.Username}, {"password", c.Password}}, false)},
+		{"payment token, multipart body", "payment_token_200",
+			multipartBody("/token", [][2]string{{"merchantCode", c.MerchantCode}, {"password", c.Password}, {"grant_type", "password"}}, false)},
+		{"multipart body with a file", "token_invalid_request_multipart_file",
+			multipartBody("/identity/v2/token", [][2]string{{"username", c.Username}}, true)},
+		{"multipart body repeating a field", "token_invalid_request_repeated_field",
+			multipartBody("/identity/v2/token", [][2]string{{"username", c.Username}, {"password", "wrong-one-1"}, {"password", c.Password}}, false)},
 		{"payment token", "payment_token_200", servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Password, "password")},
 		{"payment token, API key as password", "payment_token_200", servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Test.APIKey, "password")},
 
