@@ -122,6 +122,12 @@ func ipnList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer db.Close()
+	if _, err := db.MerchantByCode(ctx, code); errors.Is(err, merchant.ErrNotFound) {
+		// Not "No IPN events.": a mistyped code would read as all is well.
+		return fmt.Errorf("no merchant %s in this database", code)
+	} else if err != nil {
+		return err
+	}
 	evs, err := db.IPNEvents(ctx, f)
 	if err != nil {
 		return err

@@ -158,6 +158,10 @@ func TestIPNListTimesAndErrors(t *testing.T) {
 	if _, err := ipnRun(t, "ipn", "list", "--data-dir", dir, "--merchant", code, "--timezone", "Mars/Olympus"); err == nil {
 		t.Error("an unknown --timezone was accepted")
 	}
+	// A mistyped merchant code is an error, not "No IPN events.".
+	if out, err := ipnRun(t, "ipn", "list", "--data-dir", dir, "--merchant", "0000000000"); err == nil || !strings.Contains(err.Error(), "no merchant 0000000000") {
+		t.Errorf("an unknown merchant: %v\n%s", err, out)
+	}
 }
 
 func TestIPNShow(t *testing.T) {
