@@ -148,18 +148,9 @@ type tokenResponse struct {
 }
 
 func (c *Client) requestToken(ctx context.Context) (string, time.Duration, error) {
-	form := url.Values{"username": {c.username}, "password": {c.password}}
-	header := http.Header{
-		// The gateway takes the raw API key here, not base64(user:pass).
-		"Authorization": {"Basic " + c.apiKey},
-		"Content-Type":  {"application/x-www-form-urlencoded"},
-	}
-	resp, err := c.send(ctx, http.MethodPost, c.base+tokenPath, header, []byte(form.Encode()))
+	resp, err := c.postCredentials(ctx, tokenPath, url.Values{"username": {c.username}, "password": {c.password}})
 	if err != nil {
 		return "", 0, err
-	}
-	if resp.status/100 != 2 {
-		return "", 0, c.apiError(resp)
 	}
 	var tr tokenResponse
 	if err := json.Unmarshal(resp.body, &tr); err != nil || tr.AccessToken == "" {
@@ -186,23 +177,33 @@ func (c *Client) requestPaymentToken(ctx context.Context) (string, time.Duration
 	c.mu.Lock()
 	lifetime := c.access.lifetime
 	c.mu.Unlock()
-	form := url.Values{"merchantCode": {c.username}, "password": {c.password}, "grant_type": {"password"}}
-	header := http.Header{
-		"Authorization": {"Basic " + c.apiKey},
-		"Content-Type":  {"application/x-www-form-urlencoded"},
-	}
-	resp, err := c.send(ctx, http.MethodPost, c.base+paymentTokenPath, header, []byte(form.Encode()))
+	resp, err := c.postCredentials(ctx, paymentTokenPath, url.Values{"merchantCode": {c.username}, "password": {c.password}, "grant_type": {"password"}})
 	if err != nil {
 		return "", 0, err
-	}
-	if resp.status/100 != 2 {
-		return "", 0, c.apiError(resp)
 	}
 	var pr paymentTokenResponse
 	if err := json.Unmarshal(resp.body, &pr); err != nil || pr.PaymentToken == "" {
 		return "", 0, malformed(resp, "token response without payment-token")
 	}
 	return pr.PaymentToken, lifetime, nil
+}
+
+// postCredentials posts form to a token endpoint with the API key, and
+// returns a 2xx answer or the gateway's error.
+func (c *Client) postCredentials(ctx context.Context, path string, form url.Values) (*response, error) {
+	header := http.Header{
+		// The gateway takes the raw API key here, not base64(user:pass).
+		"Authorization": {"Basic " + c.apiKey},
+		"Content-Type":  {"application/x-www-form-urlencoded"},
+	}
+	resp, err := c.send(ctx, http.MethodPost, c.base+path, header, []byte(form.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	if resp.status/100 != 2 {
+		return nil, c.apiError(resp)
+	}
+	return resp, nil
 }
 
 // malformed reports a success status with a body that cannot be used, with

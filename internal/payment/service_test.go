@@ -134,6 +134,20 @@ func attempt(t *testing.T, number string) payment.Attempt {
 	return payment.Attempt{PAN: pan, Expiry: exp, CVV: "737", Holder: "Jane Wanjiru", CallbackURL: servertest.CallbackURL}
 }
 
+// challenged is a new bill whose payment waits for its 3-D Secure code.
+func (e *env) challenged(t *testing.T) (bill.Bill, payment.Payment) {
+	t.Helper()
+	b := e.bill(t)
+	e.acq.charge = func(_ context.Context, req payment.ChargeRequest) (payment.Result, error) {
+		return payment.Result{Outcome: payment.ChallengeNeeded, ChallengeRef: "ch-" + req.PaymentID}, nil
+	}
+	p, err := e.svc.Pay(context.Background(), b, e.m, attempt(t, visa))
+	if err != nil || p.Status != payment.Challenge {
+		t.Fatalf("Pay: %+v, %v", p, err)
+	}
+	return b, p
+}
+
 func (e *env) stored(t *testing.T, id string) payment.Payment {
 	t.Helper()
 	p, err := e.g.Store.PaymentByID(context.Background(), id)
@@ -311,14 +325,7 @@ func TestReconcileSettlesAPaymentLeftProcessing(t *testing.T) {
 func TestChallenge(t *testing.T) {
 	challenge := func(t *testing.T) (*env, bill.Bill, payment.Payment) {
 		e := newEnv(t)
-		b := e.bill(t)
-		e.acq.charge = func(_ context.Context, req payment.ChargeRequest) (payment.Result, error) {
-			return payment.Result{Outcome: payment.ChallengeNeeded, ChallengeRef: "ch-" + req.PaymentID}, nil
-		}
-		p, err := e.svc.Pay(context.Background(), b, e.m, attempt(t, visa))
-		if err != nil || p.Status != payment.Challenge {
-			t.Fatalf("Pay: %+v, %v", p, err)
-		}
+		b, p := e.challenged(t)
 		if s := e.stored(t, p.ID); s.Status != payment.Challenge || s.ChallengeRef != "ch-"+p.ID {
 			t.Fatalf("stored %s %q", s.Status, s.ChallengeRef)
 		}
@@ -548,14 +555,7 @@ func TestConcurrentPayChargesOnce(t *testing.T) {
 func TestConcurrentChallengeAnswersAskOnce(t *testing.T) {
 	e := newEnv(t)
 	e.svc.WaitInFlight = 30 * time.Second
-	b := e.bill(t)
-	e.acq.charge = func(_ context.Context, req payment.ChargeRequest) (payment.Result, error) {
-		return payment.Result{Outcome: payment.ChallengeNeeded, ChallengeRef: "ch-" + req.PaymentID}, nil
-	}
-	p, err := e.svc.Pay(context.Background(), b, e.m, attempt(t, visa))
-	if err != nil || p.Status != payment.Challenge {
-		t.Fatalf("Pay: %+v, %v", p, err)
-	}
+	_, p := e.challenged(t)
 	release := make(chan struct{})
 	e.acq.complete = func(_ context.Context, ref, code string) (payment.Result, error) {
 		<-release
@@ -645,14 +645,7 @@ func TestAChallengeExpiresOnlyThroughAClaim(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.svc.WaitInFlight = 30 * time.Second
-			b := e.bill(t)
-			e.acq.charge = func(_ context.Context, req payment.ChargeRequest) (payment.Result, error) {
-				return payment.Result{Outcome: payment.ChallengeNeeded, ChallengeRef: "ch-" + req.PaymentID}, nil
-			}
-			p, err := e.svc.Pay(context.Background(), b, e.m, attempt(t, visa))
-			if err != nil || p.Status != payment.Challenge {
-				t.Fatalf("Pay: %+v, %v", p, err)
-			}
+			b, p := e.challenged(t)
 			e.g.Clock.Advance(e.svc.ChallengeTTL - time.Second)
 			entered, release := make(chan struct{}), make(chan struct{})
 			e.acq.complete = func(context.Context, string, string) (payment.Result, error) {
