@@ -83,6 +83,9 @@ func TestBrowserDashboard(t *testing.T) {
 
 	// Two-step verification.
 	run(t, ctx, chromedp.Navigate(base+"security"), chromedp.Click(chromedp.ID("start-totp")), chromedp.WaitVisible(chromedp.ID("totp-secret")))
+	if qrWidth := value(t, ctx, chromedp.Evaluate[int](`(() => { const i = document.querySelector('img[alt^="QR code"]'); return i && i.complete ? i.naturalWidth : -1 })()`)); qrWidth <= 0 {
+		t.Errorf("the enrolment QR code did not load (natural width %d)", qrWidth)
+	}
 	shot("totp-enrol")
 	secret := value(t, ctx, chromedp.Text(chromedp.ID("totp-secret")))
 	code, err := totp.GenerateCode(secret, time.Now())

@@ -1,11 +1,9 @@
 package dashboard
 
 import (
-	"bytes"
 	"encoding/base64"
 	"errors"
 	"html/template"
-	"image/png"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -87,13 +85,10 @@ func (h *Handler) renderEnrolment(w http.ResponseWriter, r *http.Request, status
 		h.internal(w, r, err)
 		return
 	}
-	var buf bytes.Buffer
-	if err := png.Encode(&buf, code.Image()); err != nil {
-		h.internal(w, r, err)
-		return
-	}
+	// PNG, not png.Encode(code.Image()): rsc.io/qr v0.2.0's Image draws
+	// the modules one pixel each in its corner, a code no app can scan.
 	h.render(w, r, status, "security.html", map[string]any{"Enrol": secret, "Error": errMsg,
-		"QR": template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(buf.Bytes()))})
+		"QR": template.URL("data:image/png;base64," + base64.StdEncoding.EncodeToString(code.PNG()))})
 }
 
 // confirmTOTP turns the second factor on once a code from the new secret

@@ -1,11 +1,14 @@
 package dashboard_test
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/csv"
 	"encoding/hex"
 	"fmt"
 	"html"
+	"image/png"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -509,6 +512,41 @@ func TestSecondFactorGuessesAreCounted(t *testing.T) {
 	}
 }
 
+// checkQRDrawn decodes the enrolment page's QR code image and checks it
+// is drawn across the whole picture: the three finder patterns in their
+// corners, not one pixel a module in the top-left (what rsc.io/qr's Image
+// drew: no app could scan it).
+func checkQRDrawn(t *testing.T, page string) {
+	t.Helper()
+	m := regexp.MustCompile(`src="data:image/png;base64,([^"]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no QR code image on the enrolment page")
+	}
+	raw, err := base64.StdEncoding.DecodeString(html.UnescapeString(m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := img.Bounds()
+	black := func(x0, y0, x1, y1 int) bool {
+		for y := y0; y < y1; y++ {
+			for x := x0; x < x1; x++ {
+				if r, _, _, _ := img.At(x, y).RGBA(); r < 0x8000 {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	w, h := b.Dx(), b.Dy()
+	if w < 150 || !black(0, 0, w/2, h/2) || !black(w/2, 0, w, h/2) || !black(0, h/2, w/2, h) {
+		t.Errorf("the QR code is not drawn across its %dx%d image: no app could scan it", w, h)
+	}
+}
+
 func mustCode(t *testing.T, secret string, at time.Time) string {
 	t.Helper()
 	code, err := totp.GenerateCode(secret, at)
@@ -532,6 +570,7 @@ func TestSecondFactorEnrolment(t *testing.T) {
 		t.Fatalf("enrolment page without a secret or its QR code:\n%s", page)
 	}
 	secret := m[1]
+	checkQRDrawn(t, page)
 	code := mustCode(t, secret, g.Clock.Now())
 	for name, tt := range map[string]struct {
 		form url.Values
