@@ -30,6 +30,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	serveFlags(fs, &cfg, &st, &logs)
 	fs.StringVar(&shopAddr, "shop-addr", "127.0.0.1:8081", "listen address of the demo shop")
 	st.dataDir = ""
+	if f := fs.Lookup("data-dir"); f != nil {
+		f.DefValue, f.Usage = "", "directory to keep the demo's data in (default: a temporary one, removed when the demo stops)"
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

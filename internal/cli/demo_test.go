@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"flag"
 	"html"
 	"io"
 	"net"
@@ -251,5 +252,18 @@ func TestDemoRefusesSplitListeners(t *testing.T) {
 		if err != errUsage || !strings.Contains(stderr.String(), "kadi serve") {
 			t.Errorf("demo %s: %v\n%s", flag, err, stderr.String())
 		}
+	}
+}
+
+// "kadi demo -h" says what the demo does without --data-dir, not the
+// kadi-data that serve defaults to.
+func TestDemoHelpSaysWhereItsDataGoes(t *testing.T) {
+	var stdout, stderr syncBuffer
+	if err := run(context.Background(), []string{"demo", "-h"}, &stdout, &stderr); err != flag.ErrHelp {
+		t.Fatalf("demo -h: %v", err)
+	}
+	help := stderr.String()
+	if !strings.Contains(help, "removed when the demo stops") || strings.Contains(help, `(default "kadi-data")`) {
+		t.Errorf("demo -h:\n%s", help)
 	}
 }
