@@ -129,6 +129,14 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if t.bill.State == bill.Paid {
+		// A replay of a paid bill's form hears the first result, whatever
+		// it carries: a typo or a bad field must not tell the shop "failed"
+		// of a bill that is paid (decisions.md §5).
+		p, err := h.Payments.Repo.SuccessfulPayment(r.Context(), t.bill.Reference)
+		h.answer(w, r, t, p, err)
+		return
+	}
 	// The merchant's customer fields are judged before anyone types a card:
 	// a customer cannot fix them, so there is no point asking for the card.
 	if problems := h.checkCustomer(&sub); len(problems) > 0 {
