@@ -71,6 +71,11 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusBadRequest, "invalid_request", "the bill request breaks one or more field rules"
 	case errors.Is(err, bill.ErrMalformed):
 		return http.StatusBadRequest, "invalid_json", err.Error()
+	case errors.Is(err, bill.ErrUnreadable):
+		// Before outage.Is: a body cut short reads as io.ErrUnexpectedEOF
+		// and a stalled one as a net.Error, which say "database down"
+		// elsewhere.
+		return http.StatusBadRequest, "invalid_request", bill.ErrUnreadable.Error()
 	case errors.Is(err, bill.ErrReferenceReused):
 		return http.StatusConflict, "duplicate_reference", err.Error()
 	case errors.Is(err, bill.ErrNotFound):

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/kadipay/kadi/internal/auth"
+	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/jsoncheck"
 )
 
@@ -112,7 +113,7 @@ func apiKeyFromBasic(header string) string {
 func readFields(r *http.Request) (url.Values, error) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", bill.ErrUnreadable, err)
 	}
 	body = bytes.TrimSpace(body)
 	if len(body) > 0 && body[0] == '{' {

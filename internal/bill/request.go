@@ -58,13 +58,18 @@ func (t *Text) UnmarshalJSON(b []byte) error {
 // ErrMalformed is returned when the body is not a JSON object.
 var ErrMalformed = errors.New("request body is not a valid JSON object")
 
+// ErrUnreadable: the body could not be read to its end (cut short, a bad
+// chunked encoding, a client too slow to send it): the client's doing,
+// not an outage of the gateway's, whatever the error under it says.
+var ErrUnreadable = errors.New("the request body could not be read to its end")
+
 // DecodeRequest reads a create-bill body. Content-Type is deliberately not
 // consulted: many integrations post JSON with a form type or none.
 func DecodeRequest(r io.Reader) (Request, error) {
 	var req Request
 	body, err := io.ReadAll(r)
 	if err != nil {
-		return req, fmt.Errorf("read body: %w", err)
+		return req, fmt.Errorf("%w: %w", ErrUnreadable, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
