@@ -47,6 +47,9 @@ func (s *Service) Create(ctx context.Context, m merchant.Merchant, mode merchant
 	now := s.Now()
 	b, err = Validate(req, m, s.Policy, now)
 	if err != nil {
+		if stored, ok := s.retryAfterExpiry(ctx, m, mode, req, now, err); ok {
+			return stored, true, nil
+		}
 		return Bill{}, false, err
 	}
 	b.Mode = mode
@@ -70,6 +73,32 @@ func (s *Service) Create(ctx context.Context, m merchant.Merchant, mode merchant
 		}
 	}
 	return Bill{}, false, errors.New("could not draw a unique bill reference")
+}
+
+// retryAfterExpiry finds the bill an identical retry names when its one
+// fault is an order.expiry that has passed since the original request: the
+// retry is judged as of that request, so a merchant retrying on a network
+// error is not told its bill failed. Only that fault: a retry breaking any
+// other rule was never accepted.
+func (s *Service) retryAfterExpiry(ctx context.Context, m merchant.Merchant, mode merchant.Mode, req Request, now time.Time, err error) (Bill, bool) {
+	var v *ValidationError
+	if !errors.As(err, &v) || len(v.Fields) == 0 {
+		return Bill{}, false
+	}
+	for _, f := range v.Fields {
+		if f.Field != "order.expiry" || f.Code != CodeInPast {
+			return Bill{}, false
+		}
+	}
+	stored, err := s.Repo.BillByOrderReference(ctx, m.Code, mode, trimSpaces(req.Order.Reference.Value))
+	if err != nil || now.Sub(stored.CreatedAt) >= IdempotencyWindow {
+		return Bill{}, false
+	}
+	then, err := Validate(req, m, s.Policy, stored.CreatedAt)
+	if err != nil || then.RequestHash != stored.RequestHash {
+		return Bill{}, false
+	}
+	return stored, true
 }
 
 // FindEither looks ref up with find, as a bill reference and then as the

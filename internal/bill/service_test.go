@@ -316,3 +316,42 @@ func TestCouldBeReference(t *testing.T) {
 		}
 	}
 }
+
+// An identical retry is judged as of the original request: its
+// order.expiry having passed since does not turn the bill it names into a
+// refusal (decisions.md §4: "safe to retry on a network error"). Anything
+// else that differs, or a retry after the window, still fails.
+func TestCreateRetryAfterItsExpiryPassed(t *testing.T) {
+	original := validBody().with("order.expiry", testNow.Add(10*time.Minute).Format(time.RFC3339))
+	for _, tt := range []struct {
+		name   string
+		after  time.Duration
+		retry  body
+		replay bool
+	}{
+		{"identical, the expiry passed", 20 * time.Minute, original, true},
+		{"another amount, the expiry passed", 20 * time.Minute, original.with("order.amount", "1600.00"), false},
+		{"identical, after the window", 25 * time.Hour, original, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, repo, c := newService()
+			ctx := context.Background()
+			first, _, err := s.Create(ctx, testMerchant, merchant.Test, decode(t, original))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.now = c.now.Add(tt.after)
+			got, replay, err := s.Create(ctx, testMerchant, merchant.Test, decode(t, tt.retry))
+			var v *ValidationError
+			switch {
+			case tt.replay && (err != nil || !replay || got.Reference != first.Reference):
+				t.Errorf("retry = %s, replay %v, %v; want the original %s", got.Reference, replay, err, first.Reference)
+			case !tt.replay && !errors.As(err, &v):
+				t.Errorf("retry = %s, replay %v, %v; want the expiry refused", got.Reference, replay, err)
+			}
+			if len(repo.bills) != 1 {
+				t.Errorf("%d bills stored, want 1", len(repo.bills))
+			}
+		})
+	}
+}
