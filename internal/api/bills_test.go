@@ -2,12 +2,14 @@ package api_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kadipay/kadi/internal/api"
+	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/server/servertest"
 )
@@ -66,7 +68,6 @@ func TestBillResponses(t *testing.T) {
 		{"expiry in the past", "bill_400_expiry_past", body(func(o, b map[string]any) { o["expiry"] = "2020-01-01T00:00:00+03:00" })},
 		{"expiry in an unknown format", "bill_400_expiry_format", body(func(o, b map[string]any) { o["expiry"] = "2099-01-01 10:00" })},
 		{"expiry without offset, past", "bill_400_expiry_local_past", body(func(o, b map[string]any) { o["expiry"] = "2020-01-17T00:00:00" })},
-		{"expiry past the longest allowed", "bill_400_expiry_too_far", body(func(o, b map[string]any) { o["expiry"] = "9999-12-31T23:59:59Z" })},
 		{"customer not an object", "bill_400_customer_not_object", body(func(o, b map[string]any) { b["customer"] = "Jane" })},
 		{"truncated JSON", "bill_400_malformed", `{"customer":`},
 		{"empty body", "bill_400_empty", ``},
@@ -210,5 +211,26 @@ func TestBillExpiryWithoutOffset(t *testing.T) {
 	}
 	if !stored.ExpiresAt.Equal(at) {
 		t.Errorf("expiry %s stored as %s, want %s", at.Format("2006-01-02T15:04:05"), stored.ExpiresAt, at)
+	}
+}
+
+// An order.expiry further away than the bill's longest life (30 days by
+// default) is capped, not refused: integrations send far-off times such as
+// decisions.md's own "2030-01-17T00:00:00" to mean no particular expiry.
+func TestBillExpiryIsCapped(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Far Expiry Shop")
+	tok := g.Token(c, merchant.Test)
+	for i, expiry := range []string{"2030-01-17T00:00:00", "9999-12-31T23:59:59Z"} {
+		body := servertest.BillBody(c, fmt.Sprintf("FAR%d", i), "10")
+		body["order"].(map[string]any)["expiry"] = expiry
+		created := g.MustBill(tok, body)
+		b, err := g.Store.BillByID(t.Context(), created.Reference)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := b.CreatedAt.Add(bill.DefaultPolicy().MaxTTL); !b.ExpiresAt.Equal(want) {
+			t.Errorf("expiry %s: the bill expires at %v, want the cap %v", expiry, b.ExpiresAt, want)
+		}
 	}
 }

@@ -190,7 +190,7 @@ var knownFields = []string{
 
 var knownCodes = []string{
 	CodeRequired, CodeInvalidType, CodeTooLong, CodeInvalidCharacters, CodeInvalidFormat, CodeInvalidPrecision,
-	CodeNotPositive, CodeTooLarge, CodeUnsupportedCurrency, CodeInvalidChannel, CodeUnknownBiller, CodeUnknownOutlet, CodeInPast, CodeTooFar,
+	CodeNotPositive, CodeTooLarge, CodeUnsupportedCurrency, CodeInvalidChannel, CodeUnknownBiller, CodeUnknownOutlet, CodeInPast,
 }
 
 // checkValidation runs Validate and checks the outcome against docs/api.md

@@ -37,7 +37,6 @@ const (
 	CodeUnknownBiller       = "unknown_biller_code"
 	CodeUnknownOutlet       = "unknown_outlet"
 	CodeInPast              = "in_past"
-	CodeTooFar              = "too_far"
 )
 
 // ValidationError lists every rule a request broke, all at once.
@@ -209,7 +208,10 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 		case !t.After(now):
 			add("order.expiry", CodeInPast, "must be in the future")
 		case t.Sub(now) > p.MaxTTL:
-			add("order.expiry", CodeTooFar, "must be at most %s from now", humanDuration(p.MaxTTL))
+			// Capped, not refused: integrations send far-off times
+			// ("2030-01-17T00:00:00", decisions.md §4) to mean "no
+			// particular expiry", and no bill stays payable for years.
+			out.ExpiresAt = now.Add(p.MaxTTL)
 		default:
 			out.ExpiresAt = t
 		}

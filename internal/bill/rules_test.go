@@ -339,8 +339,9 @@ func TestValidateExpiry(t *testing.T) {
 		{"years ago", "2020-01-01T00:00:00Z", CodeInPast, time.Time{}},
 		{"offset applied: 11:30 EAT is 08:30 UTC", "2026-03-15T11:30:00+03:00", CodeInPast, time.Time{}},
 		{"no offset, in the past in the operator's zone", "2026-03-15T12:00:00", CodeInPast, time.Time{}},
-		{"a second past the longest allowed", testNow.Add(30*24*time.Hour + time.Second).Format(time.RFC3339), CodeTooFar, time.Time{}},
-		{"year 9999", "9999-12-31T23:59:59Z", CodeTooFar, time.Time{}},
+		{"a second past the longest allowed: capped", testNow.Add(30*24*time.Hour + time.Second).Format(time.RFC3339), "", testNow.Add(30 * 24 * time.Hour)},
+		{"the spec's 2030, no offset: capped", "2030-01-17T00:00:00", "", testNow.Add(30 * 24 * time.Hour)},
+		{"year 9999: capped", "9999-12-31T23:59:59Z", "", testNow.Add(30 * 24 * time.Hour)},
 
 		{"words", "tomorrow", CodeInvalidFormat, time.Time{}},
 		{"date only", "2026-03-16", CodeInvalidFormat, time.Time{}},
