@@ -654,6 +654,41 @@ func TestBrowserCardChecks(t *testing.T) {
 		t.Errorf("the page sent %d charge attempts with errors it could see", n)
 	}
 
+	empty := func(ids ...string) {
+		for _, id := range ids {
+			_ = value(t, ctx, chromedp.Evaluate[string](`document.getElementById("`+id+`").value = ""`))
+		}
+	}
+	// The expiry as shoppers type or paste it: a four-digit year and a
+	// one-digit month are read, not cut to a false "expired".
+	for _, tt := range []struct{ typed, want string }{
+		{"12/" + fmt.Sprint(time.Now().Year()+2), "12 / " + fmt.Sprint(time.Now().Year()+2)},
+		{"1/" + fmt.Sprint(time.Now().Year()%100+2), "01 / " + fmt.Sprint(time.Now().Year()%100+2)},
+	} {
+		empty("cardExpiry")
+		run(t, ctx, chromedp.SendKeys(chromedp.ID("cardExpiry"), tt.typed))
+		if got := value(t, ctx, chromedp.Value(chromedp.ID("cardExpiry"))); got != tt.want {
+			t.Errorf("expiry typed %q shows %q, want %q", tt.typed, got, tt.want)
+		}
+	}
+	// A backspace in the middle of the number leaves the caret there, not
+	// at the end: after "4242 4" once the 2 before it is gone.
+	empty("cardNumber")
+	run(t, ctx, chromedp.SendKeys(chromedp.ID("cardNumber"), "4242424242424242"))
+	caret := value(t, ctx, chromedp.Evaluate[int](`(() => { const n = document.getElementById("cardNumber");
+		n.focus(); n.setSelectionRange(7, 7); document.execCommand("delete", false); return n.selectionStart })()`))
+	if got := value(t, ctx, chromedp.Value(chromedp.ID("cardNumber"))); got != "4242 4424 2424 242" || caret != 6 {
+		t.Errorf("backspace at 7 of the grouped number: %q, caret %d; want \"4242 4424 2424 242\" and 6", got, caret)
+	}
+	// A four-digit year pays.
+	empty("cardNumber", "cardSecurity", "cardExpiry")
+	run(t, ctx, chromedp.SendKeys(chromedp.ID("cardNumber"), "4242424242424242"), chromedp.SendKeys(chromedp.ID("cardSecurity"), "123"),
+		chromedp.SendKeys(chromedp.ID("cardExpiry"), "12/"+fmt.Sprint(time.Now().Year()+2)), chromedp.Click(chromedp.ID("pay")),
+		chromedp.WaitVisible(chromedp.ID("result")))
+	if n := chargeAttempts(t, g, billRef); n != 1 {
+		t.Errorf("a four-digit year: %d charge attempts, want the payment made", n)
+	}
+
 	// JavaScript off: a new checkout pays all the same.
 	scripts := func(off bool) {
 		if _, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: off}); err != nil {

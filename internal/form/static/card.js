@@ -33,14 +33,28 @@
     }
     return d.length >= 12 && sum % 10 === 0;
   }
+  // The caret stays after the same count of digits when the value is
+  // regrouped: an edit in the middle does not send it to the end.
   num.addEventListener("input", function () {
-    var d = digits(num.value).slice(0, 19);
-    num.value = group(d);
+    var d = digits(num.value).slice(0, 19), v = group(d),
+      before = digits(num.value.slice(0, num.selectionStart)).length, i = 0;
     brand.textContent = brandOf(d);
+    if (v === num.value) { return; }
+    num.value = v;
+    for (var n = 0; i < v.length && n < before; i++) { if (/\d/.test(v[i])) { n++; } }
+    num.setSelectionRange(i, i);
   });
-  exp.addEventListener("input", function () {
-    var d = digits(exp.value).slice(0, 4);
-    exp.value = d.length > 2 ? d.slice(0, 2) + " / " + d.slice(2) : d;
+  // Month and year as typed or pasted: "1230", "12/30", "1/30", "12/2030".
+  function expiryParts(v) {
+    var m = /^\D*(\d{1,2})\D+(\d*)\D*$/.exec(v), mm, yy;
+    if (m) { mm = m[1]; yy = m[2]; } else { var d = digits(v); mm = d.slice(0, 2); yy = d.slice(2); }
+    if (m && mm.length === 1) { mm = "0" + mm; }
+    return [mm, /^20\d/.test(yy) ? yy.slice(0, 4) : yy.slice(0, 2), !!m];
+  }
+  exp.addEventListener("input", function (ev) {
+    if (/^delete/.test(ev.inputType || "")) { return; } // let a deletion through as typed
+    var p = expiryParts(exp.value);
+    exp.value = p[1] || p[2] ? p[0] + " / " + p[1] : p[0];
   });
   function mark(el, msg) {
     var id = el.id + "-error", e = document.getElementById(id);
@@ -53,7 +67,9 @@
       e = document.createElement("span");
       e.className = "error";
       e.id = id;
-      el.insertAdjacentElement("afterend", e);
+      // After the field's label, not inside it: inside, the message
+      // would be read as part of the field's name, then again.
+      (el.closest("label") || el).insertAdjacentElement("afterend", e);
     }
     e.textContent = msg;
     el.setAttribute("aria-invalid", "true");
@@ -61,10 +77,10 @@
     return true;
   }
   f.addEventListener("submit", function (ev) {
-    var d = digits(num.value), m = digits(exp.value), now = new Date(), bad = [];
+    var d = digits(num.value), p = expiryParts(exp.value), now = new Date(), bad = [];
     if (mark(num, luhn(d) && brandOf(d) ? "" : f.dataset.msgNumber)) { bad.push(num); }
-    var month = +m.slice(0, 2), year = 2000 + +m.slice(2, 4), expMsg = "";
-    if (m.length !== 4 || month < 1 || month > 12) { expMsg = f.dataset.msgExpiry; }
+    var month = +p[0], year = p[1].length === 4 ? +p[1] : 2000 + +p[1], expMsg = "";
+    if (p[0].length !== 2 || (p[1].length !== 2 && p[1].length !== 4) || month < 1 || month > 12) { expMsg = f.dataset.msgExpiry; }
     else if (year * 12 + month < now.getFullYear() * 12 + now.getMonth() + 1) { expMsg = f.dataset.msgExpired; }
     if (mark(exp, expMsg)) { bad.push(exp); }
     var want = /^3[47]/.test(d) ? 4 : 3;
