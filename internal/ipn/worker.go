@@ -397,6 +397,17 @@ func (w *Worker) signal() {
 	}
 }
 
+// release stops renewing event id's lease for the claim owner made, and
+// only that claim's: a replay drops the lease, and this worker may have
+// claimed the event again since. Forgetting the newer claim stopped its
+// renewal, its lease ran out mid-request, and the event was sent again and
+// again, never recorded. w.mu must be held.
+func (w *Worker) release(id, owner string) {
+	if w.held[id] == owner {
+		delete(w.held, id)
+	}
+}
+
 // releaseQueued gives back, when the worker stops, the events it claimed
 // but never started, so that another node takes them at once instead of
 // after their lease.
@@ -406,7 +417,7 @@ func (w *Worker) releaseQueued() {
 	for ep, q := range w.queued {
 		for _, qe := range q {
 			byOwner[qe.owner] = append(byOwner[qe.owner], qe.ev.ID)
-			delete(w.held, qe.ev.ID)
+			w.release(qe.ev.ID, qe.owner)
 		}
 		delete(w.queued, ep)
 	}
@@ -436,7 +447,7 @@ func (w *Worker) deliver(ctx context.Context, ev Event, owner string) {
 	w.Metrics.observe(res)
 	err := w.Queue.RecordIPN(ctx, res)
 	w.mu.Lock()
-	delete(w.held, ev.ID)
+	w.release(ev.ID, owner)
 	w.mu.Unlock()
 	switch {
 	case errors.Is(err, ErrLeaseLost):

@@ -474,6 +474,36 @@ func TestReplaySameWebhookID(t *testing.T) {
 	}
 }
 
+// A replay while an attempt is in flight: this worker claims the event
+// again at once, and the first attempt's end must not stop renewing the
+// new claim's lease. It did, the lease ran out mid-request, and the event
+// was sent again and again without ever being recorded.
+func TestReplayDuringAnAttemptIsSentOnceMore(t *testing.T) {
+	f := newFixture(t)
+	s := f.shop(t, "")
+	started := make(chan struct{}, 100)
+	rc := newReceiver(t, s, func(n int, w http.ResponseWriter, r *http.Request) bool {
+		started <- struct{}{}
+		time.Sleep(1500 * time.Millisecond) // longer than the lease, shorter than the timeout
+		w.WriteHeader(http.StatusNoContent)
+		return true
+	})
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+	ev := f.event(t, s, f.pay(t, s).Reference)
+	stop := f.runWorker(t, fast(ipn.Config{Lease: time.Second, Timeout: 3 * time.Second}), nil)
+	<-started
+	time.Sleep(1300 * time.Millisecond)
+	if _, err := f.db.ReplayIPN(t.Context(), ev.ID, time.Now(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the replay delivered", f.statusIs(t, ev.ID, ipn.Delivered))
+	time.Sleep(2 * time.Second) // room for any further sends
+	stop()
+	if n := len(rc.requests()); n != 2 {
+		t.Errorf("%d requests, want 2: the attempt in flight and the replay", n)
+	}
+}
+
 // Test mode reaches loopback only when the operator allows it; the refusal
 // is made on the connection, so the receiver never sees a request.
 func TestPrivateTargetRefusedByDefault(t *testing.T) {
