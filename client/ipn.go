@@ -126,6 +126,9 @@ func NewIPNHandler(cfg IPNConfig, handle func(ctx context.Context, n Notificatio
 	if err != nil || len(key) == 0 || !strings.HasPrefix(cfg.Secret, "whsec_") {
 		return nil, fmt.Errorf("%w: IPN secret must be the whsec_… notification secret", ErrInvalidConfig)
 	}
+	if strings.Contains(cfg.Username, ":") {
+		return nil, fmt.Errorf("%w: an IPN username cannot contain ':' (HTTP Basic authentication splits at the first one)", ErrInvalidConfig)
+	}
 	if (cfg.Username == "") != (cfg.Password == "") {
 		return nil, fmt.Errorf("%w: set both IPN username and password, or neither", ErrInvalidConfig)
 	}

@@ -250,6 +250,7 @@ func TestNewIPNHandlerConfig(t *testing.T) {
 		{"secret without prefix", client.IPNConfig{Secret: "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, ok},
 		{"secret not base64", client.IPNConfig{Secret: "whsec_%%%"}, ok},
 		{"username without password", client.IPNConfig{Secret: vectorSecret, Username: "shop"}, ok},
+		{"username with a colon", client.IPNConfig{Secret: vectorSecret, Username: "shop:1", Password: "pw"}, ok},
 		{"no function", client.IPNConfig{Secret: vectorSecret}, nil},
 	}
 	for _, tt := range tests {

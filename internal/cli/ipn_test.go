@@ -254,6 +254,12 @@ func TestIPNSetIPNChecksURL(t *testing.T) {
 			t.Errorf("%s %s: %v, want refused", c.mode, c.url, err)
 		}
 	}
+	// Basic authentication splits at the first colon: no receiver could
+	// check such a username.
+	if _, err := ipnRun(t, "merchant", "set-ipn", "--data-dir", dir, "--merchant", code, "--mode", "test", "--url", "https://shop.example/ipn",
+		"--username", "shop:1", "--password", "p"); !errors.Is(err, errUsage) {
+		t.Errorf("a username with a colon: %v, want refused", err)
+	}
 	for _, c := range []struct{ mode, url string }{{"live", "https://shop.example/ipn"}, {"test", "http://127.0.0.1:9000/ipn"}} {
 		if err := set(c.mode, c.url); err != nil {
 			t.Errorf("%s %s refused: %v", c.mode, c.url, err)

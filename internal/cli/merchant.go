@@ -83,6 +83,9 @@ func merchantSetIPN(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err := ipn.CheckTarget(ctx, cfg.URL, m, net.DefaultResolver); err != nil {
 		return usageErr(fs, err)
 	}
+	if err := ipn.CheckUsername(cfg.Username); err != nil {
+		return usageErr(fs, err)
+	}
 	db, err := st.open(ctx, false)
 	if err != nil {
 		return err

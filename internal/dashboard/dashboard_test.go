@@ -247,6 +247,11 @@ func TestEscaping(t *testing.T) {
 	if strings.Contains(rec.Body.String(), "<script>alert") {
 		t.Errorf("IPN settings echo markup:\n%s", rec.Body)
 	}
+	// A username no receiver could check (Basic splits at the first colon).
+	br.get("/dashboard/settings/ipn")
+	if rec := br.post("/dashboard/settings/ipn", url.Values{"url": {"https://shop.example/ipn"}, "username": {"shop:1"}, "password": {"p"}}); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "may not contain") {
+		t.Errorf("an IPN username with a colon: %d", rec.Code)
+	}
 }
 
 // 15 idle minutes end a session; so do 12 hours, however active.

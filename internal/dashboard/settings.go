@@ -46,6 +46,11 @@ func (h *Handler) saveIPNSettings(w http.ResponseWriter, r *http.Request) {
 		h.renderIPNSettings(w, r, http.StatusBadRequest, again)
 		return
 	}
+	if err := ipn.CheckUsername(user); err != nil {
+		again["Error"] = err.Error()
+		h.renderIPNSettings(w, r, http.StatusBadRequest, again)
+		return
+	}
 	if err := ipn.CheckTarget(r.Context(), u, v.Sess.Mode, net.DefaultResolver); err != nil {
 		again["Error"] = err.Error()
 		h.renderIPNSettings(w, r, http.StatusBadRequest, again)

@@ -74,6 +74,16 @@ type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
+// CheckUsername refuses an IPN username no receiver can check: HTTP Basic
+// authentication splits "user:password" at the first colon (RFC 7617), so
+// a colon in the username makes every delivery's credentials wrong.
+func CheckUsername(u string) error {
+	if strings.Contains(u, ":") {
+		return errors.New("the IPN username may not contain ':' (HTTP Basic authentication splits at the first one)")
+	}
+	return nil
+}
+
 // CheckTarget is CheckURL plus, in live mode, a look-up of the host that
 // refuses it when any of its addresses may not be reached. It catches a
 // mistake when the URL is saved; the check that protects is the one made on
