@@ -1,0 +1,65 @@
+package e2e
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/payment"
+	"github.com/kadipay/kadi/internal/server/servertest"
+)
+
+// TestBrowserPendingPageFollowsThePayment: the "being confirmed" page a
+// shopper meets while another attempt on the bill is with the network
+// passes axe (no timed refresh, which would move a keyboard's focus and a
+// screen reader to the top every 3 s) and still turns into the result by
+// itself once that attempt is settled.
+func TestBrowserPendingPageFollowsThePayment(t *testing.T) {
+	t.Parallel()
+	needBrowser(t)
+	g := servertest.Start(t, servertest.Options{})
+	srv := httptest.NewServer(g.Handler)
+	defer srv.Close()
+	c := g.Onboard("Pending Browser Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "PENDB1", "10")
+	entry := g.ServeOnce(servertest.CardPayRequest(servertest.FormFields(c, tok, b))).Header().Get("Location")
+	bl, err := g.Store.BillByID(context.Background(), b.Reference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := g.Clock.Now()
+	inflight := payment.Payment{ID: "pay_inflight_browser", BillReference: bl.Reference, MerchantCode: bl.MerchantCode,
+		Mode: bl.Mode, Status: payment.Processing, Amount: bl.Amount, CreatedAt: now, UpdatedAt: now}
+	if err := g.Store.StartPayment(context.Background(), inflight); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, console := newBrowser(t)
+	mark := console.mark()
+	run(t, ctx, chromedp.Navigate(srv.URL+entry), chromedp.WaitVisible(chromedp.CSS("p.alert")))
+	if txt := value(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(txt, "being confirmed") {
+		t.Fatalf("not the pending page:\n%s", txt)
+	}
+	if os.Getenv("KADI_SCREENSHOTS") == "1" {
+		saveScreenshot(t, ctx, "card-pending.png")
+	}
+	axeCheck(t, ctx, "payment being confirmed")
+
+	inflight.Status, inflight.NetworkRef, inflight.Message, inflight.UpdatedAt = payment.Succeeded, "NETPENDB1", payment.MsgApproved, g.Clock.Now()
+	if err := g.Store.FinishPayment(context.Background(), inflight, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, chromedp.WaitVisible(chromedp.ID("kadi-callback")))
+	if txt := value(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(txt, "Payment successful") {
+		t.Errorf("the page did not become the result:\n%s", txt)
+	}
+	for _, msg := range console.cspSince(mark) {
+		t.Errorf("browser console: %s", msg)
+	}
+}
