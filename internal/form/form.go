@@ -97,6 +97,8 @@ type pageError struct {
 	// Retry: the gateway cannot serve this right now (a database outage);
 	// the answer says when to come back and a checkout's page asks again.
 	Retry bool `json:"r,omitempty"`
+	// Test: the page is about a test-mode bill, labelled as such.
+	Test bool `json:"x,omitempty"`
 }
 
 func (e *pageError) Error() string { return e.Title + ": " + e.Message + " " + e.Detail }
@@ -140,7 +142,7 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 	// The merchant's customer fields are judged before anyone types a card:
 	// a customer cannot fix them, so there is no point asking for the card.
 	if problems := h.checkCustomer(&sub); len(problems) > 0 {
-		h.finish(w, r, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location))
+		h.finish(w, r, t, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location))
 		return
 	}
 	if !sub.HasCard() && t.checkoutID == "" {
@@ -157,7 +159,7 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 			h.again(w, r, t, sub, problems, "")
 			return
 		}
-		h.finish(w, r, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location))
+		h.finish(w, r, t, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location))
 		return
 	}
 	attempt.CallbackURL = t.callback.String()
@@ -444,7 +446,7 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, &t, err)
 		return
 	}
-	h.finish(w, r, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: MsgCancelled, UpdatedAt: h.Now()}, h.Location))
+	h.finish(w, r, t, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: MsgCancelled, UpdatedAt: h.Now()}, h.Location))
 }
 
 // switchLanguage is the pages' language switch: it remembers the choice
@@ -511,7 +513,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 				cb = u
 			}
 		}
-		h.finish(w, r, cb, callbackFor(t.bill, p, h.Location))
+		h.finish(w, r, t, cb, callbackFor(t.bill, p, h.Location))
 	}
 }
 

@@ -1,6 +1,7 @@
 package form_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kadipay/kadi/internal/acquirer/sim"
 	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
+	"github.com/kadipay/kadi/internal/secret"
 	"github.com/kadipay/kadi/internal/server/servertest"
 )
 
@@ -865,5 +868,37 @@ func TestCardPagePrefillsTheCardholder(t *testing.T) {
 		if first.Attrs["value"] != tt.wantFirst || last.Attrs["value"] != tt.wantLast {
 			t.Errorf("case %d: card page names %q %q, want %q %q", i, first.Attrs["value"], last.Attrs["value"], tt.wantFirst, tt.wantLast)
 		}
+	}
+}
+
+// Every page says when it is about a test (hosted-form.md: "Test mode is
+// labelled on every page"), the result and notice pages too, and the
+// result shows the amount as the card page did, with its currency.
+func TestResultAndNoticePagesSayTestMode(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{LiveAcquirer: sim.New(secret.RandomBytes(32), nil)})
+	c := g.Onboard("Labelled Shop")
+	for _, mode := range []merchant.Mode{merchant.Test, merchant.Live} {
+		tok := g.Token(c, mode)
+		b := g.CreateBill(c, tok, "LABEL"+strings.ToUpper(string(mode)), "1500000.00")
+		body := g.CardPay(servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))).Body.String()
+		if badge := strings.Contains(body, `class="badge"`); badge != (mode == merchant.Test) || !strings.Contains(body, "KES 1,500,000.00") {
+			t.Errorf("%s result page: test badge %v, want %v; amount shown with currency and grouping: %v", mode, badge, mode == merchant.Test, strings.Contains(body, "KES 1,500,000.00"))
+		}
+	}
+	// A notice about a test bill: payment being confirmed.
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "LABELPEND", "10")
+	entry := seeOther(t, g.ServeOnce(servertest.CardPayRequest(servertest.FormFields(c, tok, b))))
+	bl, err := g.Store.BillByID(context.Background(), b.Reference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := g.Clock.Now()
+	if err := g.Store.StartPayment(context.Background(), payment.Payment{ID: "pay_label", BillReference: bl.Reference, MerchantCode: bl.MerchantCode,
+		Mode: bl.Mode, Status: payment.Processing, Amount: bl.Amount, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := get(g, entry); rec.Code != http.StatusAccepted || !strings.Contains(rec.Body.String(), `class="badge"`) {
+		t.Errorf("the notice about a test bill: %d, labelled %v", rec.Code, strings.Contains(rec.Body.String(), `class="badge"`))
 	}
 }

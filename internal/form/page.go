@@ -10,6 +10,7 @@ import (
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/logging"
+	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/outage"
 	"github.com/kadipay/kadi/internal/payment"
 )
@@ -44,9 +45,13 @@ type page struct {
 	Expires int64  `json:"x"` // unix seconds
 	// Checkout is the checkout session's id (kindCheckout).
 	Checkout string `json:"c,omitempty"`
-	// Action and Callback are where and what the result posts (kindResult).
+	// Action and Callback are where and what the result posts, Amount the
+	// bill's amount as the card page showed it and Test its mode, for
+	// the page's own header (kindResult).
 	Action   string     `json:"a,omitempty"`
 	Callback *Callback  `json:"r,omitempty"`
+	Amount   string     `json:"m,omitempty"`
+	Test     bool       `json:"t,omitempty"`
 	Error    *pageError `json:"e,omitempty"`
 }
 
@@ -85,9 +90,11 @@ func (h *Handler) toCheckout(w http.ResponseWriter, r *http.Request, t trusted) 
 	h.show(w, r, page{Kind: kindCheckout, Checkout: t.checkoutID})
 }
 
-// finish shows the page that posts cb to the merchant's callback.
-func (h *Handler) finish(w http.ResponseWriter, r *http.Request, to *url.URL, cb Callback) {
-	h.show(w, r, page{Kind: kindResult, Action: to.String(), Callback: &cb})
+// finish shows the page that posts cb to the merchant's callback, for
+// checkout t.
+func (h *Handler) finish(w http.ResponseWriter, r *http.Request, t trusted, to *url.URL, cb Callback) {
+	hd := header(t)
+	h.show(w, r, page{Kind: kindResult, Action: to.String(), Callback: &cb, Amount: hd.Amount, Test: hd.Test})
 }
 
 // fail shows err on our error page; t, when the callback is trusted,
@@ -127,6 +134,9 @@ func (h *Handler) problem(r *http.Request, t *trusted, err error) *pageError {
 			Message: "We could not process this request. You have not been charged twice; please contact the shop and quote the reference below."}
 	}
 	pe.RequestID = logging.RequestID(r.Context())
+	if t != nil && t.bill.Reference != "" {
+		pe.Test = t.bill.Mode == merchant.Test
+	}
 	if t != nil && t.callback != nil {
 		pe.Shop = t.merchant.Name
 		pe.ShopURL = (&url.URL{Scheme: t.callback.Scheme, Host: t.callback.Host, Path: "/"}).String()
@@ -154,7 +164,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 			h.renderError(w, r, h.problem(r, nil, errPageGone))
 			return
 		}
-		h.renderResult(w, r, to, *p.Callback, true)
+		h.renderResult(w, r, to, *p.Callback, resultHeader{p.Amount, p.Test}, true)
 	case kindError:
 		h.renderError(w, r, p.Error)
 	default:
@@ -221,7 +231,8 @@ func (h *Handler) renderOutcome(w http.ResponseWriter, r *http.Request, t truste
 			cb = u // the result goes where the first result went
 		}
 	}
-	h.renderResult(w, r, cb, callbackFor(t.bill, p, h.Location), false)
+	hd := header(t)
+	h.renderResult(w, r, cb, callbackFor(t.bill, p, h.Location), resultHeader{hd.Amount, hd.Test}, false)
 }
 
 func withPageID(r *http.Request, id string) *http.Request {

@@ -119,12 +119,24 @@ func (h *Handler) renderChallenge(w http.ResponseWriter, r *http.Request, t trus
 // A card page revisited after its checkout ended shows the result without
 // posting it: the shopper came back on purpose, and bouncing them to the
 // shop again would trap the back button.
-func (h *Handler) renderResult(w http.ResponseWriter, r *http.Request, to *url.URL, cb Callback, autoPost bool) {
+func (h *Handler) renderResult(w http.ResponseWriter, r *http.Request, to *url.URL, cb Callback, hd resultHeader, autoPost bool) {
 	origin := (&url.URL{Scheme: to.Scheme, Host: to.Host}).String()
+	amount := hd.Amount
+	if amount == "" {
+		amount = cb.OrderAmount // a page sealed before the header was kept in it
+	}
 	h.render(w, r, http.StatusOK, "'self' "+origin, "redirect.html", map[string]any{
 		"Title": "Returning to the shop", "Action": to.String(), "Fields": cb.Fields(), "Success": cb.OrderStatus == StatusSuccessful,
-		"Message": cb.Message, "Amount": cb.OrderAmount, "OrderRef": cb.OrderReference, "AutoPost": autoPost,
+		"Message": cb.Message, "Amount": amount, "Test": hd.Test, "OrderRef": cb.OrderReference, "AutoPost": autoPost,
 	})
+}
+
+// resultHeader is what the result page shows of the bill besides the
+// callback: its amount as the card page showed it (currency, grouping) and
+// whether it is a test, labelled on every page (hosted-form.md).
+type resultHeader struct {
+	Amount string
+	Test   bool
 }
 
 // renderError shows pe; problem made it and logged it.
@@ -132,7 +144,7 @@ func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, pe *pageEr
 	if pe.Retry {
 		w.Header().Set("Retry-After", strconv.Itoa(int(outage.RetryAfter.Seconds())))
 	}
-	h.render(w, r, pe.Status, "'self'", "error.html", map[string]any{"Title": pe.Title, "Message": pe.Message, "Detail": pe.Detail, "Status": pe.Status,
+	h.render(w, r, pe.Status, "'self'", "error.html", map[string]any{"Title": pe.Title, "Message": pe.Message, "Detail": pe.Detail, "Status": pe.Status, "Test": pe.Test,
 		"RequestID": pe.RequestID, "Shop": pe.Shop, "ShopURL": pe.ShopURL, "Pending": pe.Pending, "Retry": pe.Retry,
 		// A live page (a checkout's, reached by GET) asks again until the
 		// payment is settled; a shopper need not press anything. With
