@@ -29,16 +29,7 @@ func TestBrowserPendingPageFollowsThePayment(t *testing.T) {
 	tok := g.Token(c, merchant.Test)
 	b := g.CreateBill(c, tok, "PENDB1", "10")
 	entry := g.ServeOnce(servertest.CardPayRequest(servertest.FormFields(c, tok, b))).Header().Get("Location")
-	bl, err := g.Store.BillByID(context.Background(), b.Reference)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := g.Clock.Now()
-	inflight := payment.Payment{ID: "pay_inflight_browser", BillReference: bl.Reference, MerchantCode: bl.MerchantCode,
-		Mode: bl.Mode, Status: payment.Processing, Amount: bl.Amount, CreatedAt: now, UpdatedAt: now}
-	if err := g.Store.StartPayment(context.Background(), inflight); err != nil {
-		t.Fatal(err)
-	}
+	inflight := g.PaymentInFlight(b.Reference, "pay_inflight_browser")
 
 	ctx, console := newBrowser(t)
 	mark := console.mark()

@@ -135,6 +135,21 @@ func TestCreateReferencesAreRandomAndWellFormed(t *testing.T) {
 	}
 }
 
+// createThenRetry creates a bill from first, then, after, sends retry: the
+// first bill, the retry's answer, and how many bills are stored.
+func createThenRetry(t *testing.T, first, retry body, after time.Duration) (Bill, Bill, bool, int, error) {
+	t.Helper()
+	s, repo, c := newService()
+	ctx := context.Background()
+	original, _, err := s.Create(ctx, testMerchant, merchant.Test, decode(t, first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.now = c.now.Add(after)
+	got, replay, err := s.Create(ctx, testMerchant, merchant.Test, decode(t, retry))
+	return original, got, replay, len(repo.bills), err
+}
+
 func TestCreateIdempotency(t *testing.T) {
 	original := validBody().with("order.amount", "1500.00")
 	tests := []struct {
@@ -161,14 +176,7 @@ func TestCreateIdempotency(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, repo, c := newService()
-			ctx := context.Background()
-			first, _, err := s.Create(ctx, testMerchant, merchant.Test, decode(t, original))
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.now = c.now.Add(tt.after)
-			got, replay, err := s.Create(ctx, testMerchant, merchant.Test, decode(t, tt.retry))
+			first, got, replay, stored, err := createThenRetry(t, original, tt.retry, tt.after)
 			if tt.err != nil {
 				if !errors.Is(err, tt.err) || replay {
 					t.Fatalf("retry = %+v, replay %v, err %v; want %v", got, replay, err, tt.err)
@@ -181,8 +189,8 @@ func TestCreateIdempotency(t *testing.T) {
 			if replay != tt.replay || got.Reference != first.Reference || got.RequestHash != first.RequestHash {
 				t.Errorf("retry = %s (replay %v), want the original %s (replay %v)", got.Reference, replay, first.Reference, tt.replay)
 			}
-			if len(repo.bills) != 1 {
-				t.Errorf("%d bills stored, want 1", len(repo.bills))
+			if stored != 1 {
+				t.Errorf("%d bills stored, want 1", stored)
 			}
 		})
 	}
@@ -334,14 +342,7 @@ func TestCreateRetryAfterItsExpiryPassed(t *testing.T) {
 		{"identical, after the window", 25 * time.Hour, original, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s, repo, c := newService()
-			ctx := context.Background()
-			first, _, err := s.Create(ctx, testMerchant, merchant.Test, decode(t, original))
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.now = c.now.Add(tt.after)
-			got, replay, err := s.Create(ctx, testMerchant, merchant.Test, decode(t, tt.retry))
+			first, got, replay, stored, err := createThenRetry(t, original, tt.retry, tt.after)
 			var v *ValidationError
 			switch {
 			case tt.replay && (err != nil || !replay || got.Reference != first.Reference):
@@ -349,8 +350,8 @@ func TestCreateRetryAfterItsExpiryPassed(t *testing.T) {
 			case !tt.replay && !errors.As(err, &v):
 				t.Errorf("retry = %s, replay %v, %v; want the expiry refused", got.Reference, replay, err)
 			}
-			if len(repo.bills) != 1 {
-				t.Errorf("%d bills stored, want 1", len(repo.bills))
+			if stored != 1 {
+				t.Errorf("%d bills stored, want 1", stored)
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package form_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -889,15 +888,7 @@ func TestResultAndNoticePagesSayTestMode(t *testing.T) {
 	tok := g.Token(c, merchant.Test)
 	b := g.CreateBill(c, tok, "LABELPEND", "10")
 	entry := seeOther(t, g.ServeOnce(servertest.CardPayRequest(servertest.FormFields(c, tok, b))))
-	bl, err := g.Store.BillByID(context.Background(), b.Reference)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := g.Clock.Now()
-	if err := g.Store.StartPayment(context.Background(), payment.Payment{ID: "pay_label", BillReference: bl.Reference, MerchantCode: bl.MerchantCode,
-		Mode: bl.Mode, Status: payment.Processing, Amount: bl.Amount, CreatedAt: now, UpdatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
+	g.PaymentInFlight(b.Reference, "pay_label")
 	if rec := get(g, entry); rec.Code != http.StatusAccepted || !strings.Contains(rec.Body.String(), `class="badge"`) {
 		t.Errorf("the notice about a test bill: %d, labelled %v", rec.Code, strings.Contains(rec.Body.String(), `class="badge"`))
 	}

@@ -147,15 +147,7 @@ func TestErrorPageWayBack(t *testing.T) {
 
 	// A payment in flight from elsewhere: the page says so, with a link
 	// back to the shop's site.
-	bl, err := g.Store.BillByID(context.Background(), b.Reference)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := g.Clock.Now()
-	if err := g.Store.StartPayment(context.Background(), payment.Payment{ID: "pay_inflight", BillReference: bl.Reference, MerchantCode: bl.MerchantCode,
-		Mode: bl.Mode, Status: payment.Processing, Amount: bl.Amount, CreatedAt: now, UpdatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
+	g.PaymentInFlight(b.Reference, "pay_inflight")
 	rec := get(g, entry)
 	page := servertest.ParsePage(rec.Body.String())
 	if rec.Code != http.StatusAccepted || !strings.Contains(rec.Body.String(), `href="https://shop.example/"`) || !strings.Contains(rec.Body.String(), "Back to Way Back Shop") {
@@ -215,16 +207,7 @@ func TestPendingAfterACardPostFollowsThePayment(t *testing.T) {
 	tok := g.Token(c, merchant.Test)
 	b := g.CreateBill(c, tok, "PEND1", "10")
 	id := g.OpenCheckout(servertest.FormFields(c, tok, b))
-	bl, err := g.Store.BillByID(context.Background(), b.Reference)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := g.Clock.Now()
-	inflight := payment.Payment{ID: "pay_inflight", BillReference: bl.Reference, MerchantCode: bl.MerchantCode,
-		Mode: bl.Mode, Status: payment.Processing, Amount: bl.Amount, CreatedAt: now, UpdatedAt: now}
-	if err := g.Store.StartPayment(context.Background(), inflight); err != nil {
-		t.Fatal(err)
-	}
+	inflight := g.PaymentInFlight(b.Reference, "pay_inflight")
 	loc := seeOther(t, g.ServeOnce(servertest.CardPayRequest(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv}))))
 	if rec := get(g, loc); rec.Code != http.StatusAccepted || !strings.Contains(rec.Body.String(), `<meta http-equiv="refresh" content="3">`) {
 		t.Fatalf("after the card post: %d\n%s", rec.Code, rec.Body)

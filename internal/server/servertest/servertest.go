@@ -438,6 +438,24 @@ func (g *Gateway) Pay(c merchant.Credentials, token, orderRef, amount string, ca
 	return b, g.Callback(g.CardPay(card.Apply(FormFields(c, token, b))))
 }
 
+// PaymentInFlight records a payment on billRef that is still with the
+// card network (as a node that crashed mid-charge leaves one), so the bill
+// is processing; FinishPayment on the returned payment settles it.
+func (g *Gateway) PaymentInFlight(billRef, id string) payment.Payment {
+	g.TB.Helper()
+	b, err := g.Store.BillByID(context.Background(), billRef)
+	if err != nil {
+		g.TB.Fatal(err)
+	}
+	now := g.Clock.Now()
+	p := payment.Payment{ID: id, BillReference: b.Reference, MerchantCode: b.MerchantCode, Mode: b.Mode,
+		Status: payment.Processing, Amount: b.Amount, CreatedAt: now, UpdatedAt: now}
+	if err := g.Store.StartPayment(context.Background(), p); err != nil {
+		g.TB.Fatal(err)
+	}
+	return p
+}
+
 // CountPayments counts the payment rows of billRef with status ("" for
 // any). The store offers no count, and a second charge must show up here.
 func (g *Gateway) CountPayments(billRef string, status payment.Status) int {
