@@ -14,8 +14,11 @@ import (
 // A card number here is 13 to 19 digits that pass the Luhn check, bounded
 // by non-digits, and written either solid or in groups joined by single
 // separators: a space or a dash, and the dot, underscore, plus (a form's
-// space) and slash that request ids, paths and encoded bodies carry. Groups are joined greedily into chains ("1500 nnnn nnnn
-// nnnn nnnn"), and every run of whole groups in a chain is tried, so a card
+// space) that request ids, paths and encoded bodies carry. Not the slash:
+// it joins a file path's numbered directories (a data dir's
+// ".../TestX2088031234/001") into runs that pass Luhn one time in ten.
+// Groups are joined greedily into chains ("1500 nnnn nnnn nnnn nnnn"), and
+// every run of whole groups in a chain is tried, so a card
 // number is found even when an amount or reference sits one space away from
 // it.
 //
@@ -88,7 +91,7 @@ func scanChain(s string, i int, groups []digitGroup) ([]digitGroup, int, int) {
 }
 
 func isSeparator(c byte) bool {
-	return c == ' ' || c == '-' || c == '.' || c == '_' || c == '+' || c == '/'
+	return c == ' ' || c == '-' || c == '.' || c == '_' || c == '+'
 }
 
 // candidate is a run of whole groups, groups[first..last], that could be a

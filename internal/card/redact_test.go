@@ -26,7 +26,7 @@ func TestRedact(t *testing.T) {
 		{"form with spaces encoded as plus", "cardNumber=4242+4242+4242+4242&x=1", "cardNumber=424242******4242&x=1"},
 		{"dots, as a request id may", "id 4242.4242.4242.4242", "id 424242******4242"},
 		{"underscores", "id 4242_4242_4242_4242", "id 424242******4242"},
-		{"slashes, as a path may", "/x/4242/4242/4242/4242", "/x/424242******4242"},
+		{"slashes join no groups: a file path's numbered dirs", "/tmp/X2088031234/001/data", "/tmp/X2088031234/001/data"},
 		{"spaces", "card 4242 4242 4242 4242 ok", "card 424242******4242 ok"},
 		{"dashes", "card 4242-4242-4242-4242 ok", "card 424242******4242 ok"},
 		{"amex grouping", "amex 3782 822463 10005.", "amex 378282*****0005."},
@@ -110,7 +110,7 @@ func FuzzRedact(f *testing.F) {
 		"1500 " + visa4242 + " 12345", breakLuhn(visa4242), diners, "1 2 3 4 5 6 7 8 9 0 1 2 3 4",
 		visa4242 + visa4242, visa4242 + " " + visa4242 + " " + visa4242,
 		"42424242 42424242424242", "ref 4 5555 5555 5555 4444", "2026-03-15 4242 4242 4242 4242",
-		"4242.4242_4242+4242", "/x/4242/4242/4242/4242", "42424 4242 4242 42+2",
+		"4242.4242_4242+4242", "/tmp/X2088031234/001/data", "42424 4242 4242 42+2",
 	} {
 		f.Add(seed)
 	}
