@@ -49,20 +49,19 @@ type AttemptResponse struct {
 
 var (
 	errNotificationNotFound = errors.New("no notification with that id for this merchant and mode")
-	errBadNotificationQuery = errors.New("status must be pending, delivered or failed; limit 1 to 500")
+	errBadNotificationQuery = errors.New(ipn.ErrBadStatus.Error() + "; limit 1 to 500")
 	notificationID          = regexp.MustCompile(`^msg_[0-9a-f]{24}$`)
 )
 
 func (h *Handler) listNotifications(w http.ResponseWriter, r *http.Request) {
 	c := claimsOf(r)
 	f := ipn.Filter{MerchantCode: c.MerchantCode, Mode: c.Mode, Limit: 100}
-	switch st := ipn.Status(r.URL.Query().Get("status")); st {
-	case "", ipn.Pending, ipn.Delivered, ipn.Failed:
-		f.Status = st
-	default:
+	st, err := ipn.ParseStatus(r.URL.Query().Get("status"))
+	if err != nil {
 		h.fail(w, r, errBadNotificationQuery)
 		return
 	}
+	f.Status = st
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 500 {

@@ -83,7 +83,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	ipnUser, ipnPassword := "demo-shop", secret.NewPassword()
-	err = g.Store.SetIPN(ctx, creds.MerchantCode, merchant.Test, merchant.IPNConfig{URL: shopURL + demo.IPNPath, Username: ipnUser, Password: ipnPassword})
+	_, err = g.Store.SetIPN(ctx, creds.MerchantCode, merchant.Test, merchant.IPNConfig{URL: shopURL + demo.IPNPath, Username: ipnUser, Password: ipnPassword})
 	if err != nil {
 		return err
 	}

@@ -87,7 +87,7 @@ func ipnList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	st.register(fs)
 	fs.StringVar(&code, "merchant", "", "merchant code (required)")
 	fs.StringVar(&mode, "mode", "", "test or live (default both)")
-	fs.StringVar(&status, "status", "", "pending, delivered or failed (default all)")
+	fs.StringVar(&status, "status", "", "pending, parked, delivered or failed (default all)")
 	fs.IntVar(&limit, "limit", 100, "most recent events to show")
 	fs.BoolVar(&asJSON, "json", false, "print a JSON array")
 	tz := zoneFlag(fs)
@@ -109,10 +109,8 @@ func ipnList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		f.Mode = m
 	}
-	switch f.Status {
-	case "", ipn.Pending, ipn.Delivered, ipn.Failed:
-	default:
-		return usageErr(fs, fmt.Errorf("--status %q: must be pending, delivered or failed", status))
+	if _, err := ipn.ParseStatus(string(f.Status)); err != nil {
+		return usageErr(fs, fmt.Errorf("--status %q: %w", status, err))
 	}
 	if limit < 1 {
 		return usageErr(fs, errors.New("--limit must be at least 1"))

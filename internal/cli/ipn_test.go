@@ -266,3 +266,34 @@ func TestIPNSetIPNChecksURL(t *testing.T) {
 		}
 	}
 }
+
+// A notification parked for want of a URL is sent when set-ipn saves one,
+// and set-ipn says so; `ipn list --status parked` finds it before.
+func TestSetIPNSendsParked(t *testing.T) {
+	dir, code, ev := ipnSetup(t)
+	db := ipnStore(t, dir)
+	now := time.Now()
+	got, err := db.ClaimIPN(t.Context(), ipn.Claim{Owner: "w", Now: now, LeaseUntil: now.Add(time.Minute), Limit: 1})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim: %d, %v", len(got), err)
+	}
+	if err := db.RecordIPN(t.Context(), ipn.Result{EventID: ev.ID, Owner: "w", Status: ipn.Parked, NextAttemptAt: now, LastError: "no IPN URL"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := ipnRun(t, "ipn", "list", "--data-dir", dir, "--merchant", code, "--status", "parked")
+	if err != nil || !strings.Contains(out, ev.ID) || !strings.Contains(out, "parked") {
+		t.Fatalf("ipn list --status parked: %v\n%s", err, out)
+	}
+	out, err = ipnRun(t, "merchant", "set-ipn", "--data-dir", dir, "--merchant", code, "--mode", "test", "--url", "https://shop.example/ipn",
+		"--username", "shop", "--password", "p")
+	if err != nil || !strings.Contains(out, "1 parked notification (from the last 3 days) is being sent there now.") {
+		t.Fatalf("set-ipn: %v\n%s", err, out)
+	}
+	if got, _ := db.IPNEvent(t.Context(), ev.ID); got.Status != ipn.Pending {
+		t.Errorf("after set-ipn the event is %s", got.Status)
+	}
+	if out, err := ipnRun(t, "ipn", "list", "--data-dir", dir, "--merchant", code, "--status", "sent"); !errors.Is(err, errUsage) ||
+		!strings.Contains(out, "pending, parked, delivered or failed") {
+		t.Errorf("--status sent: %v\n%s", err, out)
+	}
+}

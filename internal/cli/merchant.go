@@ -91,10 +91,14 @@ func merchantSetIPN(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	defer db.Close()
-	if err := db.SetIPN(ctx, code, m, cfg); err != nil {
+	resent, err := db.SetIPN(ctx, code, m, cfg)
+	if err != nil {
 		return fmt.Errorf("merchant %s: %w", code, err)
 	}
 	fmt.Fprintf(stdout, "IPN for merchant %s (%s) now goes to %s\n", code, m, cfg.URL)
+	if resent > 0 {
+		fmt.Fprintln(stdout, ipn.ResentNote(resent))
+	}
 	if m == merchant.Test {
 		if why := ipn.Unreachable(ctx, cfg.URL, net.DefaultResolver); why != "" {
 			fmt.Fprintf(stderr, "warning: %s: kadi serve refuses to deliver there unless it runs with --allow-private-ipn (test mode only)\n", why)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/pquerna/otp/totp"
 
+	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/server/servertest"
 	"github.com/kadipay/kadi/internal/session"
@@ -251,6 +252,35 @@ func TestEscaping(t *testing.T) {
 	br.get("/dashboard/settings/ipn")
 	if rec := br.post("/dashboard/settings/ipn", url.Values{"url": {"https://shop.example/ipn"}, "username": {"shop:1"}, "password": {"p"}}); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "may not contain") {
 		t.Errorf("an IPN username with a colon: %d", rec.Code)
+	}
+}
+
+// A notification parked for want of a URL is listed under its status, and
+// saving the IPN settings sends it and says so.
+func TestSavingIPNSendsParked(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Late Shop")
+	g.Pay(c, g.Token(c, merchant.Test), "LATE1", "10", servertest.Card{Number: visa, CVV: "737"})
+	ctx := t.Context()
+	now := time.Now()
+	evs, err := g.Store.ClaimIPN(ctx, ipn.Claim{Owner: "w", Now: now, LeaseUntil: now.Add(time.Minute), Limit: 1})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("claim: %d, %v", len(evs), err)
+	}
+	if err := g.Store.RecordIPN(ctx, ipn.Result{EventID: evs[0].ID, Owner: "w", Status: ipn.Parked, NextAttemptAt: now, LastError: "no IPN URL configured"}); err != nil {
+		t.Fatal(err)
+	}
+	br := signIn(t, g, c)
+	if page := br.get("/dashboard/ipn?status=parked").Body.String(); !strings.Contains(page, evs[0].ID+": parked") {
+		t.Fatalf("parked filter:\n%s", page)
+	}
+	br.get("/dashboard/settings/ipn")
+	rec := br.post("/dashboard/settings/ipn", url.Values{"url": {"https://shop.example/ipn"}, "username": {"shop"}, "password": {"p"}})
+	if loc := rec.Header().Get("Location"); rec.Code != http.StatusSeeOther || !strings.Contains(loc, url.QueryEscape("1 parked notification")) {
+		t.Fatalf("save: %d, to %s", rec.Code, loc)
+	}
+	if ev, _ := g.Store.IPNEvent(ctx, evs[0].ID); ev.Status != ipn.Pending {
+		t.Errorf("after the save the event is %s", ev.Status)
 	}
 }
 

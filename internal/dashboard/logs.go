@@ -15,13 +15,12 @@ var eventID = regexp.MustCompile(`^msg_[0-9a-f]{24}$`)
 func (h *Handler) ipnLog(w http.ResponseWriter, r *http.Request) {
 	v := visitOf(r)
 	f := ipn.Filter{MerchantCode: v.Merchant.Code, Mode: v.Sess.Mode, Limit: 100}
-	switch st := ipn.Status(r.URL.Query().Get("status")); st {
-	case "", ipn.Pending, ipn.Delivered, ipn.Failed:
-		f.Status = st
-	default:
-		h.fail(w, r, http.StatusBadRequest, "Filter not understood", "Status is pending, delivered or failed.")
+	st, err := ipn.ParseStatus(r.URL.Query().Get("status"))
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, "Filter not understood", "Status is pending, parked, delivered or failed.")
 		return
 	}
+	f.Status = st
 	evs, err := h.Store.IPNEvents(r.Context(), f)
 	if err != nil {
 		h.internal(w, r, err)

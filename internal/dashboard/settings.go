@@ -69,11 +69,15 @@ func (h *Handler) saveIPNSettings(w http.ResponseWriter, r *http.Request) {
 		}
 		pass = st.IPN.Password
 	}
-	if err := h.Store.SetIPN(r.Context(), v.Merchant.Code, v.Sess.Mode, merchant.IPNConfig{URL: u, Username: user, Password: pass}); err != nil {
+	resent, err := h.Store.SetIPN(r.Context(), v.Merchant.Code, v.Sess.Mode, merchant.IPNConfig{URL: u, Username: user, Password: pass})
+	if err != nil {
 		h.internal(w, r, err)
 		return
 	}
 	note := "Saved."
+	if resent > 0 {
+		note += " " + ipn.ResentNote(resent)
+	}
 	if v.Sess.Mode == merchant.Test && !h.AllowPrivateIPN {
 		if why := ipn.Unreachable(r.Context(), u, net.DefaultResolver); why != "" {
 			note = "Saved, but " + why + ": the gateway will not deliver there unless its operator allows private addresses in test mode."

@@ -5,6 +5,9 @@ package ipn
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kadipay/kadi/internal/merchant"
@@ -14,10 +17,46 @@ import (
 type Status string
 
 const (
-	Pending   Status = "pending"
+	Pending Status = "pending"
+	// Parked events have no endpoint to go to: the merchant's IPN URL is
+	// not set, not usable, or disabled after a 410. They cost nothing
+	// while they wait, and saving the IPN configuration sends those up to
+	// ParkedResendWindow old; older ones go only by replay.
+	Parked    Status = "parked"
 	Delivered Status = "delivered"
 	Failed    Status = "failed" // retries exhausted; can be replayed
 )
+
+// ParkedResendWindow is how old a parked event may be and still be sent
+// when its merchant saves an IPN configuration: the default schedule's
+// span, so a receiver that is set up within it hears what a receiver that
+// was down for as long would have heard. Months of old notifications
+// arriving the day a merchant first sets a URL would surprise it more.
+const ParkedResendWindow = 72 * time.Hour
+
+// ResentNote tells whoever saved an IPN configuration what the save sent.
+func ResentNote(n int) string {
+	if n == 1 {
+		return fmt.Sprintf("1 parked notification (from the last %d days) is being sent there now.", parkedDays)
+	}
+	return fmt.Sprintf("%d parked notifications (from the last %d days) are being sent there now.", n, parkedDays)
+}
+
+const parkedDays = int(ParkedResendWindow / (24 * time.Hour))
+
+// Statuses lists every status, in the order of an event's life.
+var Statuses = []Status{Pending, Parked, Delivered, Failed}
+
+// ErrBadStatus is ParseStatus's error, worded for whoever typed it.
+var ErrBadStatus = errors.New("status must be pending, parked, delivered or failed")
+
+// ParseStatus reads a status filter; empty means any.
+func ParseStatus(s string) (Status, error) {
+	if s == "" || slices.Contains(Statuses, Status(s)) {
+		return Status(s), nil
+	}
+	return "", ErrBadStatus
+}
 
 // Event is one notification to deliver. ID is the Standard Webhooks
 // webhook-id: the same on every attempt and replay of this event.

@@ -90,7 +90,7 @@ func (f *fixture) shop(t testing.TB, ipnURL string) shop {
 
 func (f *fixture) setIPN(t testing.TB, code, url string) {
 	t.Helper()
-	if err := f.db.SetIPN(context.Background(), code, merchant.Test, merchant.IPNConfig{URL: url, Username: "shop-ipn", Password: "ipn-pass"}); err != nil {
+	if _, err := f.db.SetIPN(context.Background(), code, merchant.Test, merchant.IPNConfig{URL: url, Username: "shop-ipn", Password: "ipn-pass"}); err != nil {
 		t.Fatal(err)
 	}
 }

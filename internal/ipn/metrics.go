@@ -25,7 +25,8 @@ const (
 	OutcomeRetry     = "retry"     // the attempt failed; another is scheduled
 	OutcomeFailed    = "failed"    // the attempt failed and the schedule is used up
 	OutcomeGone      = "gone"      // 410: the endpoint was disabled
-	OutcomeDeferred  = "deferred"  // no request made: no URL configured
+	OutcomeParked    = "parked"    // no request made: no usable endpoint
+	OutcomeDeferred  = "deferred"  // no request made: the gateway could not (settings unreadable)
 )
 
 // NewMetrics registers the IPN series in r. Their names are what operators'
@@ -51,6 +52,8 @@ func (m *Metrics) observe(r Result) {
 	}
 	outcome := OutcomeRetry
 	switch {
+	case r.Status == Parked:
+		outcome = OutcomeParked
 	case r.Attempt == nil:
 		outcome = OutcomeDeferred
 	case r.Status == Delivered:

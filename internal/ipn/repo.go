@@ -54,11 +54,19 @@ type Result struct {
 	Owner   string // must still hold the lease, else ErrLeaseLost
 	// Attempt is the request made; nil when none was (no URL configured),
 	// which leaves the attempt count as it was.
-	Attempt       *Attempt
-	Status        Status
-	NextAttemptAt time.Time // when Status is Pending
-	At            time.Time // delivered at, when Status is Delivered
-	LastError     string
+	Attempt *Attempt
+	Status  Status
+	// NextAttemptAt is when a Pending event is due. A Parked result sets
+	// it too: the event is due then instead if Saw is no longer the
+	// endpoint's saved configuration.
+	NextAttemptAt time.Time
+	// Saw is the IPN configuration that a Parked result found unusable.
+	// The event is parked only while it is still the one saved, so a
+	// configuration saved meanwhile (which sends the parked events) cannot
+	// miss one being parked as it commits.
+	Saw       merchant.IPNConfig
+	At        time.Time // delivered at, when Status is Delivered
+	LastError string
 	// DisableURL, when set, disables the endpoint (the receiver answered
 	// 410 Gone), but only if it is still configured with this URL: a
 	// configuration saved meanwhile is not disabled by an old answer.
@@ -83,7 +91,7 @@ type Stats struct {
 
 // Queue is the storage the worker needs.
 type Queue interface {
-	// ClaimIPN leases due pending events of enabled endpoints. A lease is
+	// ClaimIPN leases due pending events. A lease is
 	// taken only if the event is still due and unleased when the update
 	// runs, so two claimers never both win one event.
 	ClaimIPN(ctx context.Context, c Claim) ([]Event, error)

@@ -37,7 +37,8 @@ type Config struct {
 	// the delivery runs (or waits its turn), so it can be short: a node
 	// that dies hands its events over within one lease.
 	Lease time.Duration
-	// Defer is how long an event waits when its merchant has no IPN URL.
+	// Defer is how long an event waits when the gateway itself cannot send
+	// it: the merchant's settings unreadable, its secret unopened.
 	Defer time.Duration
 	// AllowPrivate lets test-mode notifications reach loopback and private
 	// addresses (--allow-private-ipn). Live mode never may.
@@ -509,12 +510,12 @@ func (w *Worker) attempt(ctx context.Context, ev Event) Result {
 	}
 	switch {
 	case st.IPN.URL == "":
-		return w.postpone(now, fmt.Sprintf("no IPN URL configured for %s mode; waiting for one (kadi merchant set-ipn)", ev.Mode))
+		return park(now, st.IPN, fmt.Sprintf("no IPN URL configured for %s mode", ev.Mode))
 	case !st.IPN.DisabledAt.IsZero():
-		return w.postpone(now, "IPN endpoint disabled after 410 Gone; waiting until the IPN configuration is saved again")
+		return park(now, st.IPN, "IPN endpoint disabled after 410 Gone")
 	}
 	if err := CheckURL(st.IPN.URL, ev.Mode); err != nil {
-		return w.postpone(now, fmt.Sprintf("configured IPN URL not usable: %v", err))
+		return park(now, st.IPN, fmt.Sprintf("configured IPN URL not usable: %v", err))
 	}
 	key, err := SigningKey(st.NotificationSecret)
 	if err != nil {
@@ -613,6 +614,14 @@ func (c Config) retryAt(n, statusCode int, retryAfter string, now time.Time) (ti
 
 func (w *Worker) postpone(now time.Time, why string) Result {
 	return Result{Status: Pending, NextAttemptAt: now.Add(w.cfg.Defer), LastError: why}
+}
+
+// park sets aside an event whose merchant has no usable endpoint: it waits
+// for the merchant, not for the gateway, so it is neither polled nor
+// counted as late. Saving the IPN configuration sends it.
+func park(now time.Time, saw merchant.IPNConfig, why string) Result {
+	return Result{Status: Parked, NextAttemptAt: now, Saw: saw, LastError: fmt.Sprintf(
+		"%s; sent when an IPN configuration is saved within %d days of the payment, or by replay", why, parkedDays)}
 }
 
 // send posts the payload and fills a's outcome fields. The response body is

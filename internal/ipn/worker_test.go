@@ -183,7 +183,7 @@ func TestRedirectFailsAndScheduleEnds(t *testing.T) {
 	}
 }
 
-// 410 Gone disables the endpoint: its events wait, unsent, until the
+// 410 Gone disables the endpoint: its events are parked, unsent, until the
 // merchant saves the IPN configuration again.
 func TestGoneDisablesEndpoint(t *testing.T) {
 	f := newFixture(t)
@@ -206,9 +206,10 @@ func TestGoneDisablesEndpoint(t *testing.T) {
 	})
 	second := f.event(t, s, f.pay(t, s).Reference)
 	for _, id := range []string{first.ID, second.ID} {
-		if ev, _ := f.db.IPNEvent(t.Context(), id); ev.Status != ipn.Pending {
-			t.Fatalf("event %s is %s while the endpoint is disabled, want pending", id, ev.Status)
-		}
+		waitFor(t, "the event to be parked", f.statusIs(t, id, ipn.Parked))
+	}
+	if ev, _ := f.db.IPNEvent(t.Context(), second.ID); !strings.Contains(ev.LastError, "disabled after 410 Gone") {
+		t.Errorf("second event parked because %q", ev.LastError)
 	}
 	// The queue hands out none of them, however late it is.
 	now := time.Now().Add(48 * time.Hour)
@@ -357,40 +358,52 @@ func TestHungMerchantDoesNotDelayOthers(t *testing.T) {
 	}
 }
 
-// Without an IPN URL the event waits, saying why, without using up its
-// attempts; the settings are read at send time, so the URL saved later is
-// where it goes.
-func TestWaitsForConfiguration(t *testing.T) {
+// Without an IPN URL an event is parked: no attempt used up, not claimed
+// again, and not counted as waiting (the alert on the oldest pending event
+// is about receivers and nodes, not about merchants that set no URL; such
+// events were re-claimed every minute for ever). Saving a configuration
+// sends the parked events of the last three days, at the URL saved; an
+// older one goes only by replay.
+func TestParksWithoutAnEndpoint(t *testing.T) {
 	f := newFixture(t)
 	s := f.shop(t, "")
 	reg := metrics.New()
 	m := ipn.NewMetrics(reg)
 	stop := f.runWorker(t, fast(ipn.Config{Defer: 20 * time.Millisecond}), m)
 
-	ev := f.event(t, s, f.payAt(t, s, time.Now().Add(-time.Minute)).Reference)
-	waitFor(t, "the reason to be recorded", func() bool {
+	recent := f.event(t, s, f.payAt(t, s, time.Now().Add(-time.Minute)).Reference)
+	old := f.event(t, s, f.payAt(t, s, time.Now().Add(-ipn.ParkedResendWindow-time.Hour)).Reference)
+	for _, ev := range []ipn.Event{recent, old} {
+		waitFor(t, "the event to be parked", f.statusIs(t, ev.ID, ipn.Parked))
 		got, _ := f.db.IPNEvent(t.Context(), ev.ID)
-		return strings.Contains(got.LastError, "no IPN URL configured")
-	})
-	if got, _ := f.db.IPNEvent(t.Context(), ev.ID); got.Attempts != 0 || got.Status != ipn.Pending {
-		t.Fatalf("waiting event %+v", got)
+		if got.Attempts != 0 || !strings.Contains(got.LastError, "no IPN URL configured for test mode") || !strings.Contains(got.LastError, "saved within 3 days") {
+			t.Fatalf("parked event %+v", got)
+		}
 	}
 	if err := m.Refresh(t.Context(), f.db, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	var text strings.Builder
 	_ = reg.WriteText(&text)
-	if !strings.Contains(text.String(), "kadi_ipn_queue_depth 1\n") || !strings.Contains(text.String(), `kadi_ipn_deliveries_total{outcome="deferred"}`) ||
-		strings.Contains(text.String(), "kadi_ipn_oldest_pending_age_seconds 0\n") {
-		t.Errorf("metrics while waiting:\n%s", text.String())
+	for _, want := range []string{"kadi_ipn_queue_depth 0\n", `kadi_ipn_deliveries_total{outcome="parked"} 2`, "kadi_ipn_oldest_pending_age_seconds 0\n"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("metrics while parked lack %q:\n%s", want, text.String())
+		}
 	}
 
 	rc := newReceiver(t, s, nil)
 	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
-	waitFor(t, "delivery once configured", f.statusIs(t, ev.ID, ipn.Delivered))
+	waitFor(t, "delivery once configured", f.statusIs(t, recent.ID, ipn.Delivered))
+	if got, _ := f.db.IPNEvent(t.Context(), old.ID); got.Status != ipn.Parked {
+		t.Errorf("an event older than %s was resent by the save: %s", ipn.ParkedResendWindow, got.Status)
+	}
+	if _, err := f.db.ReplayIPN(t.Context(), old.ID, time.Now(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the old event's delivery on replay", f.statusIs(t, old.ID, ipn.Delivered))
 	stop()
-	if n := len(rc.requests()); n != 1 {
-		t.Errorf("%d requests", n)
+	if n := len(rc.requests()); n != 2 {
+		t.Errorf("%d requests, want one for each event", n)
 	}
 }
 
@@ -536,16 +549,13 @@ func TestLiveNeverPrivate(t *testing.T) {
 	stop := f.runWorker(t, fast(ipn.Config{Defer: 20 * time.Millisecond}), nil) // AllowPrivate is set
 	for _, url := range []string{"https://localhost:" + port + "/ipn", "https://127.0.0.1:" + port + "/ipn", "http://shop.example/ipn"} {
 		// Stored directly: the CLI would already refuse these.
-		if err := f.db.SetIPN(t.Context(), s.Code, merchant.Live, merchant.IPNConfig{URL: url, Username: "u", Password: "p"}); err != nil {
+		if _, err := f.db.SetIPN(t.Context(), s.Code, merchant.Live, merchant.IPNConfig{URL: url, Username: "u", Password: "p"}); err != nil {
 			t.Fatal(err)
 		}
 		ev := f.event(t, s, f.payIn(t, s, merchant.Live, time.Now()).Reference)
-		waitFor(t, "refusal of "+url, func() bool {
-			got, _ := f.db.IPNEvent(context.Background(), ev.ID)
-			return strings.Contains(got.LastError, "not usable")
-		})
-		if got, _ := f.db.IPNEvent(t.Context(), ev.ID); got.Status != ipn.Pending {
-			t.Errorf("%s: event %s", url, got.Status)
+		waitFor(t, "refusal of "+url, f.statusIs(t, ev.ID, ipn.Parked))
+		if got, _ := f.db.IPNEvent(t.Context(), ev.ID); !strings.Contains(got.LastError, "not usable") {
+			t.Errorf("%s: event parked because %q", url, got.LastError)
 		}
 	}
 	stop()

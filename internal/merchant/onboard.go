@@ -37,7 +37,9 @@ type Registry interface {
 	CreateMerchant(ctx context.Context, m Merchant, settings []Settings, keys []APIKey) error
 	MerchantByCode(ctx context.Context, code string) (Merchant, error)
 	RotateAPIKey(ctx context.Context, key APIKey) error
-	SetIPN(ctx context.Context, code string, mode Mode, cfg IPNConfig) error
+	// SetIPN saves a mode's IPN target, re-enables it, and says how many
+	// parked notifications it sent (ipn.ParkedResendWindow).
+	SetIPN(ctx context.Context, code string, mode Mode, cfg IPNConfig) (resent int, err error)
 }
 
 // ErrBadName is returned for an empty or over-long merchant name.

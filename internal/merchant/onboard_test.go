@@ -57,7 +57,7 @@ func (r *fakeRegistry) RotateAPIKey(_ context.Context, key APIKey) error {
 	return nil
 }
 
-func (r *fakeRegistry) SetIPN(context.Context, string, Mode, IPNConfig) error { return nil }
+func (r *fakeRegistry) SetIPN(context.Context, string, Mode, IPNConfig) (int, error) { return 0, nil }
 
 var onboardNow = time.Date(2026, 3, 15, 9, 30, 0, 0, time.UTC)
 

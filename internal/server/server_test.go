@@ -304,7 +304,7 @@ func TestSecretsSealedAtRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ipnPassword = "ipn-Password-0123456789"
-	if err := g.Store.SetIPN(ctx, c.MerchantCode, merchant.Test, merchant.IPNConfig{URL: "https://shop.example/ipn", Username: "u", Password: ipnPassword}); err != nil {
+	if _, err := g.Store.SetIPN(ctx, c.MerchantCode, merchant.Test, merchant.IPNConfig{URL: "https://shop.example/ipn", Username: "u", Password: ipnPassword}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := g.Store.Settings(ctx, c.MerchantCode, merchant.Test)

@@ -103,9 +103,10 @@ func (d dialect) claimStatements() *claimSQL {
 }
 
 func newClaimSQL(d dialect) claimSQL {
-	filters := `AND (e.merchant_code || '/' || e.mode) NOT IN (` + d.jsonTexts() + `)
-				AND NOT EXISTS (SELECT 1 FROM merchant_settings st
-					WHERE st.merchant_code = e.merchant_code AND st.mode = e.mode AND st.ipn_disabled_at > 0)`
+	// An endpoint disabled by a 410 is not left out here: its events are
+	// claimed once and parked (RecordIPN), which takes them out of every
+	// later scan.
+	filters := `AND (e.merchant_code || '/' || e.mode) NOT IN (` + d.jsonTexts() + `)`
 	c := claimSQL{
 		// The poll's claim reads the due events in the index's order
 		// until the window has matched, whatever it skips. A quick claim
@@ -234,6 +235,15 @@ func (s *DB) RecordIPN(ctx context.Context, r ipn.Result) error {
 		defer s.settings.forgetAll()
 	}
 	return s.inTx(ctx, func(t tx) error {
+		if r.Status == ipn.Parked {
+			still, err := stillSaved(ctx, t, r.EventID, r.Saw)
+			if err != nil {
+				return err
+			}
+			if !still {
+				r.Status = ipn.Pending
+			}
+		}
 		set := `status = ?, attempts = attempts + ?, last_error = ?, lease_owner = '', lease_until = 0`
 		counted := 0
 		if r.Attempt != nil {
@@ -241,7 +251,7 @@ func (s *DB) RecordIPN(ctx context.Context, r ipn.Result) error {
 		}
 		args := []any{string(r.Status), counted, r.LastError}
 		switch r.Status {
-		case ipn.Pending:
+		case ipn.Pending, ipn.Parked:
 			set += `, next_attempt_at = ?`
 			args = append(args, ms(r.NextAttemptAt))
 		case ipn.Delivered:
@@ -280,6 +290,23 @@ func (s *DB) RecordIPN(ctx context.Context, r ipn.Result) error {
 		}
 		return nil
 	})
+}
+
+// stillSaved says whether saw is still the saved IPN configuration of the
+// event's endpoint, and locks that row until the transaction ends: SetIPN,
+// which sends the parked events, then runs either before (and this sees
+// its change) or after (and its update sees this event parked).
+func stillSaved(ctx context.Context, t tx, eventID string, saw merchant.IPNConfig) (bool, error) {
+	res, err := t.exec(ctx, `UPDATE merchant_settings SET ipn_disabled_at = ipn_disabled_at
+		WHERE merchant_code = (SELECT merchant_code FROM ipn_events WHERE id = ?)
+		AND mode = (SELECT mode FROM ipn_events WHERE id = ?)
+		AND ipn_url = ? AND ipn_disabled_at = ?`,
+		eventID, eventID, saw.URL, ms(saw.DisabledAt))
+	if err != nil {
+		return false, fmt.Errorf("check the IPN configuration: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
 }
 
 // IPNStats counts pending and failed events.

@@ -52,7 +52,7 @@ func ipnMerchant(t testing.TB, db *store.DB, url string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.SetIPN(t.Context(), creds.MerchantCode, merchant.Test, merchant.IPNConfig{URL: url, Username: "u", Password: "p"}); err != nil {
+	if _, err := db.SetIPN(t.Context(), creds.MerchantCode, merchant.Test, merchant.IPNConfig{URL: url, Username: "u", Password: "p"}); err != nil {
 		t.Fatal(err)
 	}
 	return creds.MerchantCode
@@ -106,6 +106,7 @@ func TestIPNQueue(t *testing.T) {
 			t.Run("quick claim", func(t *testing.T) { testIPNQuickClaim(t, ipnOpen(t, be.dsn(t))) })
 			t.Run("record", func(t *testing.T) { testIPNRecord(t, ipnOpen(t, be.dsn(t))) })
 			t.Run("gone", func(t *testing.T) { testIPNGone(t, ipnOpen(t, be.dsn(t))) })
+			t.Run("parked", func(t *testing.T) { testIPNParked(t, ipnOpen(t, be.dsn(t))) })
 			t.Run("replay and log", func(t *testing.T) { testIPNReplay(t, ipnOpen(t, be.dsn(t))) })
 			t.Run("two claimers", func(t *testing.T) {
 				dsn := be.dsn(t)
@@ -299,7 +300,7 @@ func testIPNGone(t *testing.T, db *store.DB) {
 	m := ipnMerchant(t, db, "https://a.example/ipn")
 	other := ipnMerchant(t, db, "https://b.example/ipn")
 	ev := ipnEvent(t, db, m, now)
-	ipnEvent(t, db, m, now.Add(time.Millisecond)) // queued behind ev
+	behind := ipnEvent(t, db, m, now.Add(time.Millisecond))
 	otherEv := ipnEvent(t, db, other, now)
 	claim := func(owner string, at time.Time) []ipn.Event {
 		got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: owner, Now: at, LeaseUntil: at.Add(time.Minute), Limit: 10, PerEndpoint: 1})
@@ -331,21 +332,34 @@ func testIPNGone(t *testing.T, db *store.DB) {
 	if st, _ := db.Settings(ctx, other, merchant.Test); !st.IPN.DisabledAt.IsZero() {
 		t.Fatal("410 disabled another merchant's endpoint")
 	}
-	// The disabled endpoint's events wait; others are unaffected.
-	if got := claim("o2", now.Add(time.Second)); !slices.Equal(ipnIDs(got), []string{otherEv.ID}) {
-		t.Fatalf("with the endpoint disabled claimed %v, want only the other merchant's", ipnIDs(got))
+	// The disabled endpoint's events are claimed once more, to be parked.
+	got = claim("o2", now.Add(time.Second))
+	if !slices.Equal(ipnIDs(got), sorted(ev.ID, otherEv.ID)) {
+		t.Fatalf("with the endpoint disabled claimed %v", ipnIDs(got))
 	}
-	// Saving the configuration again re-enables it.
-	if err := db.SetIPN(ctx, m, merchant.Test, merchant.IPNConfig{URL: "https://a.example/ipn2", Username: "u", Password: "p"}); err != nil {
+	_ = db.ReleaseIPN(ctx, "o2", []string{otherEv.ID})
+	if err := db.RecordIPN(ctx, ipn.Result{EventID: ev.ID, Owner: "o2", Status: ipn.Parked, NextAttemptAt: now, Saw: st.IPN,
+		LastError: "disabled"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := claim("o3", now.Add(2*time.Second)); !slices.Equal(ipnIDs(got), []string{ev.ID}) {
-		t.Fatalf("after saving the configuration claimed %v", ipnIDs(got))
+	if got, _ := db.IPNEvent(ctx, ev.ID); got.Status != ipn.Parked {
+		t.Fatalf("event after the 410 is %s, want parked", got.Status)
+	}
+	if got := claim("o2b", now.Add(time.Second)); !slices.Equal(ipnIDs(got), sorted(behind.ID, otherEv.ID)) {
+		t.Fatalf("with one event parked claimed %v", ipnIDs(got))
+	}
+	_ = db.ReleaseIPN(ctx, "o2b", []string{behind.ID, otherEv.ID})
+	// Saving the configuration again re-enables it.
+	if _, err := db.SetIPN(ctx, m, merchant.Test, merchant.IPNConfig{URL: "https://a.example/ipn2", Username: "u", Password: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.IPNEvent(ctx, ev.ID); got.Status != ipn.Pending || got.LastError != "" {
+		t.Fatalf("the parked event after saving the configuration: %s %q", got.Status, got.LastError)
 	}
 	// A stale 410 from the old URL does not disable the new configuration.
-	got = claim("o4", now.Add(3*time.Second))
+	got = slices.DeleteFunc(claim("o4", now.Add(3*time.Second)), func(e ipn.Event) bool { return e.MerchantCode != m })
 	if len(got) != 1 {
-		t.Fatalf("claimed %d", len(got))
+		t.Fatalf("claimed %d of the endpoint's", len(got))
 	}
 	if err := db.RecordIPN(ctx, ipn.Result{EventID: got[0].ID, Owner: "o4", Attempt: a, Status: ipn.Pending, NextAttemptAt: now,
 		DisableURL: "https://a.example/ipn"}); err != nil {
@@ -353,6 +367,80 @@ func testIPNGone(t *testing.T, db *store.DB) {
 	}
 	if st, _ := db.Settings(ctx, m, merchant.Test); !st.IPN.DisabledAt.IsZero() {
 		t.Fatal("a 410 from the old URL disabled the newly saved one")
+	}
+}
+
+// An event without a usable endpoint is parked: out of the claims and the
+// queue's gauges. Saving a URL sends the parked events of the last
+// ParkedResendWindow; a park that raced with such a save leaves the event
+// due instead.
+func testIPNParked(t *testing.T, db *store.DB) {
+	ctx := t.Context()
+	now := time.Now().Truncate(time.Millisecond)
+	m := ipnMerchant(t, db, "")
+	recent := ipnEvent(t, db, m, now.Add(-time.Hour))
+	old := ipnEvent(t, db, m, now.Add(-ipn.ParkedResendWindow-time.Hour))
+	got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "o1", Now: now, LeaseUntil: now.Add(time.Minute), Limit: 10})
+	if err != nil || !slices.Equal(ipnIDs(got), sorted(recent.ID, old.ID)) {
+		t.Fatalf("claimed %v, %v", ipnIDs(got), err)
+	}
+	st, err := db.RecentSettings(ctx, m, merchant.Test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range got {
+		if err := db.RecordIPN(ctx, ipn.Result{EventID: ev.ID, Owner: "o1", Status: ipn.Parked, NextAttemptAt: now, Saw: st.IPN,
+			LastError: "no IPN URL"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "o2", Now: now.Add(time.Hour), LeaseUntil: now.Add(2 * time.Hour), Limit: 10}); err != nil || len(got) != 0 {
+		t.Fatalf("parked events claimed: %v, %v", ipnIDs(got), err)
+	}
+	if stats, err := db.IPNStats(ctx); err != nil || stats.Pending != 0 || !stats.OldestPending.IsZero() {
+		t.Fatalf("stats with only parked events: %+v, %v", stats, err)
+	}
+	if parked, err := db.IPNEvents(ctx, ipn.Filter{MerchantCode: m, Status: ipn.Parked}); err != nil || len(parked) != 2 {
+		t.Fatalf("listed %d parked, %v", len(parked), err)
+	}
+
+	// Saved again without a URL: nothing to send to.
+	if _, err := db.SetIPN(ctx, m, merchant.Test, merchant.IPNConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if ev, _ := db.IPNEvent(ctx, recent.ID); ev.Status != ipn.Parked {
+		t.Fatalf("saving no URL made the event %s", ev.Status)
+	}
+
+	// A worker read the settings before a URL was saved elsewhere, and
+	// parks after the save: the event is due, not parked for good.
+	late := ipnEvent(t, db, m, now)
+	if got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "o3", Now: now, LeaseUntil: now.Add(time.Minute), Limit: 10}); err != nil || len(got) != 1 {
+		t.Fatalf("claimed %v, %v", ipnIDs(got), err)
+	}
+	if _, err := db.SetIPN(ctx, m, merchant.Test, merchant.IPNConfig{URL: "https://a.example/ipn", Username: "u", Password: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RecordIPN(ctx, ipn.Result{EventID: late.ID, Owner: "o3", Status: ipn.Parked, NextAttemptAt: now, Saw: st.IPN,
+		LastError: "no IPN URL"}); err != nil {
+		t.Fatal(err)
+	}
+	if ev, _ := db.IPNEvent(ctx, late.ID); ev.Status != ipn.Pending || !ev.NextAttemptAt.Equal(now) {
+		t.Fatalf("parked after the save: %s due %s", ev.Status, ev.NextAttemptAt)
+	}
+	// That save sent the recent parked event, not the one older than the window.
+	if ev, _ := db.IPNEvent(ctx, recent.ID); ev.Status != ipn.Pending || ev.Attempts != 0 || ev.LastError != "" {
+		t.Fatalf("recent parked event after the save: %+v", ev)
+	}
+	if ev, _ := db.IPNEvent(ctx, old.ID); ev.Status != ipn.Parked {
+		t.Fatalf("event older than the window after the save: %s", ev.Status)
+	}
+	if evs, err := db.AuditEvents(ctx, m, 1); err != nil || len(evs) == 0 || !strings.Contains(evs[0].Detail, "1 parked notification sent") {
+		t.Fatalf("audit of the save: %+v, %v", evs, err)
+	}
+	if got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "o4", Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute), Limit: 10}); err != nil ||
+		!slices.Equal(ipnIDs(got), sorted(recent.ID, late.ID)) {
+		t.Fatalf("claimed after the save %v, %v", ipnIDs(got), err)
 	}
 }
 

@@ -75,7 +75,7 @@ func TestSettingsCache(t *testing.T) {
 	}
 	set := func(db *DB, u string) {
 		t.Helper()
-		if err := db.SetIPN(ctx, code, merchant.Test, merchant.IPNConfig{URL: u, Username: "u", Password: "p"}); err != nil {
+		if _, err := db.SetIPN(ctx, code, merchant.Test, merchant.IPNConfig{URL: u, Username: "u", Password: "p"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 )
 
@@ -128,14 +129,18 @@ func (s *DB) Settings(ctx context.Context, code string, mode merchant.Mode) (mer
 	return st, nil
 }
 
-// SetIPN saves a mode's IPN target and re-enables it.
-func (s *DB) SetIPN(ctx context.Context, code string, mode merchant.Mode, cfg merchant.IPNConfig) error {
+// SetIPN saves a mode's IPN target and re-enables it. With a URL it also
+// sends the mode's parked events up to ipn.ParkedResendWindow old, and
+// says how many.
+func (s *DB) SetIPN(ctx context.Context, code string, mode merchant.Mode, cfg merchant.IPNConfig) (int, error) {
 	passwordAtRest, err := s.seal(cfg.Password, code, mode, "ipn_password")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer s.settings.forget(endpointKey(code, mode))
-	return s.inTx(ctx, func(t tx) error {
+	now := time.Now()
+	var resent int64
+	err = s.inTx(ctx, func(t tx) error {
 		res, err := t.exec(ctx, `UPDATE merchant_settings SET ipn_url = ?, ipn_username = ?, ipn_password = ?, ipn_disabled_at = 0
 			WHERE merchant_code = ? AND mode = ?`, cfg.URL, cfg.Username, passwordAtRest, code, string(mode))
 		if err != nil {
@@ -144,9 +149,33 @@ func (s *DB) SetIPN(ctx context.Context, code string, mode merchant.Mode, cfg me
 		if n, _ := res.RowsAffected(); n == 0 {
 			return merchant.ErrNotFound
 		}
-		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: time.Now(), MerchantCode: code, Actor: audit.ActorFrom(ctx, "cli"), Action: audit.IPNChanged,
-			Detail: fmt.Sprintf("%s: %s as %s", mode, cfg.URL, cfg.Username)})
+		detail := fmt.Sprintf("%s: %s as %s", mode, cfg.URL, cfg.Username)
+		if cfg.URL != "" {
+			// A new round for each, as a replay would start.
+			res, err := t.exec(ctx, `UPDATE ipn_events SET status = 'pending', attempts = 0, next_attempt_at = ?, last_error = ''
+				WHERE merchant_code = ? AND mode = ? AND status = 'parked' AND created_at >= ?`,
+				ms(now), code, string(mode), ms(now.Add(-ipn.ParkedResendWindow)))
+			if err != nil {
+				return fmt.Errorf("send parked IPN events: %w", err)
+			}
+			switch resent, _ = res.RowsAffected(); resent {
+			case 0:
+			case 1:
+				detail += "; 1 parked notification sent"
+			default:
+				detail += fmt.Sprintf("; %d parked notifications sent", resent)
+			}
+		}
+		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: now, MerchantCode: code, Actor: audit.ActorFrom(ctx, "cli"), Action: audit.IPNChanged,
+			Detail: detail})
 	})
+	if err != nil {
+		return 0, err
+	}
+	if resent > 0 {
+		s.notifyIPNQueued(ipn.Endpoint{MerchantCode: code, Mode: mode})
+	}
+	return int(resent), nil
 }
 
 // RotateAPIKey revokes the mode's active keys and stores key, atomically.

@@ -73,7 +73,9 @@ func testReseal(t *testing.T, open func(*testing.T, *keyring.Keyring) *store.DB)
 		t.Fatal(err)
 	}
 	const ipnPassword, totp = "ipn-Password-0123456789", "JBSWY3DPEHPK3PXP"
-	must(t, s.SetIPN(ctx, c.MerchantCode, merchant.Test, merchant.IPNConfig{URL: "https://shop.example/ipn", Username: "u", Password: ipnPassword}))
+	if _, err := s.SetIPN(ctx, c.MerchantCode, merchant.Test, merchant.IPNConfig{URL: "https://shop.example/ipn", Username: "u", Password: ipnPassword}); err != nil {
+		t.Fatal(err)
+	}
 	must(t, s.EnableTOTP(ctx, c.MerchantCode, totp, nil, now))
 	amount, err := money.FromMinor(150_000, "KES")
 	must(t, err)

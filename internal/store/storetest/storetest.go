@@ -418,7 +418,8 @@ func testSetIPN(t *testing.T, s store.Store) {
 	// DisabledAt in the argument must be ignored: saving a configuration
 	// is what re-enables delivery after a 410.
 	cfg := merchant.IPNConfig{URL: "https://shop.example/ipn?x=1&y=2", Username: "kadi", Password: "s3cr3t p@ss", DisabledAt: base}
-	must(t, "SetIPN", s.SetIPN(t.Context(), f.m.Code, merchant.Test, cfg))
+	_, err := s.SetIPN(t.Context(), f.m.Code, merchant.Test, cfg)
+	must(t, "SetIPN", err)
 
 	want := f.settings[merchant.Test]
 	want.IPN = cfg
@@ -438,7 +439,8 @@ func testSetIPN(t *testing.T, s store.Store) {
 	equal(t, "live settings untouched by a test SetIPN", normSettings(got), f.settings[merchant.Live])
 
 	cfg2 := merchant.IPNConfig{URL: "https://shop.example/ipn2"}
-	must(t, "SetIPN again", s.SetIPN(t.Context(), f.m.Code, merchant.Test, cfg2))
+	_, err = s.SetIPN(t.Context(), f.m.Code, merchant.Test, cfg2)
+	must(t, "SetIPN again", err)
 	want.IPN = cfg2
 	got, err = s.Settings(t.Context(), f.m.Code, merchant.Test)
 	must(t, "Settings(test)", err)
@@ -451,7 +453,7 @@ func testSetIPN(t *testing.T, s store.Store) {
 
 func testSetIPNUnknown(t *testing.T, s store.Store) {
 	f := addMerchant(t, s, base)
-	err := s.SetIPN(t.Context(), "0000000000", merchant.Test, merchant.IPNConfig{URL: "https://x.example/"})
+	_, err := s.SetIPN(t.Context(), "0000000000", merchant.Test, merchant.IPNConfig{URL: "https://x.example/"})
 	mustErr(t, "SetIPN(unknown merchant)", err, merchant.ErrNotFound)
 	if got := auditActions(t, s, "0000000000"); len(got) != 0 {
 		t.Fatalf("refused SetIPN left audit events %v", got)
