@@ -2,6 +2,7 @@ package ipn_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -104,21 +105,29 @@ func (f *fixture) payAt(t testing.TB, s shop, now time.Time) bill.Bill {
 
 func (f *fixture) payIn(t testing.TB, s shop, mode merchant.Mode, now time.Time) bill.Bill {
 	t.Helper()
+	b, err := f.tryPay(s, mode, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// tryPay is payIn for goroutines other than the test's.
+func (f *fixture) tryPay(s shop, mode merchant.Mode, now time.Time) (bill.Bill, error) {
 	ctx := context.Background()
 	amount, err := money.Parse("1500.00", "KES")
 	if err != nil {
-		t.Fatal(err)
+		return bill.Bill{}, err
 	}
-	b := bill.Bill{Reference: secret.RandomUpperAlnum(12), MerchantCode: s.Code, Mode: merchant.Test, OrderReference: "ORD" + secret.RandomUpperAlnum(8),
+	b := bill.Bill{Reference: secret.RandomUpperAlnum(12), MerchantCode: s.Code, Mode: mode, OrderReference: "ORD" + secret.RandomUpperAlnum(8),
 		RequestHash: "hash", CustomerName: "Wanjiku Kamau", BillerCode: s.BillerCode, Outlet: s.Outlets[0], Amount: amount,
 		Description: "Two tickets", State: bill.Open, ExpiresAt: now.Add(time.Hour), CreatedAt: now}
-	b.Mode = mode
 	if _, _, err := f.db.InsertBill(ctx, b); err != nil {
-		t.Fatal(err)
+		return b, err
 	}
 	pan, err := card.ParsePAN("4242424242424242")
 	if err != nil {
-		t.Fatal(err)
+		return b, err
 	}
 	svc := *f.svc
 	svc.Now = func() time.Time { return now }
@@ -126,9 +135,9 @@ func (f *fixture) payIn(t testing.TB, s shop, mode merchant.Mode, now time.Time)
 	p, err := svc.Pay(ctx, b, s.Merchant, payment.Attempt{PAN: pan, Expiry: card.Expiry{Month: 12, Year: now.Year() + 3}, CVV: "123",
 		Holder: "Wanjiku Kamau", CallbackURL: "https://shop.example/kadi/callback", MobileNumber: "+254 712345678"})
 	if err != nil || p.Status != payment.Succeeded {
-		t.Fatalf("payment: %v %+v", err, p)
+		return b, fmt.Errorf("payment: %v %+v", err, p)
 	}
-	return b
+	return b, nil
 }
 
 func (f *fixture) pay(t testing.TB, s shop) bill.Bill { return f.payAt(t, s, time.Now()) }

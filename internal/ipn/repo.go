@@ -41,9 +41,10 @@ type Claim struct {
 	// Quick claims (a delivery ended, an event was queued) look only at
 	// the oldest due events, a few times Limit of them, and stop at a run
 	// of events they cannot take. The poll's claims are not quick: they
-	// read on past whatever they skip until they have matched as many, so
+	// take every endpoint's oldest due events, up to PerEndpoint each, so
 	// an endpoint whose events wait behind another's long backlog is
-	// reached within a poll.
+	// reached within a poll, whether that backlog's receiver hangs or
+	// fails at once.
 	Quick bool
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -404,6 +405,61 @@ func TestParksWithoutAnEndpoint(t *testing.T) {
 	stop()
 	if n := len(rc.requests()); n != 2 {
 		t.Errorf("%d requests, want one for each event", n)
+	}
+}
+
+// A receiver that fails at once never fills its share of requests in
+// flight, so its backlog was never skipped, and the poll read the oldest
+// due events of all: another merchant's notification waited until every
+// event of the backlog had been tried (21.9 s behind 60,000). The poll now
+// takes each endpoint's share, so it goes out at the first poll.
+func TestFastFailingBacklogDelaysNobody(t *testing.T) {
+	f := newFixture(t)
+	a := f.shop(t, "")
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close() // connection refused: the fastest failure there is
+	f.setIPN(t, a.Code, closed.URL+"/kadi/ipn")
+	// More than the old poll's widest window (1,024), paid by 16 at once
+	// so that the writer commits them in groups.
+	const backlog = 1200
+	start := time.Now().Add(-time.Hour)
+	errs := make(chan error, backlog)
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := w; i < backlog; i += 16 {
+				_, err := f.tryPay(a, merchant.Test, start.Add(time.Duration(i)*time.Millisecond))
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := f.shop(t, "")
+	rc := newReceiver(t, b, nil)
+	f.setIPN(t, b.Code, rc.URL+"/kadi/ipn")
+	ev := f.event(t, b, f.pay(t, b).Reference)
+
+	stop := f.runWorker(t, fast(ipn.Config{Schedule: ipn.Schedule{time.Hour}}), nil)
+	waitFor(t, "the other merchant's delivery", f.statusIs(t, ev.ID, ipn.Delivered))
+	stop()
+	evs, err := f.db.IPNEvents(t.Context(), ipn.Filter{MerchantCode: a.Code, Limit: 2 * backlog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tried := 0
+	for _, e := range evs {
+		if e.Attempts > 0 {
+			tried++
+		}
+	}
+	if tried >= backlog/2 {
+		t.Errorf("the other merchant's notification went out after %d of the %d in the backlog had been tried", tried, backlog)
 	}
 }
 

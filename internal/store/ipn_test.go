@@ -205,7 +205,7 @@ func testIPNQuickClaim(t *testing.T, db *store.DB) {
 		want  []string
 	}{
 		{"quick: stops at a run of a's", true, nil, sorted(as[0].ID, as[1].ID)},
-		{"poll: past a's", false, nil, sorted(as[0].ID, as[1].ID, b1.ID)},
+		{"poll: past a's, to every endpoint", false, nil, sorted(as[0].ID, as[1].ID, b1.ID, c1.ID)},
 		{"quick, a skipped: not past the oldest", true, skipA, sorted(b1.ID)},
 		{"poll, a skipped: every endpoint", false, skipA, sorted(b1.ID, c1.ID)},
 	} {

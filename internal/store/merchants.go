@@ -137,6 +137,9 @@ func (s *DB) SetIPN(ctx context.Context, code string, mode merchant.Mode, cfg me
 	if err != nil {
 		return 0, err
 	}
+	// Forgotten before (no delivery reads the old configuration from
+	// memory between the commit and the forget after it) and after.
+	s.settings.forget(endpointKey(code, mode))
 	defer s.settings.forget(endpointKey(code, mode))
 	now := time.Now()
 	var resent int64
@@ -173,6 +176,7 @@ func (s *DB) SetIPN(ctx context.Context, code string, mode merchant.Mode, cfg me
 		return 0, err
 	}
 	if resent > 0 {
+		s.settings.forget(endpointKey(code, mode)) // before the claim this wakes
 		s.notifyIPNQueued(ipn.Endpoint{MerchantCode: code, Mode: mode})
 	}
 	return int(resent), nil
