@@ -49,7 +49,13 @@ type fixture struct {
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "kadi.db"))
+	return newFixtureOn(t, filepath.Join(t.TempDir(), "kadi.db"))
+}
+
+// newFixtureOn is a fixture on the database at dsn.
+func newFixtureOn(t testing.TB, dsn string) *fixture {
+	t.Helper()
+	db, err := store.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +191,11 @@ func fast(cfg ipn.Config) ipn.Config {
 // deliveries in flight to be recorded.
 func (f *fixture) runWorker(t testing.TB, cfg ipn.Config, m *ipn.Metrics) func() {
 	t.Helper()
-	w := &ipn.Worker{Queue: f.db, Config: cfg, Log: slog.New(slog.DiscardHandler), Metrics: m}
+	return run(t, &ipn.Worker{Queue: f.db, Config: cfg, Log: slog.New(slog.DiscardHandler), Metrics: m})
+}
+
+func run(t testing.TB, w *ipn.Worker) func() {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()

@@ -28,8 +28,12 @@ type Claim struct {
 	// Owner names this claim; the lease is only honoured for it. Every
 	// claim uses a fresh owner so that a stale worker, even on this node,
 	// cannot store a result over a newer claim.
-	Owner      string
+	Owner string
+	// Now is when due events are due by; LeaseNow, when set, is now by
+	// the database's clock, which leases are compared with (zero: Now).
+	// LeaseUntil is by that clock too.
 	Now        time.Time
+	LeaseNow   time.Time
 	LeaseUntil time.Time
 	Limit      int // events in all
 	// PerEndpoint caps the events of one endpoint in this claim, so a
@@ -46,6 +50,17 @@ type Claim struct {
 	// reached within a poll, whether that backlog's receiver hangs or
 	// fails at once.
 	Quick bool
+}
+
+// DatabaseClock is a queue that can tell the time of the database that
+// nodes share. Workers time their leases by it: with each node's own
+// clock, 7 s of skew between two nodes made the one ahead take over every
+// lease the other held, and every notification was sent twice.
+type DatabaseClock interface {
+	// DatabaseNow is the database's time; shared is false when the
+	// database runs in this process (SQLite), whose clock is this
+	// machine's.
+	DatabaseNow(ctx context.Context) (now time.Time, shared bool, err error)
 }
 
 // Result is the outcome of handling one claimed event, stored in one

@@ -134,6 +134,9 @@ type Worker struct {
 	loose  *http.Client // test mode with AllowPrivate
 
 	initOnce sync.Once
+	// skew is the database's clock minus this node's, as last measured
+	// (nanoseconds): leases are timed by the database's clock.
+	skew     atomic.Int64
 	mu       sync.Mutex
 	inFlight map[Endpoint]int
 	// queued holds events claimed for an endpoint at its cap, started as
@@ -195,6 +198,40 @@ func (w *Worker) init() {
 	}
 }
 
+// leaseNow is now by the database's clock, as of its last reading.
+func (w *Worker) leaseNow() time.Time { return w.Now().Add(time.Duration(w.skew.Load())) }
+
+// clockEvery is how often a worker reads the database's clock.
+const clockEvery = 30 * time.Second
+
+// readClock measures how far the database's clock is from this node's,
+// when the queue is shared between nodes, and warns once the two are more
+// than a second apart: leases follow the database's clock, but retries
+// and the times shown to merchants are this node's.
+func (w *Worker) readClock(ctx context.Context) {
+	c, ok := w.Queue.(DatabaseClock)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	before := w.Now()
+	db, shared, err := c.DatabaseNow(ctx)
+	after := w.Now()
+	if err != nil || !shared {
+		if err != nil && ctx.Err() == nil {
+			w.Log.Warn("read the database's clock", "err", err)
+		}
+		return
+	}
+	skew := db.Sub(before.Add(after.Sub(before) / 2))
+	old := time.Duration(w.skew.Swap(int64(skew)))
+	if skew.Abs() > time.Second && (skew-old).Abs() > time.Second/2 {
+		w.Log.Warn("this node's clock is off the database's: IPN leases follow the database's clock; fix the node's time sync (NTP)",
+			"database_ahead_by", skew.Round(time.Millisecond).String())
+	}
+}
+
 // Run claims and delivers events until ctx ends, then waits for the
 // deliveries in flight (each bounded by the timeout) to finish and be
 // recorded, so a shutdown does not count as a failed attempt.
@@ -211,6 +248,9 @@ func (w *Worker) Run(ctx context.Context) {
 		w.stopping = true
 		w.mu.Unlock()
 	}()
+	w.readClock(ctx)
+	clockTick := time.NewTicker(clockEvery)
+	defer clockTick.Stop()
 	tick := time.NewTicker(w.cfg.Poll)
 	defer tick.Stop()
 	batch := 1 // slots that must be free before claiming
@@ -238,6 +278,9 @@ func (w *Worker) Run(ctx context.Context) {
 			batch, quick, claim = max(w.cfg.Workers/2, 1), true, true
 		case <-tick.C:
 			batch, quick, claim = 1, false, true
+		case <-clockTick.C:
+			w.readClock(ctx)
+			claim = false
 		case <-w.nudge:
 			if wait := nudgeGap - time.Since(nudged); wait > 0 {
 				t := time.NewTimer(wait)
@@ -318,10 +361,10 @@ func (w *Worker) claimOnce(ctx context.Context, batch int, quick bool) (bool, er
 	if free < batch && room == 0 {
 		return false, nil
 	}
-	now := w.Now()
+	now, leaseNow := w.Now(), w.leaseNow()
 	owner := fmt.Sprintf("%s#%d", w.node, w.claims.Add(1))
 	limit := free + room
-	events, err := w.Queue.ClaimIPN(ctx, Claim{Owner: owner, Now: now, LeaseUntil: now.Add(w.cfg.Lease),
+	events, err := w.Queue.ClaimIPN(ctx, Claim{Owner: owner, Now: now, LeaseNow: leaseNow, LeaseUntil: leaseNow.Add(w.cfg.Lease),
 		Limit: limit, PerEndpoint: w.cfg.share(), Skip: skip, Quick: quick})
 	if err != nil {
 		return false, err
@@ -487,7 +530,7 @@ func (w *Worker) heartbeat() (stop func()) {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Lease/3)
-			_, err := w.Queue.RenewIPN(ctx, held, w.Now().Add(w.cfg.Lease))
+			_, err := w.Queue.RenewIPN(ctx, held, w.leaseNow().Add(w.cfg.Lease))
 			cancel()
 			if err != nil {
 				w.Log.Warn("renew IPN leases", "events", len(held), "err", err)

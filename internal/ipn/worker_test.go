@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,8 @@ import (
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/metrics"
+	"github.com/kadipay/kadi/internal/store"
+	"github.com/kadipay/kadi/internal/store/storetest"
 )
 
 // One payment, one notification: sent once, with the merchant's Basic
@@ -460,6 +463,59 @@ func TestFastFailingBacklogDelaysNobody(t *testing.T) {
 	}
 	if tried >= backlog/2 {
 		t.Errorf("the other merchant's notification went out after %d of the %d in the backlog had been tried", tried, backlog)
+	}
+}
+
+// Two nodes on PostgreSQL whose clocks are 7 s apart: with leases timed by
+// each node's clock, the one ahead saw every lease the other held as run
+// out and took it over, and each notification was sent twice. Leases now
+// follow the database's clock.
+func TestLeasesFollowTheDatabaseClock(t *testing.T) {
+	base := os.Getenv("KADI_TEST_DATABASE_URL")
+	if base == "" {
+		t.Skip("KADI_TEST_DATABASE_URL is not set: two nodes need PostgreSQL")
+	}
+	dsn := storetest.FreshSchema(t, base)
+	f := newFixtureOn(t, dsn)
+	other, err := store.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	s := f.shop(t, "")
+	rc := newReceiver(t, s, func(int, http.ResponseWriter, *http.Request) bool {
+		time.Sleep(300 * time.Millisecond) // long enough for the other node's polls
+		return false
+	})
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+	var evs []ipn.Event
+	for range 5 {
+		evs = append(evs, f.event(t, s, f.pay(t, s).Reference))
+	}
+	cfg := fast(ipn.Config{Lease: time.Second})
+	stopA := run(t, &ipn.Worker{Queue: f.db, Config: cfg})
+	// The node behind claims first; the node ahead comes while those
+	// deliveries run.
+	for _, ev := range evs {
+		waitFor(t, "the first node's claims", func() bool {
+			got, err := f.db.IPNEvent(t.Context(), ev.ID)
+			return err == nil && (got.LeaseOwner != "" || got.Status == ipn.Delivered)
+		})
+	}
+	stopB := run(t, &ipn.Worker{Queue: other, Config: cfg, Now: func() time.Time { return time.Now().Add(7 * time.Second) }})
+	for _, ev := range evs {
+		waitFor(t, "delivery", f.statusIs(t, ev.ID, ipn.Delivered))
+	}
+	stopA()
+	stopB()
+	seen := map[string]int{}
+	for _, r := range rc.requests() {
+		seen[r.header.Get("webhook-id")]++
+	}
+	for _, ev := range evs {
+		if seen[ev.ID] != 1 {
+			t.Errorf("event %s sent %d times", ev.ID, seen[ev.ID])
+		}
 	}
 }
 

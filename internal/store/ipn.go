@@ -15,7 +15,10 @@ import (
 	"github.com/kadipay/kadi/internal/merchant"
 )
 
-var _ ipn.Repo = (*DB)(nil)
+var (
+	_ ipn.Repo          = (*DB)(nil)
+	_ ipn.DatabaseClock = (*DB)(nil)
+)
 
 const ipnEventColumns = `id, merchant_code, mode, payment_id, payload, status, attempts, next_attempt_at, created_at,
 	delivered_at, replays, last_error, lease_owner, lease_until`
@@ -36,7 +39,10 @@ func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 	if perEndpoint <= 0 {
 		perEndpoint = c.Limit
 	}
-	now := ms(c.Now)
+	now, leaseNow := ms(c.Now), ms(c.Now)
+	if !c.LeaseNow.IsZero() {
+		leaseNow = ms(c.LeaseNow)
+	}
 	skip := make([]string, 0, len(c.Skip))
 	for _, ep := range c.Skip {
 		skip = append(skip, endpointKey(ep.MerchantCode, ep.Mode))
@@ -46,13 +52,13 @@ func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 		return nil, err
 	}
 	claims := s.d.claimStatements()
-	scan, scanArgs := claims.poll, []any{now, now, perEndpoint, string(skipList), c.Limit}
+	scan, scanArgs := claims.poll, []any{now, leaseNow, perEndpoint, string(skipList), c.Limit}
 	if c.Quick {
 		// The window is how far past the claim's own size a quick claim
 		// looks for other endpoints' events behind one endpoint's run;
 		// every row of it costs about 1.5 µs on SQLite.
 		window := min(max(2*c.Limit, 64), 1024)
-		scan, scanArgs = claims.quick, []any{now, window, now, string(skipList), window}
+		scan, scanArgs = claims.quick, []any{now, window, leaseNow, string(skipList), window}
 	}
 	var out []ipn.Event
 	err = s.inTx(ctx, func(t tx) error {
@@ -68,9 +74,9 @@ func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 		if err != nil {
 			return err
 		}
-		args := []any{c.Owner, ms(c.LeaseUntil), string(ids), now, now}
+		args := []any{c.Owner, ms(c.LeaseUntil), string(ids), now, leaseNow}
 		if s.d.name == "postgres" { // its take locks the rows before it updates them
-			args = []any{string(ids), now, now, c.Owner, ms(c.LeaseUntil)}
+			args = []any{string(ids), now, leaseNow, c.Owner, ms(c.LeaseUntil)}
 		}
 		rows, err = t.query(ctx, claims.take, args...)
 		if err != nil {
@@ -202,6 +208,19 @@ func endpointKey(code string, mode merchant.Mode) string { return code + "/" + s
 
 func sortEvents(evs []ipn.Event) {
 	slices.SortStableFunc(evs, func(a, b ipn.Event) int { return a.NextAttemptAt.Compare(b.NextAttemptAt) })
+}
+
+// DatabaseNow reads PostgreSQL's clock, which the nodes sharing it time
+// their IPN leases by. SQLite's is this machine's: shared is false.
+func (s *DB) DatabaseNow(ctx context.Context) (time.Time, bool, error) {
+	if s.d.name != "postgres" {
+		return time.Now(), false, nil
+	}
+	var us int64
+	if err := s.queryRow(ctx, `SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)`).Scan(&us); err != nil {
+		return time.Time{}, true, fmt.Errorf("read the database's clock: %w", err)
+	}
+	return time.UnixMicro(us), true, nil
 }
 
 // ReleaseIPN clears owner's lease on ids, making them claimable again.
