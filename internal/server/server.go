@@ -311,12 +311,19 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 // Close releases the store.
 func (g *Gateway) Close() error { return g.Store.Close() }
 
-// Serve answers on ln until ctx ends, then drains in-flight requests and
-// lets the IPN deliveries in flight finish and be recorded.
+// Serve answers on ln until ctx ends, then drains in-flight requests and,
+// beside them, lets the IPN deliveries in flight finish and be recorded.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	// The IPN worker stops claiming as the shutdown begins, not once the
+	// requests are drained: its deliveries in flight (up to the IPN
+	// timeout) then end within the drain's 30 s, where after it they ran
+	// past the 30 s that orchestrators commonly wait before SIGKILL, and
+	// were sent again by another node.
+	ipnCtx, stopIPN := context.WithCancel(bg)
 	ipnDone := make(chan struct{})
 	defer func() {
+		stopIPN()
 		stop()
 		<-ipnDone
 	}()
@@ -338,7 +345,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	go g.refreshGauges(bg)
 	go func() {
 		defer close(ipnDone)
-		g.IPN.Run(bg)
+		g.IPN.Run(ipnCtx)
 	}()
 
 	// The API's listener is ln; the hosted form and the metrics get their
@@ -373,8 +380,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
-		g.log.Info("shutting down: draining requests")
+		g.log.Info("shutting down: draining requests and IPN deliveries in flight")
 	}
+	stopIPN()
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, srv := range servers {

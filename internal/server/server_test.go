@@ -496,3 +496,50 @@ func TestARefusalIsOneLogLine(t *testing.T) {
 		})
 	}
 }
+
+// A shutdown stops the IPN worker's claims as it begins, beside the
+// requests' drain: after it, deliveries in flight ran past the 30 s that
+// orchestrators wait before SIGKILL.
+func TestShutdownStopsNotificationsBesideTheDrain(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- g.Gateway.Serve(ctx, ln) }()
+	defer cancel()
+	waitUntil(t, "the IPN worker to run", g.IPN.Running)
+
+	// A request whose body is still coming keeps the drain waiting.
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /payment/v2/bills HTTP/1.1\r\nHost: kadi.test\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+	time.Sleep(100 * time.Millisecond) // for the server to read the headers
+	cancel()
+	waitUntil(t, "the IPN worker to stop while the request drains", func() bool { return !g.IPN.Running() })
+	select {
+	case err := <-served:
+		t.Fatalf("Serve returned (%v) before the request in flight ended", err)
+	default:
+	}
+	conn.Close()
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
