@@ -471,11 +471,29 @@ func TestCheckoutSessionExpires(t *testing.T) {
 	id := g.OpenCheckout(servertest.FormFields(c, tok, b))
 	g.Clock.Advance(checkout.TTL)
 	errorPage(t, g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv})), http.StatusGone)
-	for _, bad := range []string{"x", strings.Repeat("A", 43), id + "A"} {
-		errorPage(t, g.CardPay(servertest.CheckoutPost(bad, servertest.Card{Number: visa, CVV: cvv})), http.StatusGone)
+	errorPage(t, g.CardPay(servertest.CheckoutPost(strings.Repeat("A", 43), servertest.Card{Number: visa, CVV: cvv})), http.StatusGone)
+	// Not a session's id at all: a post without the shop's token.
+	for _, bad := range []string{"x", id + "A"} {
+		errorPage(t, g.CardPay(servertest.CheckoutPost(bad, servertest.Card{Number: visa, CVV: cvv})), http.StatusUnauthorized)
 	}
 	if n := g.CountPayments(b.Reference, ""); n != 0 {
 		t.Errorf("%d payments through an expired or unknown session", n)
+	}
+}
+
+// A shop's own form may carry a field named checkout (a cart's
+// "checkout=1"): it is the shop's, and the payment goes ahead. It made
+// the post a 410 "Payment page expired".
+func TestShopFieldNamedCheckout(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Cart Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "CART1", "10")
+	v := servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
+	v.Set("checkout", "1")
+	v.Add("checkout", "proceed")
+	if cb := callback(t, g.CardPay(v)); cb["orderStatus"] != "Transaction Successfull" {
+		t.Fatalf("callback %v", cb)
 	}
 }
 

@@ -7,11 +7,13 @@ import (
 	"net/netip"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/kadipay/kadi/internal/card"
+	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/merchant"
 )
 
@@ -113,10 +115,17 @@ func ParseSubmission(body string) (Submission, error) {
 		}
 		*f.ptr(&s) = strings.TrimSpace(v.Get(f.name))
 	}
-	if len(v[checkoutField]) > 1 {
+	// Our pages post their session's id as checkout; a shop's own form may
+	// carry a field of that name too (a cart's "checkout=1"), which is not
+	// ours to read, and made its post a 410 "Payment page expired". Only a
+	// well-formed id makes a post a session's.
+	ids := slices.DeleteFunc(slices.Clone(v[checkoutField]), func(id string) bool { return !checkout.ValidID(strings.TrimSpace(id)) })
+	if len(ids) > 1 || len(ids) == 1 && len(v[checkoutField]) > 1 {
 		return Submission{}, fmt.Errorf("%w: the field %s appears more than once", ErrBadEncoding, checkoutField)
 	}
-	s.Checkout = strings.TrimSpace(v.Get(checkoutField))
+	if len(ids) == 1 {
+		s.Checkout = strings.TrimSpace(ids[0])
+	}
 	return s, nil
 }
 
