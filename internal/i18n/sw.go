@@ -70,7 +70,9 @@ var Swahili = &Lang{Tag: "sw", Name: "Kiswahili", msgs: map[string]string{
 	// Error pages.
 	"Nothing more was charged. Go back to the shop's page and start the payment again; if it happens again, contact the shop.": "Hakuna pesa zaidi iliyotozwa. Rudi kwenye ukurasa wa duka uanze malipo upya; ikitokea tena, wasiliana na duka.",
 	"Reference for support:": "Kumbukumbu ya msaada:",
-	"Something went wrong":   "Kuna hitilafu",
+	// Before an English detail that only the shop's developers need.
+	"For the shop's developers:": "Kwa wasanidi programu wa duka:",
+	"Something went wrong":       "Kuna hitilafu",
 	"We could not process this request. You have not been charged twice; please contact the shop and quote the reference below.": "Hatukuweza kushughulikia ombi hili. Hujatozwa mara mbili; tafadhali wasiliana na duka na utaje kumbukumbu iliyo hapa chini.",
 	"Payment form too large":                                   "Fomu ya malipo ni kubwa mno",
 	"The payment form sent by the shop is larger than 64 KiB.": "Fomu ya malipo iliyotumwa na duka ni kubwa kuliko KiB 64.",
