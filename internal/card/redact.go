@@ -16,7 +16,8 @@ import (
 // separators: a space or a dash, and the dot, underscore, plus (a form's
 // space) that request ids, paths and encoded bodies carry. Not the slash:
 // it joins a file path's numbered directories (a data dir's
-// ".../TestX2088031234/001") into runs that pass Luhn one time in ten.
+// ".../TestX2088031234/001") into runs that pass Luhn one time in ten;
+// RedactPath, for request paths, takes it too.
 // Groups are joined greedily into chains ("1500 nnnn nnnn nnnn nnnn"), and
 // every run of whole groups in a chain is tried, so a card
 // number is found even when an amount or reference sits one space away from
@@ -27,10 +28,17 @@ import (
 // digit numbers passes Luhn by chance, so the occasional millisecond
 // timestamp or long reference gets masked too; that is the price of never
 // logging a card number.
-func Redact(s string) string {
+func Redact(s string) string { return redact(s, isSeparator) }
+
+// RedactPath is Redact for a URL path, where a card number may come split
+// by slashes too ("/x/4242/4242/4242/4242"): the path is the client's, not
+// a file's.
+func RedactPath(p string) string { return redact(p, isPathSeparator) }
+
+func redact(s string, sep func(byte) bool) string {
 	var out []byte // stays nil until the first mask, so clean text costs nothing
 	copied := 0    // s[:copied] is already in out
-	eachCardSpan(s, func(from, to int) {
+	eachCardSpan(s, sep, func(from, to int) {
 		if out == nil {
 			out = make([]byte, 0, len(s))
 		}
@@ -45,8 +53,8 @@ func Redact(s string) string {
 }
 
 // eachCardSpan calls mask(from, to), left to right, for every stretch of s
-// that Redact must mask.
-func eachCardSpan(s string, mask func(from, to int)) {
+// that Redact must mask, with sep telling the separators that join groups.
+func eachCardSpan(s string, sep func(byte) bool, mask func(from, to int)) {
 	i := 0
 	var groupsArray [16]digitGroup
 	for i < len(s) {
@@ -54,7 +62,7 @@ func eachCardSpan(s string, mask func(from, to int)) {
 			i++
 			continue
 		}
-		groups, digits, end := scanChain(s, i, groupsArray[:0])
+		groups, digits, end := scanChain(s, i, sep, groupsArray[:0])
 		i = end
 		if digits >= minRedactDigits {
 			maskCardsInChain(s, groups, mask)
@@ -73,7 +81,7 @@ type digitGroup struct{ start, end int }
 // scanChain collects the digit groups starting at s[i] that are joined by
 // single separators, with their total digit count and the index just past
 // the last one.
-func scanChain(s string, i int, groups []digitGroup) ([]digitGroup, int, int) {
+func scanChain(s string, i int, sep func(byte) bool, groups []digitGroup) ([]digitGroup, int, int) {
 	digits := 0
 	for {
 		start := i
@@ -82,7 +90,7 @@ func scanChain(s string, i int, groups []digitGroup) ([]digitGroup, int, int) {
 		}
 		groups = append(groups, digitGroup{start, i})
 		digits += i - start
-		if i+1 < len(s) && isSeparator(s[i]) && isDigit(s[i+1]) {
+		if i+1 < len(s) && sep(s[i]) && isDigit(s[i+1]) {
 			i++
 			continue
 		}
@@ -93,6 +101,8 @@ func scanChain(s string, i int, groups []digitGroup) ([]digitGroup, int, int) {
 func isSeparator(c byte) bool {
 	return c == ' ' || c == '-' || c == '.' || c == '_' || c == '+'
 }
+
+func isPathSeparator(c byte) bool { return c == '/' || isSeparator(c) }
 
 // candidate is a run of whole groups, groups[first..last], that could be a
 // card number.

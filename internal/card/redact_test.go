@@ -62,6 +62,22 @@ func TestRedact(t *testing.T) {
 	}
 }
 
+// A request path is the client's, and a card number may come split by
+// slashes in it.
+func TestRedactPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"/x/4242/4242/4242/4242":           "/x/424242******4242",
+		"/x/4242/4242/4242/4242/receipt":   "/x/424242******4242/receipt",
+		"/x/" + visa4242:                   "/x/424242******4242",
+		"/payment/v2/bills":                "/payment/v2/bills",
+		"/dashboard/payments/ABCDEF123456": "/dashboard/payments/ABCDEF123456",
+	} {
+		if got := RedactPath(in); got != want {
+			t.Errorf("RedactPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestRedactDoesNotAllocateWithoutCards(t *testing.T) {
 	for _, line := range []string{benchLineWithoutCard, benchLineWithoutDigits} {
 		if n := testing.AllocsPerRun(100, func() { _ = Redact(line) }); n != 0 {
@@ -75,7 +91,7 @@ func TestRedactDoesNotAllocateWithoutCards(t *testing.T) {
 // single spaces or dashes, passing Luhn. It is written independently of
 // Redact, by brute force, so the fuzz target checks the contract rather
 // than the code.
-func cardLikeRuns(s string) [][2]int {
+func cardLikeRuns(s string, sep func(byte) bool) [][2]int {
 	var found [][2]int
 	for i := 0; i < len(s); i++ {
 		if !isDigit(s[i]) || (i > 0 && isDigit(s[i-1])) {
@@ -86,7 +102,7 @@ func cardLikeRuns(s string) [][2]int {
 			c := s[j]
 			if isDigit(c) {
 				digits = append(digits, c)
-			} else if !isSeparator(c) || !isDigit(s[j-1]) {
+			} else if !sep(c) || !isDigit(s[j-1]) {
 				break
 			}
 			atRunEnd := isDigit(c) && (j+1 == len(s) || !isDigit(s[j+1]))
@@ -110,53 +126,61 @@ func FuzzRedact(f *testing.F) {
 		"1500 " + visa4242 + " 12345", breakLuhn(visa4242), diners, "1 2 3 4 5 6 7 8 9 0 1 2 3 4",
 		visa4242 + visa4242, visa4242 + " " + visa4242 + " " + visa4242,
 		"42424242 42424242424242", "ref 4 5555 5555 5555 4444", "2026-03-15 4242 4242 4242 4242",
-		"4242.4242_4242+4242", "/tmp/X2088031234/001/data", "42424 4242 4242 42+2",
+		"4242.4242_4242+4242", "/tmp/X2088031234/001/data", "42424 4242 4242 42+2", "/x/4242/4242/4242/4242",
 	} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		out := Redact(in)
-
-		var spans [][2]int
-		eachCardSpan(in, func(from, to int) { spans = append(spans, [2]int{from, to}) })
-		var want strings.Builder
-		copied := 0
-		for _, span := range spans {
-			from, to := span[0], span[1]
-			if from < copied || to <= from {
-				t.Fatalf("Redact(%q): span %v out of order after %d", in, span, copied)
-			}
-			want.WriteString(in[copied:from])
-			digits := strings.Map(func(r rune) rune {
-				if r >= '0' && r <= '9' {
-					return r
-				}
-				return -1
-			}, in[from:to])
-			if len(digits) < 13 {
-				t.Fatalf("Redact(%q): span %q is too short to be a card", in, in[from:to])
-			}
-			want.WriteString(digits[:6] + strings.Repeat("*", len(digits)-10) + digits[len(digits)-4:])
-			copied = to
-		}
-		want.WriteString(in[copied:])
-		if out != want.String() {
-			t.Fatalf("Redact(%q) = %q, want %q", in, out, want.String())
-		}
-
-		for _, run := range cardLikeRuns(in) {
-			broken := false
-			for _, span := range spans {
-				if run[0] < span[1] && span[0] < run[1] {
-					broken = true
-					break
-				}
-			}
-			if !broken {
-				t.Fatalf("Redact(%q) = %q, left card-like %q intact", in, out, in[run[0]:run[1]])
-			}
+		for _, r := range []struct {
+			name   string
+			redact func(string) string
+			sep    func(byte) bool
+		}{{"Redact", Redact, isSeparator}, {"RedactPath", RedactPath, isPathSeparator}} {
+			checkRedaction(t, r.name, in, r.redact(in), r.sep)
 		}
 	})
+}
+
+func checkRedaction(t *testing.T, name, in, out string, sep func(byte) bool) {
+	var spans [][2]int
+	eachCardSpan(in, sep, func(from, to int) { spans = append(spans, [2]int{from, to}) })
+	var want strings.Builder
+	copied := 0
+	for _, span := range spans {
+		from, to := span[0], span[1]
+		if from < copied || to <= from {
+			t.Fatalf("%s(%q): span %v out of order after %d", name, in, span, copied)
+		}
+		want.WriteString(in[copied:from])
+		digits := strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return r
+			}
+			return -1
+		}, in[from:to])
+		if len(digits) < 13 {
+			t.Fatalf("%s(%q): span %q is too short to be a card", name, in, in[from:to])
+		}
+		want.WriteString(digits[:6] + strings.Repeat("*", len(digits)-10) + digits[len(digits)-4:])
+		copied = to
+	}
+	want.WriteString(in[copied:])
+	if out != want.String() {
+		t.Fatalf("%s(%q) = %q, want %q", name, in, out, want.String())
+	}
+
+	for _, run := range cardLikeRuns(in, sep) {
+		broken := false
+		for _, span := range spans {
+			if run[0] < span[1] && span[0] < run[1] {
+				broken = true
+				break
+			}
+		}
+		if !broken {
+			t.Fatalf("%s(%q) = %q, left card-like %q intact", name, in, out, in[run[0]:run[1]])
+		}
+	}
 }
 
 const (

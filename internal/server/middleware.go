@@ -92,10 +92,10 @@ func withRequest(next http.Handler, log *slog.Logger, addrs clientaddr.Resolver,
 
 // loggedPath is a path as the logs may hold it: a hosted page's id opens
 // that page (and a card page's checkout) to whoever holds it, so it is
-// cut off.
+// cut off; a card number in it, however split, is masked.
 func loggedPath(p string) string {
 	if rest, ok := strings.CutPrefix(p, "/cardPay/page/"); ok && rest != "" {
 		return "/cardPay/page/…"
 	}
-	return p
+	return card.RedactPath(p)
 }
