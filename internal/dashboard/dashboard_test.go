@@ -274,6 +274,11 @@ func TestSavingIPNSendsParked(t *testing.T) {
 	if page := br.get("/dashboard/ipn?status=parked").Body.String(); !strings.Contains(page, evs[0].ID+": parked") {
 		t.Fatalf("parked filter:\n%s", page)
 	}
+	// The count of attempts, not the attempts themselves printed as Go
+	// values (a field of the page's row hid the event's count).
+	if page := br.get("/dashboard/ipn").Body.String(); !strings.Contains(page, "attempts this round: 0 · replays: 0") || strings.Contains(page, "[{") {
+		t.Errorf("IPN log:\n%s", page)
+	}
 	br.get("/dashboard/settings/ipn")
 	rec := br.post("/dashboard/settings/ipn", url.Values{"url": {"https://shop.example/ipn"}, "username": {"shop"}, "password": {"p"}})
 	if loc := rec.Header().Get("Location"); rec.Code != http.StatusSeeOther || !strings.Contains(loc, url.QueryEscape("1 parked notification")) {

@@ -26,14 +26,16 @@ func (h *Handler) ipnLog(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
+	// History, not Attempts: a field of that name hid the event's count
+	// of attempts, and the page printed the whole slice in its place.
 	type row struct {
 		ipn.Event
-		Attempts []ipn.Attempt
+		History []ipn.Attempt
 	}
 	rows := make([]row, len(evs))
 	for i, ev := range evs {
 		rows[i].Event = ev
-		if rows[i].Attempts, err = h.Store.IPNAttempts(r.Context(), ev.ID); err != nil {
+		if rows[i].History, err = h.Store.IPNAttempts(r.Context(), ev.ID); err != nil {
 			h.internal(w, r, err)
 			return
 		}
