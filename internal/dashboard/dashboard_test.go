@@ -279,7 +279,9 @@ func TestSavingIPNSendsParked(t *testing.T) {
 	if page := br.get("/dashboard/ipn").Body.String(); !strings.Contains(page, "attempts this round: 0 · replays: 0") || strings.Contains(page, "[{") {
 		t.Errorf("IPN log:\n%s", page)
 	}
-	br.get("/dashboard/settings/ipn")
+	if page := br.get("/dashboard/settings/ipn").Body.String(); !strings.Contains(page, "No receiver yet: notifications of payments are parked") {
+		t.Errorf("IPN settings without a URL:\n%s", page)
+	}
 	rec := br.post("/dashboard/settings/ipn", url.Values{"url": {"https://shop.example/ipn"}, "username": {"shop"}, "password": {"p"}})
 	if loc := rec.Header().Get("Location"); rec.Code != http.StatusSeeOther || !strings.Contains(loc, url.QueryEscape("1 parked notification")) {
 		t.Fatalf("save: %d, to %s", rec.Code, loc)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/kadipay/kadi/internal/audit"
 	"github.com/kadipay/kadi/internal/ipn"
@@ -103,5 +104,6 @@ func (h *Handler) testIPN(w http.ResponseWriter, r *http.Request) {
 		detail = a.URL + " answered HTTP " + itoa(a.StatusCode)
 	}
 	h.audit(r, audit.IPNTested, detail)
+	a.Latency = a.Latency.Round(time.Microsecond) // as the log keeps attempts' latencies
 	h.renderIPNSettings(w, r, http.StatusOK, map[string]any{"Test": a})
 }
