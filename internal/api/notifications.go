@@ -25,7 +25,7 @@ type Notifications interface {
 type NotificationResponse struct {
 	ID            string            `json:"id"` // the webhook-id header
 	PaymentID     string            `json:"paymentId"`
-	Status        string            `json:"status"` // pending, delivered, failed
+	Status        string            `json:"status"` // pending, parked, delivered, failed
 	Attempts      int               `json:"attempts"`
 	Replays       int               `json:"replays"`
 	CreatedAt     string            `json:"createdAt"`

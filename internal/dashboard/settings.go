@@ -81,7 +81,7 @@ func (h *Handler) saveIPNSettings(w http.ResponseWriter, r *http.Request) {
 	}
 	if v.Sess.Mode == merchant.Test && !h.AllowPrivateIPN {
 		if why := ipn.Unreachable(r.Context(), u, net.DefaultResolver); why != "" {
-			note = "Saved, but " + why + ": the gateway will not deliver there unless its operator allows private addresses in test mode."
+			note += " But " + why + ": the gateway will not deliver there unless its operator allows private addresses in test mode."
 		}
 	}
 	back(w, r, "/dashboard/settings/ipn", note)

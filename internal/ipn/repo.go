@@ -15,6 +15,10 @@ var (
 	// taken over (or the event was replayed) before its result was stored:
 	// the other claimer's result stands.
 	ErrLeaseLost = errors.New("IPN event lease lost")
+	// ErrConfigChanged answers a Parked result whose Saw is no longer the
+	// endpoint's saved configuration: the event was stored pending and
+	// due at its NextAttemptAt instead.
+	ErrConfigChanged = errors.New("IPN configuration changed since it was read: the event is due again, not parked")
 )
 
 // Endpoint is one receiver: a merchant's IPN target for one mode.
@@ -133,7 +137,7 @@ type Repo interface {
 	IPNEvents(ctx context.Context, f Filter) ([]Event, error)
 	IPNEvent(ctx context.Context, id string) (Event, error)
 	IPNAttempts(ctx context.Context, id string) ([]Attempt, error)
-	// ReplayIPN makes a delivered or failed event pending again, due now,
+	// ReplayIPN makes an event of any status pending again, due now,
 	// as a new round of the same event (same webhook-id), and writes the
 	// audit log entry in the same transaction.
 	ReplayIPN(ctx context.Context, id string, now time.Time, actor string) (Event, error)

@@ -487,13 +487,21 @@ func (w *Worker) deliver(ctx context.Context, ev Event, owner string) {
 	free()
 	res.EventID, res.Owner = ev.ID, owner
 	// Counted when made, before the outcome is written: whoever sees the
-	// written outcome sees it counted too.
-	w.Metrics.observe(res)
+	// written outcome sees it counted too. A park is counted once it is
+	// stored: a configuration saved meanwhile makes the event due instead.
+	if res.Status != Parked {
+		w.Metrics.observe(res)
+	}
 	err := w.Queue.RecordIPN(ctx, res)
 	w.mu.Lock()
 	w.release(ev.ID, owner)
 	w.mu.Unlock()
+	if res.Status == Parked && err == nil {
+		w.Metrics.observe(res)
+	}
 	switch {
+	case errors.Is(err, ErrConfigChanged):
+		w.Log.Info("IPN configuration changed while parking; the event is due again", "event", ev.ID)
 	case errors.Is(err, ErrLeaseLost):
 		w.Log.Warn("IPN lease lost before recording; another worker owns the event now", "event", ev.ID)
 	case err != nil:

@@ -3,10 +3,12 @@ package ipn_test
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -408,6 +410,47 @@ func TestParksWithoutAnEndpoint(t *testing.T) {
 	stop()
 	if n := len(rc.requests()); n != 2 {
 		t.Errorf("%d requests, want one for each event", n)
+	}
+}
+
+// A URL saved by another process (kadi merchant set-ipn beside kadi serve)
+// sends the parked events, though this node still holds the settings it
+// read before: a park on that stale view makes the event due again and
+// drops the view, where each was parked and made due again, over and over,
+// thousands of times, until the view aged out.
+func TestSaveElsewhereSendsParkedAtOnce(t *testing.T) {
+	dsn := filepath.Join(t.TempDir(), "kadi.db")
+	f := newFixtureOn(t, dsn)
+	other, err := store.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	s := f.shop(t, "")
+	reg := metrics.New()
+	m := ipn.NewMetrics(reg)
+	stop := f.runWorker(t, fast(ipn.Config{}), m)
+	const n = 20
+	var evs []ipn.Event
+	for range n {
+		evs = append(evs, f.event(t, s, f.pay(t, s).Reference))
+	}
+	for _, ev := range evs {
+		waitFor(t, "the event to be parked", f.statusIs(t, ev.ID, ipn.Parked))
+	}
+	rc := newReceiver(t, s, nil)
+	if resent, err := other.SetIPN(t.Context(), s.Code, merchant.Test, merchant.IPNConfig{URL: rc.URL + "/kadi/ipn", Username: "shop-ipn", Password: "ipn-pass"}); err != nil || resent != n {
+		t.Fatalf("save elsewhere: %d resent, %v", resent, err)
+	}
+	for _, ev := range evs {
+		waitFor(t, "delivery", f.statusIs(t, ev.ID, ipn.Delivered))
+	}
+	stop()
+	var text strings.Builder
+	_ = reg.WriteText(&text)
+	want := fmt.Sprintf(`kadi_ipn_deliveries_total{outcome="parked"} %d`+"\n", n)
+	if !strings.Contains(text.String(), want) {
+		t.Errorf("want %q (each parked once):\n%s", want, text.String())
 	}
 }
 

@@ -134,16 +134,22 @@ func newClaimSQL(d dialect) claimSQL {
 	share := `FROM ipn_events
 			WHERE status = 'pending' AND merchant_code = m.code AND mode = md.mode AND next_attempt_at <= ? AND lease_until < ?
 			ORDER BY next_attempt_at, id LIMIT ?`
-	poll := endpoints + `
-		SELECT e.id, e.merchant_code, e.mode FROM m, md, ipn_events e
-		WHERE m.code IS NOT NULL AND e.id IN (SELECT id ` + share + `)
-			AND (m.code || '/' || md.mode) ` + notSkipped + `
-		ORDER BY e.next_attempt_at, e.id LIMIT ?`
+	// When the claim cannot take every endpoint's share, it takes each
+	// endpoint's oldest first, then each one's second, and so on (turn):
+	// by age alone, an old backlog would fill a small claim by itself.
+	turns := `SELECT id, merchant_code, mode FROM (
+			SELECT e.id, e.merchant_code, e.mode, e.next_attempt_at,
+				ROW_NUMBER() OVER (PARTITION BY e.merchant_code, e.mode ORDER BY e.next_attempt_at, e.id) AS turn `
+	poll := endpoints + turns + `
+			FROM m, md, ipn_events e
+			WHERE m.code IS NOT NULL AND e.id IN (SELECT id ` + share + `)
+				AND (m.code || '/' || md.mode) ` + notSkipped + `) t
+		ORDER BY turn, next_attempt_at, id LIMIT ?`
 	if d.name == "postgres" {
-		poll = endpoints + `
-		SELECT e.id, e.merchant_code, e.mode FROM m CROSS JOIN md CROSS JOIN LATERAL (SELECT id, merchant_code, mode, next_attempt_at ` + share + `) e
-		WHERE m.code IS NOT NULL AND (m.code || '/' || md.mode) ` + notSkipped + `
-		ORDER BY e.next_attempt_at, e.id LIMIT ?`
+		poll = endpoints + turns + `
+			FROM m CROSS JOIN md CROSS JOIN LATERAL (SELECT id, merchant_code, mode, next_attempt_at ` + share + `) e
+			WHERE m.code IS NOT NULL AND (m.code || '/' || md.mode) ` + notSkipped + `) t
+		ORDER BY turn, next_attempt_at, id LIMIT ?`
 	}
 	c := claimSQL{
 		poll: poll,
@@ -283,14 +289,16 @@ func (s *DB) RecordIPN(ctx context.Context, r ipn.Result) error {
 		s.settings.forgetAll()
 		defer s.settings.forgetAll()
 	}
-	return s.inTx(ctx, func(t tx) error {
+	unparked := false
+	err := s.inTx(ctx, func(t tx) error {
+		unparked = false
 		if r.Status == ipn.Parked {
-			still, err := stillSaved(ctx, t, r.EventID, r.Saw)
+			still, err := s.stillSaved(ctx, t, r.EventID, r.Saw)
 			if err != nil {
 				return err
 			}
 			if !still {
-				r.Status = ipn.Pending
+				r.Status, unparked = ipn.Pending, true
 			}
 		}
 		set := `status = ?, attempts = attempts + ?, last_error = ?, lease_owner = '', lease_until = 0`
@@ -339,23 +347,40 @@ func (s *DB) RecordIPN(ctx context.Context, r ipn.Result) error {
 		}
 		return nil
 	})
+	if err == nil && unparked {
+		// The worker parked on settings this DB kept in memory while
+		// another process or node saved new ones: left, every claim of
+		// the event would park it again until they aged out.
+		s.settings.forgetAll()
+		return ipn.ErrConfigChanged
+	}
+	return err
 }
 
 // stillSaved says whether saw is still the saved IPN configuration of the
-// event's endpoint, and locks that row until the transaction ends: SetIPN,
-// which sends the parked events, then runs either before (and this sees
-// its change) or after (and its update sees this event parked).
-func stillSaved(ctx context.Context, t tx, eventID string, saw merchant.IPNConfig) (bool, error) {
-	res, err := t.exec(ctx, `UPDATE merchant_settings SET ipn_disabled_at = ipn_disabled_at
+// event's endpoint. On PostgreSQL it holds a share lock on that row until
+// the transaction ends, so SetIPN, which sends the parked events, runs
+// either before (and this sees its change) or after (and its update sees
+// this event parked); a share lock, not an update, so that parks for one
+// merchant do not queue behind each other. SQLite's one writer orders
+// them already.
+func (s *DB) stillSaved(ctx context.Context, t tx, eventID string, saw merchant.IPNConfig) (bool, error) {
+	q := `SELECT 1 FROM merchant_settings
 		WHERE merchant_code = (SELECT merchant_code FROM ipn_events WHERE id = ?)
 		AND mode = (SELECT mode FROM ipn_events WHERE id = ?)
-		AND ipn_url = ? AND ipn_disabled_at = ?`,
-		eventID, eventID, saw.URL, ms(saw.DisabledAt))
+		AND ipn_url = ? AND ipn_disabled_at = ?`
+	if s.d.name == "postgres" {
+		q += ` FOR SHARE`
+	}
+	var one int
+	err := t.queryRow(ctx, q, eventID, eventID, saw.URL, ms(saw.DisabledAt)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("check the IPN configuration: %w", err)
 	}
-	n, _ := res.RowsAffected()
-	return n == 1, nil
+	return true, nil
 }
 
 // IPNStats counts pending and failed events.

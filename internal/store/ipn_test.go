@@ -202,14 +202,16 @@ func testIPNQuickClaim(t *testing.T, db *store.DB) {
 		name  string
 		quick bool
 		skip  []ipn.Endpoint
+		limit int
 		want  []string
 	}{
-		{"quick: stops at a run of a's", true, nil, sorted(as[0].ID, as[1].ID)},
-		{"poll: past a's, to every endpoint", false, nil, sorted(as[0].ID, as[1].ID, b1.ID, c1.ID)},
-		{"quick, a skipped: not past the oldest", true, skipA, sorted(b1.ID)},
-		{"poll, a skipped: every endpoint", false, skipA, sorted(b1.ID, c1.ID)},
+		{"quick: stops at a run of a's", true, nil, 4, sorted(as[0].ID, as[1].ID)},
+		{"poll: past a's, to every endpoint", false, nil, 4, sorted(as[0].ID, as[1].ID, b1.ID, c1.ID)},
+		{"poll, room for two: one each of the oldest endpoints, not a's two", false, nil, 2, sorted(as[0].ID, b1.ID)},
+		{"quick, a skipped: not past the oldest", true, skipA, 4, sorted(b1.ID)},
+		{"poll, a skipped: every endpoint", false, skipA, 4, sorted(b1.ID, c1.ID)},
 	} {
-		got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute), Limit: 4, PerEndpoint: 2,
+		got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute), Limit: tc.limit, PerEndpoint: 2,
 			Skip: tc.skip, Quick: tc.quick})
 		if err != nil {
 			t.Fatal(err)
@@ -422,8 +424,8 @@ func testIPNParked(t *testing.T, db *store.DB) {
 		t.Fatal(err)
 	}
 	if err := db.RecordIPN(ctx, ipn.Result{EventID: late.ID, Owner: "o3", Status: ipn.Parked, NextAttemptAt: now, Saw: st.IPN,
-		LastError: "no IPN URL"}); err != nil {
-		t.Fatal(err)
+		LastError: "no IPN URL"}); !errors.Is(err, ipn.ErrConfigChanged) {
+		t.Fatalf("a park on a stale view: %v, want ErrConfigChanged", err)
 	}
 	if ev, _ := db.IPNEvent(ctx, late.ID); ev.Status != ipn.Pending || !ev.NextAttemptAt.Equal(now) {
 		t.Fatalf("parked after the save: %s due %s", ev.Status, ev.NextAttemptAt)
