@@ -72,6 +72,19 @@ func newFixtureOn(t testing.TB, dsn string) *fixture {
 	}}
 }
 
+// twoNodes is a fixture on the database at dsn and a second store on it,
+// as another node or process would open it.
+func twoNodes(t testing.TB, dsn string) (*fixture, *store.DB) {
+	t.Helper()
+	f := newFixtureOn(t, dsn)
+	other, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	return f, other
+}
+
 // shop is an onboarded merchant with the test-mode IPN secret.
 type shop struct {
 	merchant.Merchant

@@ -18,7 +18,6 @@ import (
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/metrics"
-	"github.com/kadipay/kadi/internal/store"
 	"github.com/kadipay/kadi/internal/store/storetest"
 )
 
@@ -419,13 +418,7 @@ func TestParksWithoutAnEndpoint(t *testing.T) {
 // drops the view, where each was parked and made due again, over and over,
 // thousands of times, until the view aged out.
 func TestSaveElsewhereSendsParkedAtOnce(t *testing.T) {
-	dsn := filepath.Join(t.TempDir(), "kadi.db")
-	f := newFixtureOn(t, dsn)
-	other, err := store.Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { other.Close() })
+	f, other := twoNodes(t, filepath.Join(t.TempDir(), "kadi.db"))
 	s := f.shop(t, "")
 	reg := metrics.New()
 	m := ipn.NewMetrics(reg)
@@ -518,13 +511,7 @@ func TestLeasesFollowTheDatabaseClock(t *testing.T) {
 	if base == "" {
 		t.Skip("KADI_TEST_DATABASE_URL is not set: two nodes need PostgreSQL")
 	}
-	dsn := storetest.FreshSchema(t, base)
-	f := newFixtureOn(t, dsn)
-	other, err := store.Open(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { other.Close() })
+	f, other := twoNodes(t, storetest.FreshSchema(t, base))
 	s := f.shop(t, "")
 	rc := newReceiver(t, s, func(int, http.ResponseWriter, *http.Request) bool {
 		time.Sleep(300 * time.Millisecond) // long enough for the other node's polls
