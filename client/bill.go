@@ -90,7 +90,10 @@ type billResponse struct {
 // is 409 when the order reference was already used with a different body.
 //
 // Sending the identical request again within 24 hours returns the original
-// bill, so after a network error or timeout simply call CreateBill again.
+// bill, so after a network error or timeout simply call CreateBill again
+// with the same req. Build req once: an Expiry computed anew for the retry
+// (time.Now().Add(…)) is another instant, so another request, and 409; the
+// same instant in another time zone is the same request.
 func (c *Client) CreateBill(ctx context.Context, req BillRequest) (*Bill, error) {
 	var body billBody
 	body.Customer.Name = req.Customer.Name

@@ -36,6 +36,11 @@ type Bill struct {
 	FailedAttempts int
 	ExpiresAt      time.Time
 	CreatedAt      time.Time
+
+	// legacyHash is the request's hash as releases before 2026-11-25 made
+	// it (of order.expiry's text, not its instant), set by Validate: an
+	// identical retry of a bill they stored still matches.
+	legacyHash string
 }
 
 // Expired reports whether the bill can no longer be paid at now.

@@ -196,10 +196,14 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 	}
 
 	out.ExpiresAt = now.Add(p.TTL)
+	expiryKey := "" // the requested expiry as an instant, for requestHash
 	if req.Order.Expiry.BadType {
 		add("order.expiry", CodeInvalidType, "must be an ISO 8601 time")
 	} else if v := trimSpaces(req.Order.Expiry.Value); v != "" {
 		t, local, err := p.parseExpiry(v)
+		if err == nil {
+			expiryKey = t.UTC().Format(time.RFC3339Nano)
+		}
 		switch {
 		case err != nil:
 			add("order.expiry", CodeInvalidFormat, "must be an ISO 8601 time, such as 2026-11-21T18:00:00+03:00 (without an offset it is read in %s)", p.zone())
@@ -220,7 +224,8 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 	if len(errs) > 0 {
 		return Bill{}, &ValidationError{Fields: errs}
 	}
-	out.RequestHash = requestHash(out, req.Order.Expiry.Value)
+	out.RequestHash = requestHash(out, expiryKey)
+	out.legacyHash = requestHash(out, trimSpaces(req.Order.Expiry.Value))
 	return out, nil
 }
 
@@ -273,6 +278,13 @@ func addAmountError(add func(field, code, format string, args ...any), err error
 // a control character, which no field accepts.
 func trimSpaces(s string) string { return strings.Trim(s, " ") }
 
+// sameRequest says whether b, as validated now, asks what stored asked.
+// Bills stored before 2026-11-25 hold a hash of the expiry's text
+// (legacyHash), which a retry across the upgrade still matches.
+func (b Bill) sameRequest(stored Bill) bool {
+	return stored.RequestHash == b.RequestHash || (b.legacyHash != "" && stored.RequestHash == b.legacyHash)
+}
+
 func exceeds(a money.Amount, maxMajor int64) bool {
 	scale := int64(1)
 	for i := 0; i < a.Currency.Digits; i++ {
@@ -282,11 +294,13 @@ func exceeds(a money.Amount, maxMajor int64) bool {
 }
 
 // requestHash identifies a request by its meaning, so "1500" and "1500.00"
-// are the same retry but a different amount is a different request.
+// are the same retry, and so are one expiry written in two offsets
+// ("…T10:00:00Z", "…T13:00:00+03:00"), but a different amount or instant is
+// a different request.
 func requestHash(b Bill, expiry string) string {
 	h := sha256.New()
 	for _, s := range []string{b.CustomerName, b.OrderReference, b.Description, b.BillerCode, b.Outlet,
-		b.Amount.Currency.Code, fmt.Sprint(b.Amount.Minor), trimSpaces(expiry)} {
+		b.Amount.Currency.Code, fmt.Sprint(b.Amount.Minor), expiry} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
