@@ -61,13 +61,21 @@ func keyRing(cfg Config) (*keyring.Keyring, error) {
 }
 
 // dataDirKeyRing reads the data dir's key file, making it (a ring of one
-// new key) when there is none.
+// new key) when there is none and no database yet. A database without a
+// key beside it has its key elsewhere (KADI_SECRET_KEY_FILE, as the docs
+// advise for production, and sudo drops the environment): a new key there
+// sealed the next secret under it, that merchant's tokens failed with a
+// 500, and backups copied the stray key as the master key.
 func dataDirKeyRing(dataDir, path string) (*keyring.Keyring, error) {
 	if _, err := os.Stat(path); err == nil {
 		if err := os.Chmod(path, 0o600); err != nil {
 			return nil, fmt.Errorf("make %s private: %w", path, err)
 		}
 		return keyring.Load(path)
+	}
+	if _, err := os.Stat(DatabaseURL(dataDir, "")); err == nil {
+		return nil, fmt.Errorf("%s holds a Kadi database but no secret.key: its master key is elsewhere; "+
+			"set KADI_SECRET_KEY_FILE (or KADI_SECRET_KEY) as kadi serve has it (with sudo: sudo -u kadi env KADI_SECRET_KEY_FILE=… kadi …)", dataDir)
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -542,4 +543,39 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// A data dir holding a database but no secret.key has its key elsewhere
+// (KADI_SECRET_KEY_FILE, which sudo drops): a command run without it made
+// a new key, sealed the next secret under it, and that merchant's tokens
+// failed. It is refused, saying where the key should come from; a new
+// data dir still gets its key made.
+func TestNoNewKeyBesideAnExistingDatabase(t *testing.T) {
+	t.Setenv("KADI_SECRET_KEY", "")
+	ring := filepath.Join(t.TempDir(), "ring")
+	t.Setenv("KADI_SECRET_KEY_FILE", ring)
+	if err := os.WriteFile(ring, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	db, err := server.OpenStore(t.Context(), dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	t.Setenv("KADI_SECRET_KEY_FILE", "")
+	_, err = server.OpenStore(t.Context(), dir, "")
+	if err == nil || !strings.Contains(err.Error(), "holds a Kadi database but no secret.key") || !strings.Contains(err.Error(), "KADI_SECRET_KEY_FILE") {
+		t.Fatalf("opened without its key: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "secret.key")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a key was made beside the database: %v", err)
+	}
+	fresh := t.TempDir()
+	db, err = server.OpenStore(t.Context(), fresh, "")
+	if err != nil {
+		t.Fatalf("a new data dir: %v", err)
+	}
+	db.Close()
 }
