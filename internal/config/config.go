@@ -38,7 +38,10 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		if set[f.Name] {
 			return
 		}
-		if v, ok := os.LookupEnv(EnvName(f.Name)); ok {
+		// An empty variable is unset: KADI_ADDR= made the gateway listen
+		// on every interface, and KADI_DATA_DIR= failed with "mkdir : no
+		// such file or directory".
+		if v := os.Getenv(EnvName(f.Name)); v != "" {
 			if err := fs.Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", EnvName(f.Name), err))
 			}

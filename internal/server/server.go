@@ -108,6 +108,17 @@ func DatabaseURL(dataDir, url string) string {
 	return filepath.Join(dataDir, "kadi.db")
 }
 
+// CheckDatabaseURL refuses a --database-url that is not a PostgreSQL URL.
+// The store reads anything else as a SQLite file's path: a keyword/value
+// string ("host=… password=… dbname=…") became a local file named after it,
+// password and all, a database of each node's own.
+func CheckDatabaseURL(url string) error {
+	if url == "" || strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		return nil
+	}
+	return errors.New("--database-url must be a postgres:// or postgresql:// URL (lower case; keyword/value strings such as \"host=… dbname=…\" are not read): for the embedded SQLite, leave it out and use --data-dir")
+}
+
 // OpenStore opens (creating if need be) the configured database, with
 // secrets sealed under the master key found as `kadi serve` finds it: the
 // CLI and the server must agree on it.
@@ -125,6 +136,9 @@ func OpenStoreWithKeys(ctx context.Context, dataDir, url string, keys *keyring.K
 }
 
 func openStore(ctx context.Context, dataDir, url string, keys *keyring.Keyring, pool store.Pool) (*store.DB, error) {
+	if err := CheckDatabaseURL(url); err != nil {
+		return nil, err
+	}
 	if url == "" {
 		if err := os.MkdirAll(dataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("create data dir: %w", err)
@@ -140,13 +154,13 @@ func openStore(ctx context.Context, dataDir, url string, keys *keyring.Keyring, 
 // MetricsListener is what --metrics-addr serves: /metrics and Go's
 // profiler (/debug/pprof/), so anyone who runs a node can profile it live.
 // The profiler is never on a public listener: it shows the process's
-// memory and stacks.
+// memory and stacks. Its command line is left out: a --database-url holds
+// the database's password, and whoever may scrape metrics need not read it.
 func (g *Gateway) MetricsListener() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", g.metricsHandler)
 	mux.Handle("GET /readyz", g.ready)
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)

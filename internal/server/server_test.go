@@ -230,6 +230,14 @@ func TestMetricsListener(t *testing.T) {
 			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "kadi_") {
 				t.Fatalf("metrics listener: %s\n%s", resp.Status, body)
 			}
+			// Not the command line: a --database-url holds a password.
+			if resp, err := http.Get("http://" + cfg.MetricsAddr + "/debug/pprof/cmdline"); err == nil {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK || strings.Contains(string(body), "server.test") {
+					t.Errorf("the command line on the metrics listener: %s\n%s", resp.Status, body)
+				}
+			}
 			// The profiler lives there, and only there.
 			resp, err = http.Get("http://" + cfg.MetricsAddr + "/debug/pprof/goroutine?debug=1")
 			if err != nil {
@@ -578,4 +586,28 @@ func TestNoNewKeyBesideAnExistingDatabase(t *testing.T) {
 		t.Fatalf("a new data dir: %v", err)
 	}
 	db.Close()
+}
+
+// A --database-url that is not a PostgreSQL URL is refused: the store read
+// it as a SQLite file's path, and a keyword/value string became a local
+// database named after it, password and all.
+func TestDatabaseURLMustBePostgres(t *testing.T) {
+	for url, ok := range map[string]bool{
+		"": true, "postgres://u@h/db": true, "postgresql://u@h/db?sslmode=disable": true,
+		"host=127.0.0.1 user=postgres password=S3cret dbname=kadi": false,
+		"POSTGRES://u@h/db": false, "kadi.db": false, "sqlite:kadi.db": false,
+	} {
+		if err := server.CheckDatabaseURL(url); (err == nil) != ok {
+			t.Errorf("CheckDatabaseURL(%q) = %v", url, err)
+		}
+	}
+	t.Setenv("KADI_SECRET_KEY", strings.Repeat("ab", 32))
+	t.Chdir(t.TempDir())
+	const dsn = "host=127.0.0.1 password=S3cret dbname=kadi"
+	if _, err := server.OpenStore(t.Context(), t.TempDir(), dsn); err == nil || strings.Contains(err.Error(), "S3cret") {
+		t.Fatalf("OpenStore(%q): %v", dsn, err)
+	}
+	if _, err := os.Stat(dsn); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a file named after the string was made: %v", err)
+	}
 }
