@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -287,11 +288,11 @@ func TestSecretRotateSingleNode(t *testing.T) {
 		createMerchant(t, dir, "Env Shop")
 		out, errOut, err := runKadi(t, "secret", "rotate", "--data-dir", dir)
 		line := strings.TrimSpace(string(out))
-		if err != nil || !strings.HasPrefix(line, "KADI_SECRET_KEY=k1 ") || !strings.Contains(line, ",k0 ") ||
+		if err != nil || !strings.HasPrefix(line, "KADI_SECRET_KEY='k1 ") || !strings.HasSuffix(line, "'") || !strings.Contains(line, ",k0 ") ||
 			!strings.Contains(line, ",pinned card-fingerprint ") || !strings.Contains(string(errOut), "cannot change") {
 			t.Fatalf("kadi secret rotate with KADI_SECRET_KEY: %v\nstdout: %.40s…\nstderr: %s", err, out, errOut)
 		}
-		t.Setenv("KADI_SECRET_KEY", strings.TrimPrefix(line, "KADI_SECRET_KEY="))
+		t.Setenv("KADI_SECRET_KEY", strings.Trim(strings.TrimPrefix(line, "KADI_SECRET_KEY="), "'"))
 		if out, errOut, err := runKadi(t, "secret", "reseal", "--data-dir", dir); err != nil || !strings.Contains(string(out), "2 re-sealed") {
 			t.Errorf("kadi secret reseal under the printed ring: %v\n%s%s", err, out, errOut)
 		}
@@ -310,6 +311,25 @@ func TestSecretRotateSingleNode(t *testing.T) {
 			if err == nil || !strings.Contains(string(errOut), tt.want) {
 				t.Errorf("kadi %s: %v, stderr %q; want a refusal saying %q", strings.Join(tt.args, " "), err, errOut, tt.want)
 			}
+		}
+	})
+
+	// operations.md's "a copy of the file each": rotating a copy touches no
+	// database, and was refused for want of one.
+	t.Run("a copy without re-sealing", func(t *testing.T) {
+		ring, err := os.ReadFile(filepath.Join(g.DataDir, "secret.key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		work := t.TempDir()
+		copied := filepath.Join(work, "ring")
+		if err := os.WriteFile(copied, ring, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(kadiBin, "secret", "rotate", "--reseal=false", "--key-file", "./ring")
+		cmd.Dir = work
+		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "Master key rotated in ./ring") {
+			t.Fatalf("rotate a copy: %v\n%s", err, out)
 		}
 	})
 }

@@ -81,7 +81,9 @@ func backupCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fmt.Fprintf(stdout, "Backed up %s to %s, checked:\n", st.dataDir, out)
 	fmt.Fprintf(stdout, "  kadi.db     %sintegrity ok; %s; merchants %d, bills %d\n", size, schemaNote(sum), sum.Merchants, sum.Bills)
 	fmt.Fprintf(stdout, "  %s\n", keyNote)
-	fmt.Fprintln(stdout, "To restore: stop kadi serve, put these files in place of the data dir's, start it (docs/operations.md, \"Backup and restore\").")
+	// Never over the old data dir's files: its kadi.db-wal and -shm, left
+	// by a crash, would be replayed onto the copy and corrupt it.
+	fmt.Fprintln(stdout, "To restore: stop kadi serve, move the data dir aside, put these files in a new, empty data dir (0700, owned by the user kadi runs as), start kadi serve on it; never copy them over the old dir's files (docs/operations.md, \"Backup and restore\").")
 	if keyCopied != "" {
 		fmt.Fprintf(stderr, "kadi backup: warning: %s is the master key, in clear. With it, whoever holds the copy can sign access tokens and read the stored notification secrets. Store it apart from the database copy, encrypted.\n", keyCopied)
 	}

@@ -55,13 +55,15 @@ func (f *secretFlags) checkDatabase() error {
 }
 
 // parse reads args and says where the ring is, refusing a ring or a
-// database that is not there before either is touched.
-func (f *secretFlags) parse(fset *flag.FlagSet, args []string) (server.KeySource, error) {
+// database that is not there before either is touched. needDatabase is
+// false for a rotation that re-seals nothing: it touches the ring alone,
+// as on a copy of it (docs/operations.md).
+func (f *secretFlags) parse(fset *flag.FlagSet, args []string, needDatabase func() bool) (server.KeySource, error) {
 	if err := parseFlags(fset, args); err != nil {
 		return server.KeySource{}, err
 	}
 	src, err := f.source()
-	if err != nil {
+	if err != nil || !needDatabase() {
 		return src, err
 	}
 	return src, f.checkDatabase()
@@ -91,7 +93,7 @@ func secretRotate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fset := newFlags("secret rotate", stderr)
 	f.register(fset)
 	fset.BoolVar(&reseal, "reseal", true, "re-seal the stored secrets under the new key at once (false when other nodes read their own copy of the ring: copy it to them first, then run kadi secret reseal)")
-	src, err := f.parse(fset, args)
+	src, err := f.parse(fset, args, func() bool { return reseal })
 	if err != nil {
 		return err
 	}
@@ -105,7 +107,10 @@ func secretRotate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 (on stdout; it is secret). Set %[1]s to it on every node and for the CLI, restart the nodes,
 then run "kadi secret reseal". Until every node has it, keep the old value everywhere.
 `, src.Env)
-		fmt.Fprintf(stdout, "%s=%s\n", src.Env, next.OneLine())
+		// Quoted: the ring's lines are joined by commas and spaces, and
+		// pasted unquoted into a shell or a unit's Environment= only its
+		// first word ("k1") was kept.
+		fmt.Fprintf(stdout, "%s='%s'\n", src.Env, next.OneLine())
 		return nil
 	}
 	old, err := keyring.Load(src.File)
@@ -130,7 +135,7 @@ func secretReseal(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var f secretFlags
 	fset := newFlags("secret reseal", stderr)
 	f.register(fset)
-	src, err := f.parse(fset, args)
+	src, err := f.parse(fset, args, func() bool { return true })
 	if err != nil {
 		return err
 	}

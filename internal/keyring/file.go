@@ -23,6 +23,10 @@ func WriteFile(path string, r Ring) error {
 		f.Close()
 		return fmt.Errorf("write master key ring: %w", err)
 	}
+	if err := keepOwner(f, path); err != nil {
+		f.Close()
+		return err
+	}
 	if _, err := f.WriteString(r.Text()); err != nil {
 		f.Close()
 		return fmt.Errorf("write master key ring: %w", err)
