@@ -36,6 +36,7 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 	fs.StringVar(&cfg.FormAddr, "form-addr", "", "serve the hosted form ({payment_form_url}) on this address only (default: beside the API)")
 	fs.StringVar(&cfg.DashboardAddr, "dashboard-addr", "", "serve the merchant dashboard (/dashboard/) on this address only (default: beside the API)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics on this address only, off the public listener (default: beside the API)")
+	fs.DurationVar(&cfg.DrainDelay, "drain-delay", cfg.DrainDelay, "on SIGTERM, answer /readyz 503 this long before closing the listeners, so a load balancer probing /readyz stops sending first (a little over its probe interval)")
 	fs.DurationVar(&cfg.MetricsRefresh, "metrics-refresh", cfg.MetricsRefresh, "how often gauges read from the database (IPN queue) are refreshed; scrapes read the last values")
 	fs.Func("metrics-allow", "comma-separated CIDRs or addresses that may read /metrics beside the API (default 127.0.0.0/8,::1; empty: nobody)", func(v string) error {
 		allow, err := parsePrefixes(v)

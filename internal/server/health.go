@@ -58,6 +58,9 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // decides restarts.
 type readiness struct {
 	checks []readyCheck
+	// stopping, when it says so, fails readiness at once (not at the next
+	// round of checks): a shutdown has begun.
+	stopping func() bool
 	health
 }
 
@@ -91,7 +94,10 @@ func newReadiness(checks ...readyCheck) *readiness {
 func (rd *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	err := rd.check(r.Context())
+	var err error = &notReady{"shutting down", errors.New("a shutdown has begun")}
+	if rd.stopping == nil || !rd.stopping() {
+		err = rd.check(r.Context())
+	}
 	if err == nil {
 		_, _ = w.Write([]byte(`{"status":"ready"}`))
 		return

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 	_ "time/tzdata" // the operator's zone must resolve on minimal hosts too
 
@@ -78,6 +79,10 @@ type Config struct {
 	// MetricsRefresh is how often gauges read from the database are
 	// brought up to date; scrapes read the last values.
 	MetricsRefresh time.Duration
+	// DrainDelay is how long a shutdown answers /readyz 503 before it
+	// closes the listeners, so that a load balancer probing /readyz stops
+	// sending first.
+	DrainDelay time.Duration
 	// IPN tunes notification delivery; its AllowPrivate is taken from
 	// AllowPrivateIPN.
 	IPN ipn.Config
@@ -185,6 +190,7 @@ type Gateway struct {
 
 	metricsHandler http.Handler
 	ready          *readiness
+	draining       atomic.Bool // a shutdown began: /readyz answers 503
 	ipnMetrics     *ipn.Metrics
 	keys           *keyring.Keyring
 	cfg            Config
@@ -270,6 +276,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 			}
 			return nil
 		}})
+	g.ready.stopping = g.draining.Load
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
@@ -394,9 +401,15 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
-		g.log.Info("shutting down: draining requests and IPN deliveries in flight")
+		g.draining.Store(true)
+		g.log.Info("shutting down: draining requests and IPN deliveries in flight", "drain_delay", g.cfg.DrainDelay.String())
 	}
 	stopIPN()
+	if err == nil && g.cfg.DrainDelay > 0 {
+		// Still serving, now as not ready: the load balancer's next
+		// probes take the node out before its listeners close.
+		time.Sleep(g.cfg.DrainDelay)
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, srv := range servers {

@@ -611,3 +611,44 @@ func TestDatabaseURLMustBePostgres(t *testing.T) {
 		t.Errorf("a file named after the string was made: %v", err)
 	}
 }
+
+// With --drain-delay a shutdown first answers /readyz 503, still serving,
+// so a load balancer probing it stops sending before the listeners close:
+// they closed at once, and requests sent meanwhile were refused.
+func TestDrainDelayAnswersNotReadyFirst(t *testing.T) {
+	cfg := server.Defaults()
+	cfg.DataDir, cfg.MasterKey = t.TempDir(), secret.RandomBytes(32)
+	cfg.DrainDelay = time.Second
+	g, err := server.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(ctx, ln) }()
+	defer cancel()
+	readyz := func() (int, string) {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	waitUntil(t, "ready", func() bool { code, _ := readyz(); return code == http.StatusOK })
+	cancel()
+	waitUntil(t, "not ready while still serving", func() bool {
+		code, body := readyz()
+		return code == http.StatusServiceUnavailable && strings.Contains(body, `"failed":"shutting down"`)
+	})
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
