@@ -88,6 +88,7 @@ func New(cfg Config) (*Client, error) {
 		password: cfg.Password,
 		http:     cfg.HTTPClient,
 		now:      cfg.Now,
+		payment:  tokenCache{forPages: true},
 	}
 	if c.http == nil {
 		c.http = &http.Client{Timeout: 30 * time.Second}

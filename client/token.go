@@ -38,6 +38,11 @@ type tokenCache struct {
 	expiresAt time.Time
 	lifetime  time.Duration // of the last token stored
 	fetch     *tokenFetch
+	// forPages: the token goes into pages a shopper may submit long after
+	// they were rendered, so it is replaced once half its lifetime has
+	// gone; with a tenth left, a form rendered then stopped working
+	// within six minutes.
+	forPages bool
 }
 
 // Token returns an access token; the other methods call it themselves. The
@@ -58,8 +63,11 @@ func (c *Client) Token(ctx context.Context) (string, error) {
 // PaymentToken returns a pay-only payment-token (POST /token) for the
 // hosted form's token field, the one token that goes to the shopper's
 // browser: the gateway's other endpoints refuse it. It is cached and
-// shared like [Client.Token]'s. Its answer carries no lifetime; the gateway
-// gives it the access token's, which this asks for first if it has none.
+// shared like [Client.Token]'s, but replaced once half its lifetime has
+// gone, so a form rendered with it stays payable for at least half the
+// lifetime (30 minutes with the gateway's default hour). Its answer carries
+// no lifetime; the gateway gives it the access token's, which this asks
+// for first if it has none.
 func (c *Client) PaymentToken(ctx context.Context) (string, error) {
 	return c.cached(ctx, &c.payment, c.requestPaymentToken)
 }
@@ -122,6 +130,9 @@ func (c *Client) cached(ctx context.Context, tc *tokenCache, request func(contex
 // merchant clock from using a token past its end.
 func (tc *tokenCache) store(token string, sent time.Time, lifetime time.Duration) {
 	margin := max(lifetime/10, minRefreshMargin)
+	if tc.forPages {
+		margin = lifetime / 2
+	}
 	// A token shorter-lived than two minutes would otherwise be "due for
 	// refresh" from birth and every call would fetch a new one.
 	margin = min(margin, lifetime/2)

@@ -335,13 +335,16 @@ func TestPaymentToken(t *testing.T) {
 	if access, err := c.Token(ctx); err != nil || access == "pay-1" {
 		t.Fatalf("Token = %q, %v: the access token must not be the payment-token", access, err)
 	}
-	clk.Advance(239 * time.Second) // 61 s left of 5 minutes: still fresh
+	// A form rendered with it must stay payable a while: it is replaced
+	// once half its life has gone, not with a tenth left (a form rendered
+	// then lasted six minutes of an hour's token).
+	clk.Advance(149 * time.Second) // 151 s left of 5 minutes: still fresh
 	if tok, _ := c.PaymentToken(ctx); tok != "pay-1" {
-		t.Errorf("PaymentToken with 61 s left = %q, want pay-1", tok)
+		t.Errorf("PaymentToken with 151 s left = %q, want pay-1", tok)
 	}
-	clk.Advance(2 * time.Second) // 59 s left: replaced
+	clk.Advance(2 * time.Second) // 149 s left: replaced
 	if tok, _ := c.PaymentToken(ctx); tok != "pay-2" {
-		t.Errorf("PaymentToken with 59 s left = %q, want pay-2", tok)
+		t.Errorf("PaymentToken with 149 s left = %q, want pay-2", tok)
 	}
 	g.mu.Lock()
 	requests := g.paymentTokenRequests
