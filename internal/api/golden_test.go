@@ -39,7 +39,7 @@ var volatile = map[string]struct {
 }
 
 // goldenHeaders are the response headers a merchant's code may read.
-var goldenHeaders = []string{"Cache-Control", "Content-Type", "Retry-After", "WWW-Authenticate", "X-Request-Id"}
+var goldenHeaders = []string{"Allow", "Cache-Control", "Content-Type", "Retry-After", "WWW-Authenticate", "X-Request-Id"}
 
 // known maps the onboarding values of merchants to placeholders.
 func known(cs ...merchant.Credentials) map[string]string {

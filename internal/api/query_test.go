@@ -153,16 +153,20 @@ func TestRotatedKey(t *testing.T) {
 
 func TestUnknownPaths(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
-	for _, tc := range []struct{ method, path string }{
-		{http.MethodGet, "/nope"},
-		{http.MethodGet, "/payment/v2/bills"},
-		{http.MethodPost, "/payment/v2/query"},
-		{http.MethodGet, "/payment/v3/query"},
-		{http.MethodGet, "/identity/v2/token"},
+	for _, tc := range []struct{ method, path, golden string }{
+		{http.MethodGet, "/nope", "not_found"},
+		{http.MethodGet, "/payment/v3/query", "not_found"},
+		// A known path with another method is 405 with Allow: "no such
+		// endpoint" sent integrators looking for another path.
+		{http.MethodGet, "/payment/v2/bills", "method_not_allowed_post"},
+		{http.MethodGet, "/payment/v2/bills/", "method_not_allowed_post"},
+		{http.MethodGet, "/identity/v2/token", "method_not_allowed_post"},
+		{http.MethodPut, "/cardPay", "method_not_allowed_post"},
+		{http.MethodPost, "/payment/v2/query", "method_not_allowed_get"},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			req := httptestRequest(tc.method, tc.path, "")
-			checkGolden(t, "not_found", req, g.Serve(req), nil)
+			checkGolden(t, tc.golden, req, g.Serve(req), nil)
 		})
 	}
 }

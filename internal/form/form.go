@@ -71,6 +71,7 @@ type Handler struct {
 func (h *Handler) Register(mux *http.ServeMux) {
 	h.templates = template.Must(template.New("").ParseFS(templateFS, "templates/*.html"))
 	mux.HandleFunc("POST /cardPay", h.cardPay)
+	mux.HandleFunc("POST /cardPay/{$}", h.cardPay) // as the API's paths answer with one trailing slash
 	mux.HandleFunc("GET "+pagePrefix+"{id}", h.servePage)
 	mux.HandleFunc("POST /cardPay/3ds", h.challenge)
 	mux.HandleFunc("POST /cardPay/cancel", h.cancel)

@@ -911,3 +911,18 @@ func TestResultAndNoticePagesSayTestMode(t *testing.T) {
 		t.Errorf("the notice about a test bill: %d, labelled %v", rec.Code, strings.Contains(rec.Body.String(), `class="badge"`))
 	}
 }
+
+// /cardPay answers with one trailing slash too, as every API path does
+// (api.md): a form posting to /cardPay/ got a JSON 404 in the shopper's
+// browser.
+func TestCardPayTrailingSlash(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Slash Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "SLASH1", "10")
+	req := servertest.CardPayRequest(servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b)))
+	req.URL.Path = "/cardPay/"
+	if cb := callback(t, g.Serve(req)); cb["orderStatus"] != "Transaction Successfull" {
+		t.Fatalf("callback %v", cb)
+	}
+}

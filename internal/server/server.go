@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -287,7 +289,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		m.Handle("GET /healthz", health)
 		m.Handle("GET /readyz", g.ready)
 		m.Handle("GET /{$}", home{publicURL: cfg.PublicURL, dashboard: cfg.DashboardAddr == ""})
-		m.HandleFunc("/", notFound)
+		m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			if allow := allowedMethods(m, r); allow != "" {
+				methodNotAllowed(w, allow)
+				return
+			}
+			notFound(w, r)
+		})
 		return m
 	}
 
@@ -437,6 +445,36 @@ func (g *Gateway) refreshGauges(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// allowedMethods lists the methods mux serves r's path with, when r's own
+// is not one: the catch-all "/" that answers unknown paths also caught
+// those requests, and a GET of /payment/v2/bills said "no such endpoint",
+// which sent integrators looking for another path.
+func allowedMethods(mux *http.ServeMux, r *http.Request) string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 && slices.Contains(allow, http.MethodGet) {
+		allow = append(allow, http.MethodHead)
+	}
+	return strings.Join(allow, ", ")
+}
+
+func methodNotAllowed(w http.ResponseWriter, allow string) {
+	w.Header().Set("Allow", allow)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusMethodNotAllowed)
+	body, _ := json.Marshal(map[string]string{"code": "method_not_allowed", "message": "this endpoint takes " + allow})
+	_, _ = w.Write(body)
 }
 
 // onlyFrom serves h to peers inside allow and other to everyone else. The
