@@ -94,6 +94,26 @@ var fields = []field{
 	{"callbackUrl", func(s *Submission) *string { return &s.CallbackURL }, 2048, false},
 }
 
+// proseFields are free text a shop may take from a textarea (an address
+// over two lines): their line breaks and tabs become spaces. Refused as
+// control characters, they stranded the shopper on an error page before
+// any card was asked, with no way back to the shop.
+var proseFields = map[string]bool{
+	"productType": true, "productDescription": true, "cardFirstName": true, "cardLastName": true,
+	"customerFirstName": true, "customerLastName": true, "country": true, "address": true, "city": true,
+}
+
+// flattenLines turns each run of line breaks and tabs, with the spaces
+// around it, into one space.
+func flattenLines(s string) string {
+	if !strings.ContainsAny(s, "\r\n\t") {
+		return s
+	}
+	return lineBreaks.ReplaceAllString(s, " ")
+}
+
+var lineBreaks = regexp.MustCompile(` *[\r\n\t][ \r\n\t]*`)
+
 // checkoutField names the checkout session id in our pages' forms.
 const checkoutField = "checkout"
 
@@ -113,7 +133,11 @@ func ParseSubmission(body string) (Submission, error) {
 			// Kadi would read the first copy and the shop's PHP the last.
 			return Submission{}, fmt.Errorf("%w: the field %s appears more than once", ErrBadEncoding, f.name)
 		}
-		*f.ptr(&s) = strings.TrimSpace(v.Get(f.name))
+		value := v.Get(f.name)
+		if proseFields[f.name] {
+			value = flattenLines(value)
+		}
+		*f.ptr(&s) = strings.TrimSpace(value)
 	}
 	// Our pages post their session's id as checkout; a shop's own form may
 	// carry a field of that name too (a cart's "checkout=1"), which is not
