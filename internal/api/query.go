@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/money"
 	"github.com/kadipay/kadi/internal/payment"
 )
@@ -20,7 +21,10 @@ type VerificationResponse struct {
 	Narration     string `json:"narration"`
 }
 
-var errMissingReference = errors.New("query parameter billReference is required: a bill or order reference (letters and digits)")
+var (
+	errMissingReference = errors.New("query parameter billReference is required: a bill or order reference (letters and digits)")
+	errBadReference     = errors.New("query parameter billReference must be a bill or order reference: ASCII letters and digits, at most 64")
+)
 
 func notAlnum(r rune) bool {
 	return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
@@ -31,8 +35,12 @@ func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 	ref := strings.TrimSpace(r.URL.Query().Get("billReference"))
 	// Bill and order references are ASCII letters and digits; anything
 	// else names no bill and must not reach the database as it is.
-	if ref == "" || len(ref) > 64 || strings.IndexFunc(ref, notAlnum) >= 0 {
+	switch {
+	case ref == "":
 		h.fail(w, r, errMissingReference)
+		return
+	case len(ref) > 64 || strings.IndexFunc(ref, notAlnum) >= 0:
+		h.fail(w, r, errBadReference)
 		return
 	}
 	v, err := h.Verifications.Verification(r.Context(), c.MerchantCode, c.Mode, ref)
@@ -42,12 +50,20 @@ func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 	}
 	nothingPaid := money.Amount{Currency: v.Amount.Currency}
 	resp := VerificationResponse{OrderRef: v.OrderReference, Amount: nothingPaid.String(), Date: v.CreatedAt.In(h.Location).Format(isoOffset), Narration: "Awaiting payment"}
-	switch p := v.Payment; {
+	p := v.Payment
+	if p.ID != "" {
+		resp.Date, resp.Narration = p.UpdatedAt.In(h.Location).Format(isoOffset), p.Message
+	}
+	switch {
 	case p.Status == payment.Succeeded:
 		resp.Status, resp.TransactionID, resp.Amount = true, p.NetworkRef, p.Amount.String()
-		resp.Date, resp.Narration = p.UpdatedAt.In(h.Location).Format(isoOffset), p.Message
-	case p.ID != "":
-		resp.Date, resp.Narration = p.UpdatedAt.In(h.Location).Format(isoOffset), p.Message
+	// An unpaid bill that can never be paid says so, whatever its last
+	// attempt said: "Awaiting payment", or that attempt's decline, kept a
+	// merchant polling a bill it should replace.
+	case v.State == bill.Blocked:
+		resp.Narration = payment.MsgBlocked
+	case v.State != bill.Paid && v.State != bill.Processing && !h.Auth.Now().Before(v.ExpiresAt):
+		resp.Narration = payment.MsgExpired
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kadipay/kadi/internal/api"
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/server/servertest"
 )
 
@@ -60,6 +62,12 @@ func TestQueryResponses(t *testing.T) {
 			}
 			bodies[tc.golden] = rec.Body.String()
 		})
+	}
+
+	// A reference sent but malformed is named as such, not as missing.
+	if rec := g.Serve(httptestRequest(http.MethodGet, "/payment/v2/query?billReference=ORD-1001", token)); rec.Code != http.StatusBadRequest ||
+		!strings.Contains(rec.Body.String(), "must be a bill or order reference") {
+		t.Errorf("billReference=ORD-1001: %d %s", rec.Code, rec.Body)
 	}
 
 	got := g.Query(token, paid.Reference)
@@ -135,6 +143,30 @@ func TestBearerRefusals(t *testing.T) {
 }
 
 // After RotateKey the old key cannot get a token and the new one can.
+// An unpaid bill that can never be paid says so: "Awaiting payment" kept
+// a merchant polling a bill it should replace.
+func TestQueryNarratesADeadBill(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Dead Bills Shop")
+	token := g.Token(c, merchant.Test)
+	var blocked api.BillResponse
+	for range 5 {
+		blocked, _ = g.Pay(c, token, "BLOCKED1", "80", servertest.Card{Number: decliningCard, CVV: "737"})
+	}
+	if got := g.Query(token, blocked.Reference); got.Status || got.Narration != payment.MsgBlocked {
+		t.Errorf("blocked bill: %+v", got)
+	}
+	expiring := g.CreateBill(c, token, "LATE1", "10")
+	if got := g.Query(token, expiring.Reference); got.Narration != "Awaiting payment" {
+		t.Errorf("open bill: %+v", got)
+	}
+	g.Clock.Advance(48 * time.Hour)
+	token = g.Token(c, merchant.Test)
+	if got := g.Query(token, expiring.Reference); got.Status || got.Narration != payment.MsgExpired {
+		t.Errorf("expired bill: %+v", got)
+	}
+}
+
 func TestRotatedKey(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Rotating Shop")

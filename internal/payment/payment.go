@@ -7,6 +7,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/card"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/money"
@@ -36,6 +37,10 @@ type Verification struct {
 	// Amount is the bill's; its currency is a nothing-paid answer's.
 	Amount    money.Amount
 	CreatedAt time.Time
+	// State and ExpiresAt are the bill's: an unpaid bill that is blocked
+	// or past its expiry will never be paid, and the verification says so.
+	State     bill.State
+	ExpiresAt time.Time
 	// Payment holds what a query shows of it: ID, Status, NetworkRef,
 	// Amount, UpdatedAt and Message. Its ID is empty when the bill was
 	// never attempted.

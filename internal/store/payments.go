@@ -140,14 +140,14 @@ func (s *DB) SuccessfulPayment(ctx context.Context, billRef string) (payment.Pay
 func (s *DB) Verification(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (payment.Verification, error) {
 	v, err := bill.FindEither(ref, func(byOrderReference bool) (payment.Verification, error) {
 		var v payment.Verification
-		var minor, created int64
-		var currency string
+		var minor, created, expires int64
+		var currency, state string
 		row := s.lookup(ctx, verificationQuery(byOrderReference), ref, merchantCode, string(mode))
-		shown, err := scanShownPayment(row, &v.BillReference, &v.OrderReference, &minor, &currency, &created)
+		shown, err := scanShownPayment(row, &v.BillReference, &v.OrderReference, &minor, &currency, &created, &state, &expires)
 		if err != nil {
 			return payment.Verification{}, notFound(err, bill.ErrNotFound)
 		}
-		v.Payment, v.CreatedAt = shown, fromMS(created)
+		v.Payment, v.CreatedAt, v.State, v.ExpiresAt = shown, fromMS(created), bill.State(state), fromMS(expires)
 		if v.Amount, err = money.FromMinor(minor, currency); err != nil {
 			return payment.Verification{}, fmt.Errorf("bill %s: %w", v.BillReference, err)
 		}
@@ -178,7 +178,7 @@ func verificationQuery(byOrderReference bool) string {
 }
 
 const (
-	verificationSelect = `SELECT b.reference, b.order_ref, b.amount_minor, b.currency, b.created_at, ` + shownPaymentColumns + `
+	verificationSelect = `SELECT b.reference, b.order_ref, b.amount_minor, b.currency, b.created_at, b.state, b.expires_at, ` + shownPaymentColumns + `
 		FROM bills b LEFT JOIN payments p ON p.bill_ref = b.reference AND p.status = 'succeeded'
 		WHERE `
 	verificationByReference      = verificationSelect + `b.reference = ? AND b.merchant_code = ? AND b.mode = ?`
