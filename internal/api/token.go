@@ -140,6 +140,11 @@ func readFields(r *http.Request) (url.Values, error) {
 		}
 		return v, nil
 	}
+	if len(body) > 0 && body[0] == '[' && json.Valid(body) {
+		// Read as form encoding it named no field, and was told
+		// "username and password are required".
+		return nil, &auth.RequestError{Code: "invalid_request", Message: "the JSON body must be an object of fields, not an array"}
+	}
 	var v url.Values
 	if boundary, ok := multipartBoundary(r.Header.Get("Content-Type")); ok {
 		// What PHP's cURL sends for an array body and fetch for a

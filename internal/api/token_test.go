@@ -77,6 +77,9 @@ func TestTokenResponses(t *testing.T) {
 		{"missing password", "token_invalid_request", servertest.TokenRequest(c.Test.APIKey, c.Username, "")},
 		{"missing username", "token_invalid_request", servertest.TokenRequest(c.Test.APIKey, "", c.Password)},
 		{"unreadable JSON body", "token_invalid_request_body", jsonBody(`{"username":`)},
+		// Read as form encoding it named no field: "username and password
+		// are required" sent the developer looking at the wrong thing.
+		{"JSON array body", "token_invalid_request_json_array", jsonBody(`["` + c.Username + `","` + c.Password + `"]`)},
 		{"repeated form field", "token_invalid_request_repeated_field", func() *http.Request {
 			req := httptest.NewRequest(http.MethodPost, "/identity/v2/token", strings.NewReader("username="+c.Username+"&password=wrong-one-1&password="+url.QueryEscape(c.Password)))
 			req.Header.Set("Authorization", "Basic "+c.Test.APIKey)
