@@ -118,8 +118,8 @@ func TestCreateBillRefused(t *testing.T) {
 			wantStatus: http.StatusBadRequest,
 			wantMsg:    "the bill has invalid fields",
 			wantFields: []client.FieldError{
-				{Field: "customer.name", Code: "required", Message: "customer.name is required"},
-				{Field: "order.amount", Code: "invalid_amount", Message: "order.amount must be a decimal greater than zero"},
+				{Field: "customer.name", Code: "required", Message: "is required"},
+				{Field: "order.amount", Code: "not_positive", Message: "must be greater than zero"},
 			},
 		},
 		{

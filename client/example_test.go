@@ -209,7 +209,7 @@ func ExampleAPIError() {
 		}
 	}
 	// Output:
-	// HTTP 400 request req-2
-	// customer.name: customer.name is required
-	// order.amount: order.amount must be a decimal greater than zero
+	// HTTP 400 request req_000000000000000000000002
+	// customer.name: is required
+	// order.amount: must be greater than zero
 }

@@ -71,7 +71,9 @@ func newFakeGateway() *fakeGateway {
 	g.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()
 		g.requestSeq++
-		w.Header().Set("X-Request-Id", fmt.Sprintf("req-%d", g.requestSeq))
+		// The gateway's own shape of id (req_ and 24 hex digits), so the
+		// examples print what a merchant will see.
+		w.Header().Set("X-Request-Id", fmt.Sprintf("req_%024x", g.requestSeq))
 		g.mu.Unlock()
 		mux.ServeHTTP(w, r)
 	}))
@@ -203,11 +205,11 @@ func (g *fakeGateway) createBill(w http.ResponseWriter, r *http.Request) {
 
 	var problems []fieldError
 	if req.Customer.Name == "" {
-		problems = append(problems, fieldError{"customer.name", "required", "customer.name is required"})
+		problems = append(problems, fieldError{"customer.name", "required", "is required"})
 	}
 	amount, err := strconv.ParseFloat(req.Order.Amount, 64)
 	if err != nil || amount <= 0 {
-		problems = append(problems, fieldError{"order.amount", "invalid_amount", "order.amount must be a decimal greater than zero"})
+		problems = append(problems, fieldError{"order.amount", "not_positive", "must be greater than zero"})
 	}
 	if req.Order.Channel != "CARD" {
 		problems = append(problems, fieldError{"order.channel", "invalid_channel", "order.channel must be CARD"})
