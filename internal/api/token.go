@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"mime"
-	"mime/multipart"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/formdata"
 	"github.com/kadipay/kadi/internal/jsoncheck"
 )
 
@@ -146,11 +145,11 @@ func readFields(r *http.Request) (url.Values, error) {
 		return nil, &auth.RequestError{Code: "invalid_request", Message: "the JSON body must be an object of fields, not an array"}
 	}
 	var v url.Values
-	if boundary, ok := multipartBoundary(r.Header.Get("Content-Type")); ok {
+	if boundary, ok := formdata.Boundary(r.Header.Get("Content-Type")); ok {
 		// What PHP's cURL sends for an array body and fetch for a
 		// FormData: the same fields, in parts.
-		if v, err = readMultipart(body, boundary); err != nil {
-			return nil, err
+		if v, err = formdata.Read(body, boundary); err != nil {
+			return nil, &auth.RequestError{Code: "invalid_request", Message: err.Error()}
 		}
 	} else if v, err = url.ParseQuery(string(body)); err != nil {
 		return nil, &auth.RequestError{Code: "invalid_request", Message: "the body is not valid form encoding"}
@@ -163,40 +162,6 @@ func readFields(r *http.Request) (url.Values, error) {
 		}
 	}
 	return v, nil
-}
-
-// multipartBoundary is the boundary of a multipart/form-data Content-Type.
-func multipartBoundary(contentType string) (string, bool) {
-	mt, params, err := mime.ParseMediaType(contentType)
-	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		return "", false
-	}
-	return params["boundary"], true
-}
-
-// readMultipart reads a multipart/form-data body's text fields; a file
-// part is refused (no field here is a file).
-func readMultipart(body []byte, boundary string) (url.Values, error) {
-	bad := func(msg string) error { return &auth.RequestError{Code: "invalid_request", Message: msg} }
-	v := url.Values{}
-	mr := multipart.NewReader(bytes.NewReader(body), boundary)
-	for {
-		part, err := mr.NextPart()
-		if err == io.EOF {
-			return v, nil
-		}
-		if err != nil {
-			return nil, bad("the body is not valid multipart/form-data")
-		}
-		if part.FileName() != "" || part.FormName() == "" {
-			return nil, bad("a multipart body may hold only named text fields")
-		}
-		value, err := io.ReadAll(part) // within the body's 64 KiB
-		if err != nil {
-			return nil, bad("the body is not valid multipart/form-data")
-		}
-		v.Add(part.FormName(), string(value))
-	}
 }
 
 // clip keeps a client's field name short in an error message.

@@ -21,6 +21,7 @@ import (
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/card"
 	"github.com/kadipay/kadi/internal/checkout"
+	"github.com/kadipay/kadi/internal/formdata"
 	"github.com/kadipay/kadi/internal/i18n"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
@@ -114,7 +115,17 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, nil, &pageError{Status: http.StatusBadRequest, Title: "Payment form unreadable", Message: "The payment form could not be read."})
 		return
 	}
-	sub, err := ParseSubmission(string(body))
+	var sub Submission
+	if boundary, ok := formdata.Boundary(r.Header.Get("Content-Type")); ok {
+		// A shop form with enctype="multipart/form-data": the same fields,
+		// in parts. It was refused as "not valid form encoding".
+		var v url.Values
+		if v, err = formdata.Read(body, boundary); err == nil {
+			sub, err = submissionOf(v)
+		}
+	} else {
+		sub, err = ParseSubmission(string(body))
+	}
 	if err != nil {
 		h.fail(w, r, nil, &pageError{Status: http.StatusBadRequest, Title: "Payment form unreadable", Message: "The payment form could not be read.", Detail: err.Error()})
 		return

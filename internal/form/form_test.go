@@ -1,7 +1,9 @@
 package form_test
 
 import (
+	"bytes"
 	"fmt"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -923,6 +925,36 @@ func TestCardPayTrailingSlash(t *testing.T) {
 	req := servertest.CardPayRequest(servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b)))
 	req.URL.Path = "/cardPay/"
 	if cb := callback(t, g.Serve(req)); cb["orderStatus"] != "Transaction Successfull" {
+		t.Fatalf("callback %v", cb)
+	}
+}
+
+// A shop form with enctype="multipart/form-data" posts the same fields in
+// parts: the payment goes ahead (it was "not valid form encoding"); a file
+// part is refused on our error page.
+func TestCardPayMultipart(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Multipart Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "MULTI1", "10")
+	post := func(file bool) *httptest.ResponseRecorder {
+		var body bytes.Buffer
+		mw := multipart.NewWriter(&body)
+		fields := servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
+		for k, vs := range fields {
+			_ = mw.WriteField(k, vs[0])
+		}
+		if file {
+			w, _ := mw.CreateFormFile("receipt", "r.txt")
+			_, _ = w.Write([]byte("x"))
+		}
+		mw.Close()
+		req := httptest.NewRequest(http.MethodPost, "/cardPay", &body)
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		return g.Serve(req)
+	}
+	errorPage(t, post(true), http.StatusBadRequest)
+	if cb := callback(t, post(false)); cb["orderStatus"] != "Transaction Successfull" {
 		t.Fatalf("callback %v", cb)
 	}
 }

@@ -127,6 +127,11 @@ func ParseSubmission(body string) (Submission, error) {
 	if err != nil {
 		return Submission{}, ErrBadEncoding
 	}
+	return submissionOf(v)
+}
+
+// submissionOf reads a /cardPay form's fields, however they were encoded.
+func submissionOf(v url.Values) (Submission, error) {
 	var s Submission
 	for _, f := range fields {
 		if len(v[f.name]) > 1 {
