@@ -75,8 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDemo(ctx, args[1:], stdout, stderr)
 	case "merchant":
 		if len(args) < 2 {
-			fmt.Fprint(stderr, usage)
-			return errUsage
+			return subcommandNeeded("merchant", args[1:], stderr)
 		}
 		if isHelp(args[1]) {
 			return groupHelp("merchant", stdout)
@@ -89,6 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		case "rotate-key":
 			return merchantRotateKey(ctx, args[2:], stdout, stderr)
 		}
+		return subcommandNeeded("merchant", args[1:], stderr)
 	case "ipn":
 		return ipnCommand(ctx, args[1:], stdout, stderr)
 	case "secret":
@@ -111,6 +111,19 @@ func isHelp(arg string) bool {
 }
 
 // groupHelp prints the usage lines of a command group ("kadi merchant -h").
+// subcommandNeeded says what was wrong with "kadi GROUP [ARG]" and which
+// subcommands there are: the whole usage, printed bare, left a stranger
+// to guess.
+func subcommandNeeded(group string, args []string, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "kadi %s: which one? A subcommand is needed.\n\n", group)
+	} else {
+		fmt.Fprintf(stderr, "kadi %s: unknown subcommand %q\n\n", group, args[0])
+	}
+	_ = groupHelp(group, stderr)
+	return errUsage
+}
+
 func groupHelp(group string, stdout io.Writer) error {
 	fmt.Fprintln(stdout, "Usage:")
 	for _, l := range strings.Split(usage, "\n") {

@@ -19,8 +19,7 @@ import (
 
 func ipnCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return errUsage
+		return subcommandNeeded("ipn", args, stderr)
 	}
 	if isHelp(args[0]) {
 		return groupHelp("ipn", stdout)
@@ -33,8 +32,7 @@ func ipnCommand(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case "replay":
 		return ipnReplay(ctx, args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "kadi: unknown command \"ipn %s\"\n\n%s", args[0], usage)
-	return errUsage
+	return subcommandNeeded("ipn", args, stderr)
 }
 
 // eventJSON is an event as `--json` prints it.

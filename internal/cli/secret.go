@@ -81,8 +81,7 @@ func secretCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return secretReseal(ctx, args[1:], stdout, stderr)
 		}
 	}
-	fmt.Fprint(stderr, usage)
-	return errUsage
+	return subcommandNeeded("secret", args, stderr)
 }
 
 // secretRotate makes a new master key the ring's current one, keeping the

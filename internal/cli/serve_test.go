@@ -175,5 +175,19 @@ func TestGroupHelp(t *testing.T) {
 				t.Errorf("kadi %s %s: exit %d\n%s%s", group, h, code, stdout.String(), stderr.String())
 			}
 		}
+		// Without a subcommand, or with a wrong one, it says what was
+		// wrong and lists the group's subcommands (it printed the whole
+		// usage, bare).
+		for args, want := range map[string]string{"": "which one? A subcommand is needed", "frob": `unknown subcommand "frob"`} {
+			var stdout, stderr bytes.Buffer
+			argv := []string{group}
+			if args != "" {
+				argv = append(argv, args)
+			}
+			code := Main(argv, &stdout, &stderr)
+			if code != 2 || !strings.Contains(stderr.String(), "kadi "+group+": "+want) || strings.Contains(stderr.String(), "kadi serve") {
+				t.Errorf("kadi %s %s: exit %d\n%s", group, args, code, stderr.String())
+			}
+		}
 	}
 }
