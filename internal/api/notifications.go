@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kadipay/kadi/internal/ipn"
@@ -49,9 +50,13 @@ type AttemptResponse struct {
 
 var (
 	errNotificationNotFound = errors.New("no notification with that id for this merchant and mode")
-	errBadNotificationQuery = errors.New(ipn.ErrBadStatus.Error() + "; limit 1 to 500")
+	errBadNotificationQuery = errors.New(ipn.ErrBadStatus.Error() + "; limit 1 to 500; before a notification id (msg_…); paymentId a payment id (pay_…)")
 	notificationID          = regexp.MustCompile(`^msg_[0-9a-f]{24}$`)
 )
+
+// notIDRune is outside the ids Kadi draws (a prefix, "_", letters and
+// digits).
+func notIDRune(r rune) bool { return r != '_' && notAlnum(r) }
 
 func (h *Handler) listNotifications(w http.ResponseWriter, r *http.Request) {
 	c := claimsOf(r)
@@ -69,6 +74,22 @@ func (h *Handler) listNotifications(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f.Limit = n
+	}
+	// before pages past the newest 500 (the last id of a page gives the
+	// next); paymentId finds one payment's event.
+	if v := r.URL.Query().Get("before"); v != "" {
+		if !notificationID.MatchString(v) {
+			h.fail(w, r, errBadNotificationQuery)
+			return
+		}
+		f.Before = v
+	}
+	if v := r.URL.Query().Get("paymentId"); v != "" {
+		if len(v) > 64 || strings.IndexFunc(v, notIDRune) >= 0 {
+			h.fail(w, r, errBadNotificationQuery)
+			return
+		}
+		f.PaymentID = v
 	}
 	evs, err := h.Notifications.IPNEvents(r.Context(), f)
 	if err != nil {

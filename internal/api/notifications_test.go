@@ -85,8 +85,24 @@ func TestNotificationsAPI(t *testing.T) {
 	if len(otherList.Notifications) != 0 {
 		t.Errorf("another merchant lists %d of this merchant's notifications", len(otherList.Notifications))
 	}
-	if rec := checked(t, g, notificationsRequest(http.MethodGet, "/payment/v2/notifications?status=lost", key)); rec.Code != http.StatusBadRequest {
-		t.Errorf("unknown status filter: HTTP %d", rec.Code)
+	for _, q := range []string{"status=lost", "before=msg_%27", "before=pay_1", "paymentId=pay%27x"} {
+		if rec := checked(t, g, notificationsRequest(http.MethodGet, "/payment/v2/notifications?"+q, key)); rec.Code != http.StatusBadRequest {
+			t.Errorf("%s: HTTP %d", q, rec.Code)
+		}
+	}
+	// Past the newest page, and one payment's event.
+	var page struct{ Notifications []api.NotificationResponse }
+	decodeInto(t, checked(t, g, notificationsRequest(http.MethodGet, "/payment/v2/notifications?before="+n.ID, key)), http.StatusOK, &page)
+	if len(page.Notifications) != 0 {
+		t.Errorf("before the only event: %d", len(page.Notifications))
+	}
+	decodeInto(t, checked(t, g, notificationsRequest(http.MethodGet, "/payment/v2/notifications?paymentId="+shown.PaymentID, key)), http.StatusOK, &page)
+	if len(page.Notifications) != 1 || page.Notifications[0].ID != n.ID {
+		t.Errorf("by payment id: %+v", page.Notifications)
+	}
+	decodeInto(t, checked(t, g, notificationsRequest(http.MethodGet, "/payment/v2/notifications?paymentId=pay_none", key)), http.StatusOK, &page)
+	if len(page.Notifications) != 0 {
+		t.Errorf("by another payment id: %+v", page.Notifications)
 	}
 
 	var replayed api.NotificationResponse

@@ -29,7 +29,7 @@ Usage:
   kadi merchant create     --data-dir DIR --name NAME [--json]
   kadi merchant set-ipn    --data-dir DIR --merchant CODE --mode test|live --url URL --username U --password P
   kadi merchant rotate-key --data-dir DIR --merchant CODE --mode test|live [--json]
-  kadi ipn list   --data-dir DIR --merchant CODE [--mode test|live] [--status pending|parked|delivered|failed] [--timezone ZONE] [--json]
+  kadi ipn list   --data-dir DIR --merchant CODE [--mode test|live] [--status pending|parked|delivered|failed] [--limit N] [--before ID] [--timezone ZONE] [--json]
   kadi ipn show   ID --data-dir DIR [--timezone ZONE] [--json]
   kadi ipn replay ID --data-dir DIR
   kadi secret rotate [--data-dir DIR | --database-url URL] [--key-file FILE] [--reseal=false]

@@ -87,6 +87,7 @@ func ipnList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&mode, "mode", "", "test or live (default both)")
 	fs.StringVar(&status, "status", "", "pending, parked, delivered or failed (default all)")
 	fs.IntVar(&limit, "limit", 100, "most recent events to show")
+	before := fs.String("before", "", "an event id: show the events listed after it (the next page)")
 	fs.BoolVar(&asJSON, "json", false, "print a JSON array")
 	tz := zoneFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -96,7 +97,7 @@ func ipnList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return usageErr(fs, fmt.Errorf("--timezone: %w", err))
 	}
-	f := ipn.Filter{MerchantCode: code, Status: ipn.Status(status), Limit: limit}
+	f := ipn.Filter{MerchantCode: code, Status: ipn.Status(status), Limit: limit, Before: *before}
 	if code == "" {
 		return usageErr(fs, errors.New("--merchant is required"))
 	}

@@ -104,6 +104,10 @@ func TestIPNList(t *testing.T) {
 	if err != nil || strings.Contains(out, ev.ID) {
 		t.Fatalf("live list shows a test event: %v\n%s", err, out)
 	}
+	out, err = ipnRun(t, "ipn", "list", "--data-dir", dir, "--merchant", code, "--before", ev.ID)
+	if err != nil || !strings.Contains(out, "No IPN events.") {
+		t.Fatalf("the page after the only event: %v\n%s", err, out)
+	}
 	out, err = ipnRun(t, "ipn", "list", "--data-dir", dir, "--merchant", code, "--mode", "test", "--status", "pending", "--json")
 	if err != nil {
 		t.Fatal(err)

@@ -99,7 +99,10 @@ type Filter struct {
 	Mode         merchant.Mode // empty: both
 	Status       Status        // empty: all
 	PaymentID    string        // empty: all
-	Limit        int
+	// Before, an event id, pages on: only events listed after it (older,
+	// or as old with a smaller id). Empty: from the newest.
+	Before string
+	Limit  int
 }
 
 // Stats describe the queue for monitoring.

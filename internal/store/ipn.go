@@ -416,6 +416,12 @@ func (s *DB) IPNEvents(ctx context.Context, f ipn.Filter) ([]ipn.Event, error) {
 		q += ` AND payment_id = ?`
 		args = append(args, f.PaymentID)
 	}
+	if f.Before != "" {
+		// Keyset paging in the listing's own order; an id that is not
+		// there (or another merchant's) names the end of the list.
+		q += ` AND (created_at, id) < (SELECT created_at, id FROM ipn_events WHERE id = ? AND merchant_code = ?)`
+		args = append(args, f.Before, f.MerchantCode)
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 100

@@ -107,6 +107,7 @@ func TestIPNQueue(t *testing.T) {
 			t.Run("record", func(t *testing.T) { testIPNRecord(t, ipnOpen(t, be.dsn(t))) })
 			t.Run("gone", func(t *testing.T) { testIPNGone(t, ipnOpen(t, be.dsn(t))) })
 			t.Run("parked", func(t *testing.T) { testIPNParked(t, ipnOpen(t, be.dsn(t))) })
+			t.Run("paging", func(t *testing.T) { testIPNPaging(t, ipnOpen(t, be.dsn(t))) })
 			t.Run("replay and log", func(t *testing.T) { testIPNReplay(t, ipnOpen(t, be.dsn(t))) })
 			t.Run("two claimers", func(t *testing.T) {
 				dsn := be.dsn(t)
@@ -443,6 +444,53 @@ func testIPNParked(t *testing.T, db *store.DB) {
 	if got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "o4", Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute), Limit: 10}); err != nil ||
 		!slices.Equal(ipnIDs(got), sorted(recent.ID, late.ID)) {
 		t.Fatalf("claimed after the save %v, %v", ipnIDs(got), err)
+	}
+}
+
+// The log pages by keyset: every event once, newest first, however many
+// share a creation time; an id not there (or another merchant's) is the
+// end of the list.
+func testIPNPaging(t *testing.T, db *store.DB) {
+	ctx := t.Context()
+	now := time.Now().Truncate(time.Millisecond)
+	m := ipnMerchant(t, db, "https://a.example/ipn")
+	other := ipnMerchant(t, db, "https://b.example/ipn")
+	var want []string
+	for i := range 7 {
+		at := now.Add(time.Duration(i/3) * time.Second) // three share each second
+		want = append(want, ipnEvent(t, db, m, at).ID)
+	}
+	theirs := ipnEvent(t, db, other, now)
+	all, err := db.IPNEvents(ctx, ipn.Filter{MerchantCode: m, Limit: 100})
+	if err != nil || len(all) != 7 {
+		t.Fatalf("all: %d, %v", len(all), err)
+	}
+	var paged []string
+	before := ""
+	for range 10 {
+		page, err := db.IPNEvents(ctx, ipn.Filter{MerchantCode: m, Limit: 2, Before: before})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, e := range page {
+			paged = append(paged, e.ID)
+		}
+		before = page[len(page)-1].ID
+	}
+	var listed []string
+	for _, e := range all {
+		listed = append(listed, e.ID)
+	}
+	if !slices.Equal(paged, listed) || !slices.Equal(sorted(paged...), sorted(want...)) {
+		t.Fatalf("pages gave %v, the listing %v", paged, listed)
+	}
+	for _, stranger := range []string{theirs.ID, "msg_000000000000000000000000"} {
+		if page, err := db.IPNEvents(ctx, ipn.Filter{MerchantCode: m, Limit: 10, Before: stranger}); err != nil || len(page) != 0 {
+			t.Errorf("before %s: %d events, %v", stranger, len(page), err)
+		}
 	}
 }
 
