@@ -95,15 +95,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			log.Warn("listening on every interface without --public-url: pages and links name " + cfg.PublicURL + "; pass --public-url with the address merchants and shoppers reach")
 		}
 	}
-	cfg.Ready = func(line string) { fmt.Fprintln(stdout, line) }
+	// Said once every listener is bound: said before, it was logged even
+	// when a --metrics-addr or --form-addr bind then failed.
+	cfg.Ready = func(line string) {
+		log.Info("kadi serving", "addr", ln.Addr().String(), "public_url", cfg.PublicURL, "database", redactURL(server.DatabaseURL(cfg.DataDir, cfg.DatabaseURL)),
+			"trusted_proxies", fmt.Sprint(cfg.TrustedProxies))
+		fmt.Fprintln(stdout, line)
+	}
 	g, err := server.New(ctx, cfg, log)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	defer g.Close()
-	log.Info("kadi serving", "addr", ln.Addr().String(), "public_url", cfg.PublicURL, "database", redactURL(server.DatabaseURL(cfg.DataDir, cfg.DatabaseURL)),
-		"trusted_proxies", fmt.Sprint(cfg.TrustedProxies))
 	return g.Serve(ctx, ln)
 }
 

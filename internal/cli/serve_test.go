@@ -191,3 +191,20 @@ func TestGroupHelp(t *testing.T) {
 		}
 	}
 }
+
+// "kadi serving" is logged once every listener is bound: it was logged
+// before a --metrics-addr bind that then failed.
+func TestServingIsSaidOnlyWhenServing(t *testing.T) {
+	t.Setenv("KADI_SECRET_KEY", "")
+	t.Setenv("KADI_SECRET_KEY_FILE", "")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	var stdout, stderr bytes.Buffer
+	code := Main([]string{"serve", "--data-dir", t.TempDir(), "--addr", "127.0.0.1:0", "--metrics-addr", taken.Addr().String(), "--log-format", "text"}, &stdout, &stderr)
+	if code == 0 || !strings.Contains(stderr.String(), "metrics listen") || strings.Contains(stderr.String(), "kadi serving") || strings.Contains(stdout.String(), "ready") {
+		t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
+	}
+}
