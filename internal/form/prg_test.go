@@ -77,7 +77,10 @@ func TestPagesAreReachedByGET(t *testing.T) {
 
 	urls := []string{entry, bad, declined, paid, refused}
 	for i, u := range urls {
-		for _, leak := range []string{tok, id, checkout.Hash(id), visa, cardDeclined, badLuhn, cvv, b.Reference, "PRG1"} {
+		// Not the three-digit CVV: a sealed URL's random text holds any
+		// three digits now and then (CI met "737" once); its sealing is
+		// what keeps the CVV, like the rest, out.
+		for _, leak := range []string{tok, id, checkout.Hash(id), visa, cardDeclined, badLuhn, b.Reference, "PRG1"} {
 			if strings.Contains(u, leak) {
 				t.Errorf("page URL %d carries %q", i, leak)
 			}
