@@ -6,6 +6,11 @@ import (
 	"fmt"
 )
 
+// InTx runs fn in a transaction as the store's own writes do.
+func (s *DB) InTx(ctx context.Context, fn func() error) error {
+	return s.inTx(ctx, func(tx) error { return fn() })
+}
+
 // ExecRaw lets the behaviour suite step around the store's own guards to
 // test the database's (storetest.RawExecer).
 func (s *DB) ExecRaw(ctx context.Context, query string, args ...any) error {

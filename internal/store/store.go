@@ -390,6 +390,12 @@ func (s *DB) inTx(ctx context.Context, fn func(tx) error) error {
 		return err
 	}
 	if err := sqlTx.Commit(); err != nil {
+		if ctx.Err() != nil {
+			// The client went away and database/sql rolled back: Commit
+			// says only "already committed or rolled back", and the
+			// request was logged as a failure of the gateway.
+			return fmt.Errorf("commit: %w: %w", err, ctx.Err())
+		}
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil

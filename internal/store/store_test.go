@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"context"
 	"database/sql"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -244,5 +246,27 @@ func TestPostgresPoolKeepsItsConnections(t *testing.T) {
 	}
 	if after.WaitCount == before.WaitCount {
 		t.Log("no query waited for a connection: the load did not reach the bound")
+	}
+}
+
+// A transaction whose request ended (the client went away) before its
+// commit fails as that, not as "already committed or rolled back": the
+// gateway logged those as failures of its own.
+func TestCommitAfterTheClientLeft(t *testing.T) {
+	db, err := store.Open(t.Context(), freshSchema(t, postgresURL(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for range 5 {
+		ctx, cancel := context.WithCancel(t.Context())
+		err := db.InTx(ctx, func() error {
+			cancel()
+			time.Sleep(20 * time.Millisecond) // database/sql rolls back on its own meanwhile
+			return nil
+		})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("commit after the context ended: %v, want context.Canceled", err)
+		}
 	}
 }
