@@ -17,7 +17,7 @@ import (
 )
 
 func (h *Handler) security(w http.ResponseWriter, r *http.Request) {
-	h.render(w, r, http.StatusOK, "security.html", map[string]any{"Note": r.URL.Query().Get("note")})
+	h.render(w, r, http.StatusOK, "security.html", map[string]any{"Note": h.takeNote(w, r)})
 }
 
 // changePassword needs the current password; the new one follows the
@@ -55,7 +55,7 @@ func (h *Handler) changePassword(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.audit(r, audit.PasswordChange, "other sessions signed out")
-	back(w, r, "/dashboard/security", "Password changed. Every other session is signed out.")
+	h.back(w, r, "/dashboard/security", "Password changed. Every other session is signed out.")
 }
 
 // startTOTP shows a new secret as a QR code (rendered here, no third

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"embed"
+	"encoding/base64"
 	"errors"
 	"html/template"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kadipay/kadi/internal/audit"
 	"github.com/kadipay/kadi/internal/auth"
@@ -214,11 +216,15 @@ func (h *Handler) session(r *http.Request, now time.Time) (session.Session, erro
 	return h.Store.SessionByHash(r.Context(), session.Hash(c.Value), now)
 }
 
-func (h *Handler) cookieName() string {
+func (h *Handler) cookieName() string { return h.cookie("kadi_session") }
+
+// cookie names one of the dashboard's cookies: __Host- when served over
+// https, so no subdomain can set or read it.
+func (h *Handler) cookie(name string) string {
 	if h.Secure {
-		return "__Host-kadi_session"
+		return "__Host-" + name
 	}
-	return "kadi_session"
+	return name
 }
 
 func (h *Handler) setCookie(w http.ResponseWriter, value string, maxAge int) {
@@ -306,12 +312,30 @@ func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
 }
 
 // back redirects after a POST to the page the form came from (POST-redirect-
-// GET), with a note to show there.
-func back(w http.ResponseWriter, r *http.Request, to, note string) {
+// GET), with a note to show there. The note travels in a cookie of a
+// minute, not the URL: a ?note= in the address was shown as the
+// dashboard's own words to whoever followed a link someone else wrote
+// ("Your account is suspended: call …").
+func (h *Handler) back(w http.ResponseWriter, r *http.Request, to, note string) {
 	if note != "" {
-		to += "?note=" + url.QueryEscape(note)
+		http.SetCookie(w, &http.Cookie{Name: h.cookie("kadi_note"), Value: base64.RawURLEncoding.EncodeToString([]byte(note)),
+			Path: "/", MaxAge: 60, HttpOnly: true, Secure: h.Secure, SameSite: http.SameSiteStrictMode})
 	}
 	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// takeNote is the note back left for this page, once: it clears it.
+func (h *Handler) takeNote(w http.ResponseWriter, r *http.Request) string {
+	c, err := r.Cookie(h.cookie("kadi_note"))
+	if err != nil {
+		return ""
+	}
+	http.SetCookie(w, &http.Cookie{Name: c.Name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: h.Secure, SameSite: http.SameSiteStrictMode})
+	note, err := base64.RawURLEncoding.DecodeString(c.Value)
+	if err != nil || len(note) > 1000 || !utf8.Valid(note) {
+		return ""
+	}
+	return string(note)
 }
 
 // clientIP is the address throttles, lockouts and audit lines count: the

@@ -41,7 +41,7 @@ func (h *Handler) ipnLog(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.render(w, r, http.StatusOK, "ipn_log.html", map[string]any{"Events": rows, "Status": string(f.Status),
-		"Note": r.URL.Query().Get("note")})
+		"Note": h.takeNote(w, r)})
 }
 
 // replayIPN sends one event again; another merchant's or mode's event is
@@ -69,7 +69,7 @@ func (h *Handler) replayIPN(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.audit(r, audit.IPNReplayed, id)
-	back(w, r, "/dashboard/ipn", "Notification "+id+" is on its way again.")
+	h.back(w, r, "/dashboard/ipn", "Notification "+id+" is on its way again.")
 }
 
 // auditLog shows who did what, when and from where.

@@ -291,7 +291,7 @@ func (h *Handler) billPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.render(w, r, http.StatusOK, "bill.html", map[string]any{"Bill": b, "State": b.DisplayState(h.Now()), "Payments": views,
-		"Note": r.URL.Query().Get("note")})
+		"Note": h.takeNote(w, r)})
 }
 
 // resendIPN replays the bill's notification: a new round, the same
@@ -317,7 +317,7 @@ func (h *Handler) resendIPN(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.audit(r, audit.IPNReplayed, a.Event.ID)
-		back(w, r, "/dashboard/payments/"+b.Reference, "The notification is on its way again (same webhook-id).")
+		h.back(w, r, "/dashboard/payments/"+b.Reference, "The notification is on its way again (same webhook-id).")
 		return
 	}
 	h.fail(w, r, http.StatusConflict, "No notification to resend", "Only a paid bill has a notification.")

@@ -12,7 +12,7 @@ import (
 )
 
 func (h *Handler) ipnSettings(w http.ResponseWriter, r *http.Request) {
-	h.renderIPNSettings(w, r, http.StatusOK, map[string]any{"Note": r.URL.Query().Get("note")})
+	h.renderIPNSettings(w, r, http.StatusOK, map[string]any{"Note": h.takeNote(w, r)})
 }
 
 func (h *Handler) renderIPNSettings(w http.ResponseWriter, r *http.Request, status int, data map[string]any) {
@@ -84,7 +84,7 @@ func (h *Handler) saveIPNSettings(w http.ResponseWriter, r *http.Request) {
 			note += " But " + why + ": the gateway will not deliver there unless its operator allows private addresses in test mode."
 		}
 	}
-	back(w, r, "/dashboard/settings/ipn", note)
+	h.back(w, r, "/dashboard/settings/ipn", note)
 }
 
 // testIPN sends a signed sample notification to the configured URL and

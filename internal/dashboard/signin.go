@@ -162,7 +162,7 @@ func (h *Handler) signOutEverywhere(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.audit(r, audit.SignedOutAll, "")
-	back(w, r, "/dashboard/security", "Every other session is signed out.")
+	h.back(w, r, "/dashboard/security", "Every other session is signed out.")
 }
 
 // switchMode moves the session between the test and the live world.
