@@ -63,7 +63,15 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 	fs.DurationVar(&cfg.DBPool.MaxIdleTime, "db-conn-idle-time", cfg.DBPool.MaxIdleTime, "PostgreSQL: close a connection unused this long")
 	fs.DurationVar(&cfg.DBPool.MaxLifetime, "db-conn-lifetime", cfg.DBPool.MaxLifetime, "PostgreSQL: replace every connection after this long (to follow a failover or a pooler)")
 	fs.StringVar(&logs.level, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&logs.format, "log-format", "", "json or text (default: text when stderr is a terminal, json otherwise)")
+	// Checked as it is set, so that a bad KADI_LOG_FORMAT is named as
+	// the variable, not as a flag nobody typed.
+	fs.Func("log-format", "json or text (default: text when stderr is a terminal, json otherwise)", func(v string) error {
+		if v != "json" && v != "text" {
+			return fmt.Errorf("must be json or text, not %q", v)
+		}
+		logs.format = v
+		return nil
+	})
 }
 
 // logFlags are how a long-running command logs.

@@ -208,3 +208,14 @@ func TestServingIsSaidOnlyWhenServing(t *testing.T) {
 		t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
 	}
 }
+
+// A bad KADI_LOG_FORMAT is named as the variable: it was reported as a
+// --log-format nobody had typed.
+func TestLogFormatFromTheEnvironmentIsNamed(t *testing.T) {
+	t.Setenv("KADI_LOG_FORMAT", "xml")
+	var stdout, stderr bytes.Buffer
+	if code := Main([]string{"serve", "--data-dir", t.TempDir(), "--addr", "127.0.0.1:0"}, &stdout, &stderr); code != 2 ||
+		!strings.Contains(stderr.String(), `KADI_LOG_FORMAT: must be json or text, not "xml"`) {
+		t.Errorf("exit %d\n%s", code, stderr.String())
+	}
+}
