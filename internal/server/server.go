@@ -271,7 +271,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	st.OnIPNQueued(g.IPN.Nudge)
 
 	health := &health{ping: st.Ping, every: healthEvery}
-	g.ready = newReadiness(readyCheck{"database", st.Ping}, readyCheck{"migrations", st.Migrated}, readyCheck{"secrets", st.SecretsOpen},
+	g.ready = newReadiness(readyCheck{"database", st.Ping}, readyCheck{"migrations", st.Migrated},
 		readyCheck{"ipn", func(context.Context) error {
 			if !g.IPN.Running() {
 				return errors.New("the IPN worker is not running")

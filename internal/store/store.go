@@ -162,26 +162,6 @@ var ErrBehind = errors.New("the database schema is behind this binary")
 
 // Migrated checks that every migration this binary embeds is recorded as
 // applied, for readiness: a node whose schema is behind must not serve.
-// SecretsOpen checks that this node's master key ring opens what is
-// stored: one merchant's sealed notification secret. A node left with an
-// old ring (a copy of the file that never sees a rotation) served /readyz
-// 200 while every token request failed with a 500.
-func (s *DB) SecretsOpen(ctx context.Context) error {
-	var code, mode, sealed string
-	err := s.queryRow(ctx, `SELECT merchant_code, mode, notification_secret FROM merchant_settings
-		ORDER BY merchant_code, mode LIMIT 1`).Scan(&code, &mode, &sealed)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read a sealed secret: %w", err)
-	}
-	if _, err := s.open(sealed, code, merchant.Mode(mode), "notification_secret"); err != nil {
-		return fmt.Errorf("open a sealed secret: %w", err)
-	}
-	return nil
-}
-
 func (s *DB) Migrated(ctx context.Context) error {
 	var version string
 	if err := s.queryRow(ctx, `SELECT COALESCE(MAX(version), '') FROM schema_migrations`).Scan(&version); err != nil {
