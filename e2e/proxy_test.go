@@ -104,7 +104,7 @@ func TestServeProxyAndLogFlagMistakes(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0", "--log-format", "xml"}, `--log-format must be json or text, not "xml"`},
+		{[]string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0", "--log-format", "xml"}, `-log-format: must be json or text, not "xml"`},
 		{[]string{"serve", "--data-dir", dir, "--addr", "127.0.0.1:0", "--trusted-proxies", "proxy.internal"}, "neither a CIDR prefix nor an IP address"},
 	} {
 		_, stderr, err := runKadi(t, tc.args...)

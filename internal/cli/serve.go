@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -87,6 +88,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg.DataDir, cfg.DatabaseURL = st.dataDir, st.databaseURL
+	// Empty, as KADI_ADDR= or KADI_DATA_DIR= leave them: an empty address
+	// listened on every interface, an empty data dir failed with
+	// "mkdir : no such file or directory".
+	switch {
+	case strings.TrimSpace(cfg.Addr) == "":
+		return usageErr(fs, errors.New("--addr (KADI_ADDR) is empty: give host:port, e.g. 127.0.0.1:8080"))
+	case cfg.DatabaseURL == "" && strings.TrimSpace(cfg.DataDir) == "":
+		return usageErr(fs, errors.New("--data-dir (KADI_DATA_DIR) is empty: give the data directory, or --database-url"))
+	}
 	log, err := newLogger(stderr, logs)
 	if err != nil {
 		return usageErr(fs, err)

@@ -219,3 +219,25 @@ func TestLogFormatFromTheEnvironmentIsNamed(t *testing.T) {
 		t.Errorf("exit %d\n%s", code, stderr.String())
 	}
 }
+
+// An empty KADI_ADDR listened on every interface, an empty KADI_DATA_DIR
+// failed with "mkdir : no such file or directory": both are refused,
+// saying which. (An empty variable stays a value: KADI_METRICS_ALLOW=
+// means nobody.)
+func TestEmptyAddressOrDataDirIsRefused(t *testing.T) {
+	for env, want := range map[string]string{"KADI_ADDR": "--addr (KADI_ADDR) is empty", "KADI_DATA_DIR": "--data-dir (KADI_DATA_DIR) is empty"} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, "")
+			args := []string{"serve"}
+			if env == "KADI_ADDR" {
+				args = append(args, "--data-dir", t.TempDir())
+			} else {
+				args = append(args, "--addr", "127.0.0.1:0")
+			}
+			var stdout, stderr bytes.Buffer
+			if code := Main(args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), want) {
+				t.Errorf("exit %d\n%s", code, stderr.String())
+			}
+		})
+	}
+}

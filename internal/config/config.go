@@ -38,10 +38,10 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		if set[f.Name] {
 			return
 		}
-		// An empty variable is unset: KADI_ADDR= made the gateway listen
-		// on every interface, and KADI_DATA_DIR= failed with "mkdir : no
-		// such file or directory".
-		if v := os.Getenv(EnvName(f.Name)); v != "" {
+		// An empty variable is a value: KADI_METRICS_ALLOW= means nobody.
+		// Flags that an empty value makes no sense for refuse it where
+		// they are checked (--addr, --data-dir).
+		if v, ok := os.LookupEnv(EnvName(f.Name)); ok {
 			if err := fs.Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", EnvName(f.Name), err))
 			}

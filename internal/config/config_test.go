@@ -78,7 +78,7 @@ func TestParse(t *testing.T) {
 		{"bad flag value", nil, []string{"--workers=many"}, settings{}, []string{"workers"}},
 		{"unrelated KADI_ variables are ignored", map[string]string{"KADI_SOMETHING_ELSE": "x"}, nil, defaults, nil},
 		{"lower-case twin is not read", map[string]string{"kadi_addr": ":9090"}, nil, defaults, nil},
-		{"an empty variable is unset, not an empty value", map[string]string{"KADI_ADDR": "", "KADI_DATA_DIR": "", "KADI_WORKERS": ""}, nil, defaults, nil},
+		{"an empty variable is an empty value", map[string]string{"KADI_ADDR": ""}, nil, settings{addr: "", dataDir: "data", workers: 2, ttl: time.Hour}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
