@@ -299,6 +299,15 @@ func TestSecretRotateSingleNode(t *testing.T) {
 	})
 
 	t.Run("refusals", func(t *testing.T) {
+		ringBefore, err := os.ReadFile(filepath.Join(g.DataDir, "secret.key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if after, _ := os.ReadFile(filepath.Join(g.DataDir, "secret.key")); string(after) != string(ringBefore) {
+				t.Error("a refused command rewrote the ring")
+			}
+		}()
 		for _, tt := range []struct {
 			args []string
 			want string
@@ -306,6 +315,8 @@ func TestSecretRotateSingleNode(t *testing.T) {
 			{[]string{"secret", "rotate", "--data-dir", filepath.Join(t.TempDir(), "none")}, "no master key ring at"},
 			{[]string{"secret", "rotate", "--data-dir", t.TempDir(), "--key-file", filepath.Join(g.DataDir, "secret.key")}, "no Kadi database in"},
 			{[]string{"secret", "reseal", "--database-url", "postgres://127.0.0.1:1/none"}, "every node needs the same key"},
+			// Refused before the ring is touched (it was rewritten first).
+			{[]string{"secret", "rotate", "--key-file", filepath.Join(g.DataDir, "secret.key"), "--database-url", "host=127.0.0.1 dbname=none"}, "must be a postgres:// or postgresql:// URL"},
 		} {
 			_, errOut, err := runKadi(t, tt.args...)
 			if err == nil || !strings.Contains(string(errOut), tt.want) {

@@ -44,8 +44,13 @@ func (f *secretFlags) source() (server.KeySource, error) {
 	return src, nil
 }
 
-// checkDatabase refuses a mistyped --data-dir before the ring is touched.
+// checkDatabase refuses a mistyped --data-dir or --database-url before the
+// ring is touched: a rotation that then failed on the URL had already
+// written a new ring.
 func (f *secretFlags) checkDatabase() error {
+	if err := server.CheckDatabaseURL(f.st.databaseURL); err != nil {
+		return err
+	}
 	if f.st.databaseURL == "" {
 		if _, err := os.Stat(server.DatabaseURL(f.st.dataDir, "")); errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("no Kadi database in %s: pass the --data-dir kadi serve uses (or --database-url)", f.st.dataDir)

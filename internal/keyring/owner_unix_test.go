@@ -27,6 +27,10 @@ func TestWriteFileKeepsTheOwner(t *testing.T) {
 	if err := os.Chown(path, nobody, nobody); err != nil {
 		t.Fatal(err)
 	}
+	// Read by the service through its group, as root:kadi 0640 is.
+	if err := os.Chmod(path, 0o640); err != nil {
+		t.Fatal(err)
+	}
 	if err := WriteFile(path, ring.Rotate([]byte(strings.Repeat("n", 32)))); err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +38,7 @@ func TestWriteFileKeepsTheOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := info.Sys().(*syscall.Stat_t); st.Uid != nobody || st.Gid != nobody || info.Mode().Perm() != 0o600 {
-		t.Errorf("rotated ring: owner %d:%d, mode %v; want %d:%d, 0600", st.Uid, st.Gid, info.Mode().Perm(), nobody, nobody)
+	if st := info.Sys().(*syscall.Stat_t); st.Uid != nobody || st.Gid != nobody || info.Mode().Perm() != 0o640 {
+		t.Errorf("rotated ring: owner %d:%d, mode %v; want %d:%d, 0640", st.Uid, st.Gid, info.Mode().Perm(), nobody, nobody)
 	}
 }

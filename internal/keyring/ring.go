@@ -50,6 +50,11 @@ var (
 // ring fits one environment variable. A lone hex key (the format of
 // before rotation) is a ring of one key with secret.LegacyKeyID.
 func Parse(text string) (Ring, error) {
+	// kadi secret rotate prints KADI_SECRET_KEY='…' for a shell; docker's
+	// --env-file, Kubernetes secrets and .env loaders keep the quotes.
+	if t := strings.TrimSpace(text); len(t) >= 2 && (t[0] == '\'' || t[0] == '"') && t[len(t)-1] == t[0] {
+		text = t[1 : len(t)-1]
+	}
 	var r Ring
 	type line struct {
 		n int

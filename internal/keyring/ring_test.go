@@ -245,3 +245,22 @@ func TestUnknownIDReloads(t *testing.T) {
 		t.Error("a fixed ring found a key it never had")
 	}
 }
+
+// The ring kadi secret rotate prints is quoted for a shell; loaders that
+// keep the quotes (docker --env-file, Kubernetes secrets) still work.
+func TestParseQuoted(t *testing.T) {
+	plain := "k1 " + strings.Repeat("ab", 32) + ",k0 " + strings.Repeat("cd", 32)
+	want, err := Parse(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []string{"'" + plain + "'", `"` + plain + `"`, " '" + plain + "'\n"} {
+		got, err := Parse(in)
+		if err != nil || got.Text() != want.Text() {
+			t.Errorf("Parse(%.12q…): %v", in, err)
+		}
+	}
+	if _, err := Parse("'" + plain); err == nil {
+		t.Error("an unmatched quote was read")
+	}
+}

@@ -418,6 +418,13 @@ func TestMetricsOnlyForAllowedPeers(t *testing.T) {
 			t.Errorf("refused scrape from %s does not look like an unknown path: %s", peer, rec.Body)
 		}
 	}
+	// Nor with another method: a 405 with Allow: GET told an outsider
+	// the path was there.
+	post := httptest.NewRequest(http.MethodPost, "/metrics", nil)
+	post.RemoteAddr = "203.0.113.7:5555"
+	if rec := g.Serve(post); rec.Code != http.StatusNotFound || rec.Header().Get("Allow") != "" {
+		t.Errorf("POST /metrics from an outside peer: %d, Allow %q", rec.Code, rec.Header().Get("Allow"))
+	}
 	spoofed := http.Header{"X-Forwarded-For": {"127.0.0.1"}, "Forwarded": {"for=127.0.0.1"}}
 	if rec := scrape(g, "203.0.113.7:5555", spoofed); rec.Code != http.StatusNotFound {
 		t.Errorf("a forwarded header from an outside peer opened /metrics: %d", rec.Code)
