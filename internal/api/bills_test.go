@@ -112,6 +112,22 @@ func TestBillIdenticalRetryReturnsTheOriginal(t *testing.T) {
 	if other := g.CreateBill(c, token, "RETRY2", "1500.00"); other.Reference == first.Reference {
 		t.Errorf("a new order reference got the old bill %s", other.Reference)
 	}
+
+	// One expiry written in two offsets is one request (it was 409); a
+	// second later is another.
+	withExpiry := func(expiry string) map[string]any {
+		b := servertest.BillBody(c, "RETRY3", "10")
+		servertest.Order(b)["expiry"] = expiry
+		return b
+	}
+	at := g.Clock.Now().Add(2 * time.Hour).UTC().Truncate(time.Second)
+	timed := g.MustBill(token, withExpiry(at.Format(time.RFC3339)))
+	if again := g.MustBill(token, withExpiry(at.In(time.FixedZone("EAT", 3*3600)).Format(time.RFC3339))); again.Reference != timed.Reference {
+		t.Errorf("the same expiry in +03:00: bill %s, want %s", again.Reference, timed.Reference)
+	}
+	if rec := g.Serve(servertest.BillRequest(token, withExpiry(at.Add(time.Second).Format(time.RFC3339)))); rec.Code != http.StatusConflict {
+		t.Errorf("another expiry: %d, want 409", rec.Code)
+	}
 }
 
 // docs/api.md: the body is read whatever its Content-Type says.

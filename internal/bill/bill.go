@@ -37,10 +37,9 @@ type Bill struct {
 	ExpiresAt      time.Time
 	CreatedAt      time.Time
 
-	// legacyHash is the request's hash as releases before 2026-11-25 made
-	// it (of order.expiry's text, not its instant), set by Validate: an
-	// identical retry of a bill they stored still matches.
-	legacyHash string
+	// requestedExpiry is order.expiry as an instant, zero when the request
+	// named none, set by Validate: sameRequest compares it.
+	requestedExpiry time.Time
 }
 
 // Expired reports whether the bill can no longer be paid at now.

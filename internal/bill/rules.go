@@ -196,13 +196,13 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 	}
 
 	out.ExpiresAt = now.Add(p.TTL)
-	expiryKey := "" // the requested expiry as an instant, for requestHash
+
 	if req.Order.Expiry.BadType {
 		add("order.expiry", CodeInvalidType, "must be an ISO 8601 time")
 	} else if v := trimSpaces(req.Order.Expiry.Value); v != "" {
 		t, local, err := p.parseExpiry(v)
 		if err == nil {
-			expiryKey = t.UTC().Format(time.RFC3339Nano)
+			out.requestedExpiry = t
 		}
 		switch {
 		case err != nil:
@@ -224,8 +224,7 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 	if len(errs) > 0 {
 		return Bill{}, &ValidationError{Fields: errs}
 	}
-	out.RequestHash = requestHash(out, expiryKey)
-	out.legacyHash = requestHash(out, trimSpaces(req.Order.Expiry.Value))
+	out.RequestHash = requestHash(out, trimSpaces(req.Order.Expiry.Value))
 	return out, nil
 }
 
@@ -278,11 +277,19 @@ func addAmountError(add func(field, code, format string, args ...any), err error
 // a control character, which no field accepts.
 func trimSpaces(s string) string { return strings.Trim(s, " ") }
 
-// sameRequest says whether b, as validated now, asks what stored asked.
-// Bills stored before 2026-11-25 hold a hash of the expiry's text
-// (legacyHash), which a retry across the upgrade still matches.
+// sameRequest says whether b, as validated now, asks what stored asked:
+// the same hash, or every field the same and an expiry naming the instant
+// stored's was set to, written another way ("…T10:00:00Z" and
+// "…T13:00:00+03:00", or a client's one time.Time in two zones), which
+// was told 409. (An expiry that was capped is judged by its text only.)
 func (b Bill) sameRequest(stored Bill) bool {
-	return stored.RequestHash == b.RequestHash || (b.legacyHash != "" && stored.RequestHash == b.legacyHash)
+	if stored.RequestHash == b.RequestHash {
+		return true
+	}
+	return !b.requestedExpiry.IsZero() && b.requestedExpiry.Equal(stored.ExpiresAt) &&
+		b.CustomerName == stored.CustomerName && b.OrderReference == stored.OrderReference &&
+		b.Description == stored.Description && b.BillerCode == stored.BillerCode && b.Outlet == stored.Outlet &&
+		b.Amount.Minor == stored.Amount.Minor && b.Amount.Currency.Code == stored.Amount.Currency.Code
 }
 
 func exceeds(a money.Amount, maxMajor int64) bool {
@@ -294,9 +301,11 @@ func exceeds(a money.Amount, maxMajor int64) bool {
 }
 
 // requestHash identifies a request by its meaning, so "1500" and "1500.00"
-// are the same retry, and so are one expiry written in two offsets
-// ("…T10:00:00Z", "…T13:00:00+03:00"), but a different amount or instant is
-// a different request.
+// are the same retry but a different amount is a different request. The
+// expiry goes in as its text, as every release has stored it (a node of
+// the release before, during a rolling upgrade or after going back, must
+// judge a retry as this one does); sameRequest judges one instant written
+// in two offsets.
 func requestHash(b Bill, expiry string) string {
 	h := sha256.New()
 	for _, s := range []string{b.CustomerName, b.OrderReference, b.Description, b.BillerCode, b.Outlet,
