@@ -113,17 +113,20 @@ func TestAuditAndLogNameTheClientBehindAProxy(t *testing.T) {
 	}
 }
 
-// /metrics goes by the socket's peer alone: behind a proxy on loopback,
-// believing the header would let the world in (or a forged header keep an
-// allowed scraper out).
+// /metrics goes by the socket's peer, never by a client a header names,
+// and never answers what came through a proxy: behind a proxy on loopback
+// every outside request arrives from 127.0.0.1 (it was answered 200: the
+// world read /metrics through the docs' own nginx).
 func TestMetricsAllowIgnoresForwardedClients(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	for _, tc := range []struct {
 		peer, xff string
 		want      int
 	}{
-		{"127.0.0.1:5555", "", http.StatusOK},
-		{"127.0.0.1:5555", "198.51.100.1", http.StatusOK}, // the proxy may scrape; the header names no one who matters
+		{"127.0.0.1:5555", "", http.StatusNotFound},             // the trusted proxy: passing someone's request on
+		{"127.0.0.1:5555", "198.51.100.1", http.StatusNotFound}, // the proxy, naming its client
+		{"[::1]:5555", "", http.StatusOK},                       // a local scraper, not the proxy
+		{"[::1]:5555", "198.51.100.1", http.StatusNotFound},     // forwarded by some proxy
 		{"198.51.100.1:5555", "127.0.0.1", http.StatusNotFound},
 	} {
 		req, _ := http.NewRequest(http.MethodGet, "/metrics", nil)

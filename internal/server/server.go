@@ -330,7 +330,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		// Every method, so that to a peer outside --metrics-allow a POST
 		// is the same 404 as a GET: the 405 of the catch-all told it the
 		// path was there.
-		mux.Handle("/metrics", onlyFrom(cfg.MetricsAllow, g.metricsHandler, http.HandlerFunc(notFound)))
+		mux.Handle("/metrics", onlyFrom(cfg.MetricsAllow, cfg.TrustedProxies, g.metricsHandler, http.HandlerFunc(notFound)))
 	}
 	addrs := clientaddr.NewResolver(cfg.TrustedProxies)
 	routes := newHTTPMetrics(g.Metrics)
@@ -484,19 +484,28 @@ func methodNotAllowed(w http.ResponseWriter, allow string) {
 }
 
 // onlyFrom serves h to peers inside allow and other to everyone else. The
-// peer is the socket's address, never the client a trusted proxy names:
-// behind a proxy on loopback every outside request would otherwise look
-// local, and --metrics-allow names who may connect, not who says so.
-func onlyFrom(allow []netip.Prefix, h, other http.Handler) http.Handler {
+// peer is the socket's address, never the client a header names. A
+// request that came through a proxy is never a peer's own: a proxy on the
+// same host (the docs' own set-up) connects from loopback, and every
+// outside request it passed on looked local, so /metrics was public
+// behind it. Through a proxy means from one of proxies (--trusted-proxies)
+// or carrying a forwarding header.
+func onlyFrom(allow, proxies []netip.Prefix, h, other http.Handler) http.Handler {
+	inside := func(a netip.Addr, prefixes []netip.Prefix) bool {
+		for _, p := range prefixes {
+			if p.Contains(a) {
+				return true
+			}
+		}
+		return false
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ap, err := netip.ParseAddrPort(r.RemoteAddr)
-		if err == nil {
-			addr := ap.Addr().Unmap()
-			for _, p := range allow {
-				if p.Contains(addr) {
-					h.ServeHTTP(w, r)
-					return
-				}
+		proxied := r.Header.Get("X-Forwarded-For") != "" || r.Header.Get("Forwarded") != "" || r.Header.Get("X-Real-Ip") != ""
+		if err == nil && !proxied {
+			if addr := ap.Addr().Unmap(); inside(addr, allow) && !inside(addr, proxies) {
+				h.ServeHTTP(w, r)
+				return
 			}
 		}
 		other.ServeHTTP(w, r)

@@ -430,6 +430,21 @@ func TestMetricsOnlyForAllowedPeers(t *testing.T) {
 		t.Errorf("a forwarded header from an outside peer opened /metrics: %d", rec.Code)
 	}
 
+	// Through a proxy on the same host every outside request comes from
+	// loopback: one that says it was forwarded, or comes from a trusted
+	// proxy, is not a local scrape (/metrics was public behind the docs'
+	// own nginx).
+	if rec := scrape(g, "127.0.0.1:5555", http.Header{"X-Forwarded-For": {"203.0.113.7"}}); rec.Code != http.StatusNotFound {
+		t.Errorf("a forwarded request from loopback opened /metrics: %d", rec.Code)
+	}
+	proxied := servertest.Start(t, servertest.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
+	if rec := scrape(proxied, "127.0.0.1:5555", nil); rec.Code != http.StatusNotFound {
+		t.Errorf("a request from the trusted proxy opened /metrics: %d", rec.Code)
+	}
+	if rec := scrape(proxied, "[::1]:5555", nil); rec.Code != http.StatusOK {
+		t.Errorf("a local scrape beside the proxy: %d", rec.Code)
+	}
+
 	custom := servertest.Start(t, servertest.Options{MetricsAllow: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
 	for peer, want := range map[string]int{"10.1.2.3:80": http.StatusOK, "127.0.0.1:5555": http.StatusNotFound} {
 		if rec := scrape(custom, peer, nil); rec.Code != want {
