@@ -372,7 +372,6 @@ func funcs(h *Handler) template.FuncMap {
 			}
 			return string(b)
 		},
-		"list": func(v ...string) []string { return v },
 	}
 }
 

@@ -40,7 +40,7 @@ func (h *Handler) ipnLog(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	h.render(w, r, http.StatusOK, "ipn_log.html", map[string]any{"Events": rows, "Status": string(f.Status),
+	h.render(w, r, http.StatusOK, "ipn_log.html", map[string]any{"Events": rows, "Status": string(f.Status), "Statuses": ipn.Statuses,
 		"Note": h.takeNote(w, r)})
 }
 

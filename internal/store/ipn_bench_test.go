@@ -82,3 +82,36 @@ func benchmarkClaimIPN(b *testing.B, backlog int) {
 		})
 	}
 }
+
+// BenchmarkClaimIPNManyMerchants is the poll's cost when 1,000 merchants
+// each hold a retry not yet due and one merchant has events due: the poll
+// walks every merchant with pending events (docs/ipn.md, performance.md).
+//
+//	go test -run '^$' -bench ClaimIPNManyMerchants ./internal/store/
+func BenchmarkClaimIPNManyMerchants(b *testing.B) {
+	db := ipnOpen(b, filepath.Join(b.TempDir(), "kadi.db"))
+	code := ipnMerchant(b, db, "http://127.0.0.1:9/ipn")
+	now := time.Now()
+	ev := ipnEvent(b, db, code, now.Add(-time.Minute))
+	for i := range 1000 {
+		// Other merchants' retries, an hour off: the poll meets them
+		// and takes none.
+		if err := db.ExecRaw(b.Context(), `INSERT INTO ipn_events (id, merchant_code, mode, payment_id, payload, status, next_attempt_at, created_at)
+			VALUES (?, ?, 'test', ?, '{}', 'pending', ?, ?)`,
+			fmt.Sprintf("msg_%024x", i), fmt.Sprintf("M%09d", i), ev.PaymentID, now.Add(time.Hour).UnixMilli(), now.UnixMilli()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		now := time.Now()
+		owner := fmt.Sprintf("bench#%d", i)
+		evs, err := db.ClaimIPN(b.Context(), ipn.Claim{Owner: owner, Now: now, LeaseUntil: now.Add(time.Minute), Limit: 240, PerEndpoint: 32})
+		if err != nil || len(evs) != 1 {
+			b.Fatalf("claimed %d, %v", len(evs), err)
+		}
+		if err := db.ReleaseIPN(b.Context(), owner, []string{evs[0].ID}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -138,9 +138,9 @@ func (s *DB) SetIPN(ctx context.Context, code string, mode merchant.Mode, cfg me
 		return 0, err
 	}
 	// Forgotten before (no delivery reads the old configuration from
-	// memory between the commit and the forget after it) and after.
+	// memory between the commit and the forget after it) and after, before
+	// the claim a resend wakes.
 	s.settings.forget(endpointKey(code, mode))
-	defer s.settings.forget(endpointKey(code, mode))
 	now := time.Now()
 	var resent int64
 	err = s.inTx(ctx, func(t tx) error {
@@ -172,11 +172,11 @@ func (s *DB) SetIPN(ctx context.Context, code string, mode merchant.Mode, cfg me
 		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: now, MerchantCode: code, Actor: audit.ActorFrom(ctx, "cli"), Action: audit.IPNChanged,
 			Detail: detail})
 	})
+	s.settings.forget(endpointKey(code, mode))
 	if err != nil {
 		return 0, err
 	}
 	if resent > 0 {
-		s.settings.forget(endpointKey(code, mode)) // before the claim this wakes
 		s.notifyIPNQueued(ipn.Endpoint{MerchantCode: code, Mode: mode})
 	}
 	return int(resent), nil
