@@ -43,6 +43,12 @@
 // function returns nil. A notification can arrive more than once: record
 // it idempotently, by [Notification.ID] or the bill number.
 //
+// The gateway keeps a delivery log of every notification and each request it
+// made to the receiver: [Client.Deliveries] lists it (the failed ones, or one
+// payment's, page by page), [Client.Delivery] shows one with its attempts,
+// and [Client.Redeliver] sends one again once the receiver is fixed. The log
+// takes the API key itself, never a token.
+//
 // # Errors
 //
 // Every refusal by the gateway is an [*APIError] carrying the HTTP status,
