@@ -2,14 +2,17 @@ package form_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kadipay/kadi/internal/checkout"
+	"github.com/kadipay/kadi/internal/form"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/server/servertest"
@@ -76,14 +79,29 @@ func TestPagesAreReachedByGET(t *testing.T) {
 	errorPage(t, get(g, refused), http.StatusUnauthorized)
 
 	urls := []string{entry, bad, declined, paid, refused}
+	pages := g.Sealer("hosted-pages")
 	for i, u := range urls {
-		// Not the three-digit CVV: a sealed URL's random text holds any
-		// three digits now and then (CI met "737" once); its sealing is
-		// what keeps the CVV, like the rest, out.
+		// The URL's text is sealed, and a sealed text's random letters
+		// hold any three digits now and then (CI met "737" once): the
+		// CVV is looked for in what the URL carries, opened.
 		for _, leak := range []string{tok, id, checkout.Hash(id), visa, cardDeclined, badLuhn, b.Reference, "PRG1"} {
 			if strings.Contains(u, leak) {
 				t.Errorf("page URL %d carries %q", i, leak)
 			}
+		}
+		opened, err := form.OpenPageURL(pages, strings.TrimPrefix(u, "/cardPay/page/"))
+		if err != nil {
+			t.Fatalf("page URL %d does not open: %v", i, err)
+		}
+		for _, leak := range []string{visa, cardDeclined, badLuhn, tok} {
+			if strings.Contains(string(opened), leak) {
+				t.Errorf("page URL %d holds %q: %s", i, leak, opened)
+			}
+		}
+		// Three digits can be part of a date or a network reference: the
+		// CVV would be a value of its own.
+		if slices.Contains(jsonStrings(t, opened), cvv) {
+			t.Errorf("page URL %d holds the CVV: %s", i, opened)
 		}
 		if strings.Contains(g.Logs.String(), strings.TrimPrefix(u, "/cardPay/page/")) {
 			t.Errorf("page URL %d is in the logs", i)
@@ -222,4 +240,25 @@ func TestPendingAfterACardPostFollowsThePayment(t *testing.T) {
 	if cb := callback(t, get(g, loc)); cb["orderStatus"] != "Transaction Successfull" || cb["transactionRef"] != "NETX" {
 		t.Errorf("the page reloaded once the other attempt succeeded: %v", cb)
 	}
+}
+
+// jsonStrings is every string and number in a JSON document, as text.
+func jsonStrings(t *testing.T, doc []byte) []string {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(string(doc)))
+	dec.UseNumber()
+	var out []string
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		switch v := tok.(type) {
+		case string:
+			out = append(out, v)
+		case json.Number:
+			out = append(out, v.String())
+		}
+	}
+	return out
 }

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/kadipay/kadi/internal/api"
+	"github.com/kadipay/kadi/internal/keyring"
 	"github.com/kadipay/kadi/internal/logging"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
@@ -110,6 +111,17 @@ func Start(tb testing.TB, opts Options) *Gateway {
 		}
 	})
 	return gw
+}
+
+// Sealer is the gateway's sealer for purpose ("hosted-pages" seals page
+// URLs), for a test that reads what a sealed value holds.
+func (g *Gateway) Sealer(purpose string) *secret.Sealer {
+	keys := keyring.New(keyring.Ring{Keys: []keyring.Key{{ID: secret.LegacyKeyID, Secret: g.masterKey}}})
+	s, err := secret.NewRingSealer(keys.Purpose(purpose))
+	if err != nil {
+		g.TB.Fatalf("sealer %s: %v", purpose, err)
+	}
+	return s
 }
 
 // Close closes the store once; later calls return the first result.
