@@ -31,6 +31,7 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"ipn", "list"}, []string{"--merchant is required", "usage: kadi ipn list"}},
 		{[]string{"merchant", "create", "--bogus"}, []string{"-bogus", "usage: kadi merchant create", "-name"}},
 		{[]string{"serve", "stray"}, []string{"unexpected arguments: stray", "usage: kadi serve"}},
+		{[]string{"version", "stray"}, []string{"unexpected arguments: stray", "usage: kadi version"}},
 		{[]string{"frobnicate"}, []string{`unknown command "frobnicate"`, "kadi serve"}},
 		{[]string{}, []string{"Usage:", "kadi merchant create"}},
 	}
@@ -53,7 +54,7 @@ func TestCLIUsageErrors(t *testing.T) {
 	}
 }
 
-// kadi version and --version name the build.
+// kadi version and --version name the build; -h says what it does.
 func TestCLIVersion(t *testing.T) {
 	t.Parallel()
 	for _, arg := range []string{"version", "--version"} {
@@ -61,6 +62,9 @@ func TestCLIVersion(t *testing.T) {
 		if err != nil || !strings.HasPrefix(string(stdout), "kadi ") || !strings.Contains(string(stdout), "go1.") {
 			t.Errorf("kadi %s: %v, %q (stderr %q)", arg, err, stdout, stderr)
 		}
+	}
+	if stdout, _, err := runKadi(t, "version", "-h"); err != nil || !strings.HasPrefix(string(stdout), "usage: kadi version") {
+		t.Errorf("kadi version -h: %v, %q, want its usage", err, stdout)
 	}
 }
 

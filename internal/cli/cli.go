@@ -99,6 +99,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stdout, usage)
 		return nil
 	case "version", "-version", "--version":
+		if len(args) > 1 {
+			if isHelp(args[1]) {
+				fmt.Fprintln(stdout, "usage: kadi version\n\nPrints the build's version and the Go release it was built with.")
+				return nil
+			}
+			fmt.Fprintf(stderr, "kadi version: unexpected arguments: %s\n\nusage: kadi version\n", strings.Join(args[1:], " "))
+			return errUsage
+		}
 		fmt.Fprintln(stdout, version())
 		return nil
 	}
