@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -343,4 +345,119 @@ func TestSecretRotateSingleNode(t *testing.T) {
 			t.Fatalf("rotate a copy: %v\n%s", err, out)
 		}
 	})
+}
+
+// TestNodeBehindARotationIsNotReady: nodes on one PostgreSQL database,
+// each with a key file of its own (docs/operations.md's "copy of the file
+// each"), and B's copy missed the rotation that A's had. B would refuse
+// every token A issues: it logs an ERROR naming A's key and counts it in
+// kadi_master_keys_missing, but with A alone ahead it stays ready (in a
+// rolling restart onto a new ring the nodes not yet restarted are the
+// many). Once C starts with the new ring too, B is the one left behind:
+// /readyz 503 "keys", while A and C stay ready. When B's file gets the
+// new ring, B is ready again without a restart.
+func TestNodeBehindARotationIsNotReady(t *testing.T) {
+	adminURL := os.Getenv("KADI_TEST_DATABASE_URL")
+	if testing.Short() || adminURL == "" {
+		t.Skip("needs PostgreSQL: set KADI_TEST_DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/kadi_test?sslmode=disable) and drop -short")
+	}
+	dbURL, _ := clusterDatabase(t, adminURL)
+	dir := t.TempDir()
+	old, fresh := hex.EncodeToString(clusterRandom(t, 32)), hex.EncodeToString(clusterRandom(t, 32))
+	rotated := "k1 " + fresh + "\nk0 " + old + "\n"
+	fileA, fileB := filepath.Join(dir, "a.key"), filepath.Join(dir, "b.key")
+	for path, ring := range map[string]string{fileA: rotated, fileB: old + "\n"} {
+		if err := os.WriteFile(path, []byte(ring), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("KADI_SECRET_KEY", "")
+	t.Setenv("KADI_SECRET_KEY_FILE", fileA)
+	if _, errOut, err := runKadi(t, "merchant", "create", "--database-url", dbURL, "--name", "Stale Ring Shop"); err != nil {
+		t.Fatalf("kadi merchant create: %v\nstderr: %s", err, errOut)
+	}
+	a := clusterStartNode(t, "A", dbURL, "")
+	t.Setenv("KADI_SECRET_KEY_FILE", fileB)
+	b := clusterStartNode(t, "B", dbURL, "")
+
+	readyz := func(n *clusterNode) (int, string) {
+		resp, err := http.Get(n.base + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		var body struct{ Failed string }
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body.Failed
+	}
+	nodes := []*clusterNode{a, b}
+	state := func() string {
+		var out []string
+		for _, n := range nodes {
+			status, failed := readyz(n)
+			out = append(out, fmt.Sprintf("%s %d %q missing %s", n.name, status, failed, metricValue(t, n.base+"/metrics", "kadi_master_keys_missing")))
+		}
+		return strings.Join(out, "; ")
+	}
+	clusterWait(t, 15*time.Second, "B to count A's key as missing", func() bool {
+		return metricValue(t, b.base+"/metrics", "kadi_master_keys_missing") == "1"
+	}, state)
+	if status, failed := readyz(b); status != http.StatusOK {
+		t.Errorf("B, behind one node of two, is not ready: %d %q", status, failed)
+	}
+	logs, _ := os.ReadFile(b.logPath)
+	if !strings.Contains(string(logs), "master key ring behind some nodes") || !strings.Contains(string(logs), "(key k1)") ||
+		!strings.Contains(string(logs), a.addr) {
+		t.Errorf("B's log does not name A's node and key:\n%s", tail(logs, 10))
+	}
+
+	t.Setenv("KADI_SECRET_KEY_FILE", fileA)
+	c := clusterStartNode(t, "C", dbURL, "")
+	nodes = append(nodes, c)
+	clusterWait(t, 15*time.Second, "B, behind two nodes of three, to be not ready", func() bool {
+		status, failed := readyz(b)
+		return status == http.StatusServiceUnavailable && failed == "keys"
+	}, state)
+	for _, n := range []*clusterNode{a, c} {
+		if status, failed := readyz(n); status != http.StatusOK {
+			t.Errorf("%s, which holds every key, is not ready: %d %q", n.name, status, failed)
+		}
+	}
+	if got := metricValue(t, b.base+"/metrics", "kadi_master_keys_missing"); got != "2" {
+		t.Errorf("B's kadi_master_keys_missing = %q, want 2", got)
+	}
+
+	// B's copy gets the new ring, written beside and renamed over.
+	if err := os.WriteFile(fileB+".new", []byte(rotated), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(fileB+".new", fileB); err != nil {
+		t.Fatal(err)
+	}
+	clusterWait(t, 15*time.Second, "B to be ready with the new ring", func() bool {
+		status, _ := readyz(b)
+		return status == http.StatusOK && metricValue(t, b.base+"/metrics", "kadi_master_keys_missing") == "0"
+	}, state)
+	logs, _ = os.ReadFile(b.logPath)
+	if !strings.Contains(string(logs), "master key ring holds every node's key again") {
+		t.Errorf("B does not say it caught up:\n%s", tail(logs, 10))
+	}
+}
+
+// metricValue scrapes url and returns the value of the series named name
+// (without labels); "" when it is not there.
+func metricValue(t *testing.T, url, name string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return ""
 }

@@ -23,6 +23,8 @@ import (
 	"time"
 	_ "time/tzdata" // the operator's zone must resolve on minimal hosts too
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kadipay/kadi/internal/acquirer/sim"
 	"github.com/kadipay/kadi/internal/api"
 	"github.com/kadipay/kadi/internal/apidocs"
@@ -195,8 +197,12 @@ type Gateway struct {
 	draining       atomic.Bool // a shutdown began: /readyz answers 503
 	ipnMetrics     *ipn.Metrics
 	keys           *keyring.Keyring
-	cfg            Config
-	log            *slog.Logger
+	// peerKeys is the last check of this node's ring against the keys
+	// the other nodes sign with (watchNodeKeys); nil: it holds them all.
+	peerKeys        atomic.Pointer[keyring.LackingError]
+	peerKeysMissing prometheus.Gauge
+	cfg             Config
+	log             *slog.Logger
 }
 
 // New builds a gateway. Close releases its store.
@@ -277,7 +283,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 				return errors.New("the IPN worker is not running")
 			}
 			return nil
+		}},
+		readyCheck{"keys", func(context.Context) error {
+			if e := g.peerKeys.Load(); e != nil {
+				return e
+			}
+			return nil
 		}})
+	g.peerKeysMissing = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kadi_master_keys_missing",
+		Help: "Nodes sharing the database that sign with a master key this node's ring lacks (PostgreSQL): their tokens are refused here. Not 0: give this node the current ring."})
+	g.Metrics.MustRegister(g.peerKeysMissing)
 	g.ready.stopping = g.draining.Load
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -373,6 +388,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	// A rotated key file is picked up on the same cadence (and at once
 	// when a token or sealed value names a key this node lacks).
 	go g.keys.Watch(bg, g.cfg.RevocationPoll, g.log)
+	if g.cfg.DatabaseURL != "" {
+		go g.watchNodeKeys(bg, name)
+	}
 	go g.reconcile(bg)
 	go g.refreshGauges(bg)
 	go func() {
@@ -429,6 +447,67 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	return err
+}
+
+// nodeKeysLive is how long a node's published key counts: one silent
+// for longer is taken for stopped, and no node waits for the key of one
+// that has stopped for good.
+const nodeKeysLive = 30 * time.Second
+
+// watchNodeKeys publishes the key this node signs with, on the revocation
+// poll's cadence, and checks that its ring holds the key of every other
+// live node. One that lacks some logs an ERROR naming those nodes and
+// counts them in kadi_master_keys_missing; when they are more than half
+// of the live nodes (itself included) it is the one left behind, and it
+// answers /readyz "not ready" (check "keys") until it has the ring, so
+// that a balancer stops sending it requests whose tokens it would refuse.
+// Half or fewer, it stays ready: during a rolling restart onto a new ring
+// the nodes not yet restarted are the many, and no rule here may take
+// every node out at once.
+func (g *Gateway) watchNodeKeys(ctx context.Context, node string) {
+	t := time.NewTicker(g.cfg.RevocationPoll)
+	defer t.Stop()
+	var said, failed string
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		peers, err := g.Store.PublishNodeKey(rctx, g.keys.NodeKey(node), nodeKeysLive)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil && err.Error() != failed:
+			g.log.Warn("check the nodes' master keys", "err", err)
+			failed = err.Error()
+		case err == nil:
+			failed = ""
+			missing := g.keys.Lacking(peers)
+			behind := 2*len(missing) > len(peers)
+			var lacking *keyring.LackingError
+			if behind {
+				lacking = &keyring.LackingError{Peers: missing}
+			}
+			g.peerKeys.Store(lacking)
+			g.peerKeysMissing.Set(float64(len(missing)))
+			now := ""
+			if len(missing) > 0 {
+				now = fmt.Sprint(behind, (&keyring.LackingError{Peers: missing}).Error())
+			}
+			if now != said {
+				switch {
+				case behind:
+					g.log.Error("master key ring behind most nodes: not ready", "err", &keyring.LackingError{Peers: missing})
+				case len(missing) > 0:
+					g.log.Error("master key ring behind some nodes (ready: they are not the most)", "err", &keyring.LackingError{Peers: missing})
+				default:
+					g.log.Info("master key ring holds every node's key again")
+				}
+				said = now
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // refreshGauges reads the database-backed gauges at start and then every

@@ -1,0 +1,41 @@
+package store_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/keyring"
+	"github.com/kadipay/kadi/internal/store"
+)
+
+// Each node's published key replaces its last; a node silent for longer
+// than the live window is not among the answer.
+func TestPublishNodeKey(t *testing.T) {
+	for name, open := range map[string]func(t *testing.T) *store.DB{
+		"SQLite":     func(t *testing.T) *store.DB { return openSQLite(t, filepath.Join(t.TempDir(), "kadi.db")) },
+		"PostgreSQL": func(t *testing.T) *store.DB { return openStore(t, freshSchema(t, postgresURL(t))) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			db := open(t)
+			ctx := t.Context()
+			a := keyring.NodeKey{Node: "a", ID: "k0", Check: "0000000000000000"}
+			b := keyring.NodeKey{Node: "b", ID: "k0", Check: "0000000000000000"}
+			if _, err := db.PublishNodeKey(ctx, a, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			got, err := db.PublishNodeKey(ctx, b, time.Minute)
+			if err != nil || len(got) != 2 || got[0] != a || got[1] != b {
+				t.Fatalf("after a and b: %+v, %v", got, err)
+			}
+			a.ID, a.Check = "k1", "1111111111111111"
+			if got, err = db.PublishNodeKey(ctx, a, time.Minute); err != nil || len(got) != 2 || got[0] != a {
+				t.Fatalf("after a's rotation: %+v, %v", got, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+			if got, err = db.PublishNodeKey(ctx, b, 10*time.Millisecond); err != nil || len(got) != 1 || got[0] != b {
+				t.Errorf("with a silent for longer than the window: %+v, %v", got, err)
+			}
+		})
+	}
+}
