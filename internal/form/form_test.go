@@ -67,6 +67,13 @@ func TestUntrustedFormsGetOurErrorPage(t *testing.T) {
 		{"callbackUrl to an IPv6 address", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "http://[::1]:8000/cb") }},
 		{"callbackUrl to an IPv4-mapped IPv6 address", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "http://[::ffff:127.0.0.1]:8000/cb") }},
 		{"callbackUrl host with a trailing dot", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example./cb") }},
+		// A browser reads these as IPv4 addresses written short and posts
+		// to 127.0.0.1, which the page's CSP does not name.
+		{"callbackUrl host 127.1", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "http://127.1:8000/cb") }},
+		{"callbackUrl host in hex", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "http://0x7f000001:8000/cb") }},
+		{"callbackUrl host as one number", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "http://2130706433/cb") }},
+		{"callbackUrl host with an octal part", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "http://017.0.0.1/cb") }},
+		{"callbackUrl host ending in a hex label", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "http://shop.0xff/cb") }},
 		{"no callbackUrl", http.StatusBadRequest, func(v url.Values) { v.Del("callbackUrl") }},
 		{"a repeated field", http.StatusBadRequest, func(v url.Values) { v.Add("amount", "1.00") }},
 		{"callbackUrl port 0", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example:0/cb") }},

@@ -143,3 +143,13 @@ func validPortNumber(p string) bool {
 	n, err := strconv.Atoi(p)
 	return err == nil && n >= 1 && n <= 65535
 }
+
+// Hosts that are DNS names to a browser too are kept, digits and all.
+func TestCallbackHostsKept(t *testing.T) {
+	for _, raw := range []string{"https://shop.example/cb", "https://1shop.example/cb", "https://shop.123abc/cb",
+		"https://0x.example/cb", "http://127.0.0.1:8443/cb", "https://xn--dka-kpa.example/cb"} {
+		if _, err := form.CheckCallbackURL(raw, merchant.Test); err != nil {
+			t.Errorf("%s: %v", raw, err)
+		}
+	}
+}

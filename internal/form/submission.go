@@ -304,5 +304,19 @@ func validHost(h string) bool {
 	if a, err := netip.ParseAddr(h); err == nil {
 		return a.Is4()
 	}
-	return dnsName.MatchString(h)
+	return dnsName.MatchString(h) && !endsInNumber(h)
+}
+
+// endsInNumber is the URL Standard's test for a host the browser reads as
+// an IPv4 address: its last label is a number (decimal, or 0x hex).
+// Written any way but dotted decimal ("127.1", "0x7f000001", "017.0.0.1")
+// the browser posts to the address it stands for, which is not the host
+// the page's Content-Security-Policy names, and refuses the post back to
+// the shop after the charge.
+func endsInNumber(h string) bool {
+	last := h[strings.LastIndexByte(h, '.')+1:]
+	if hex, ok := strings.CutPrefix(strings.ToLower(last), "0x"); ok {
+		return strings.Trim(hex, "0123456789abcdef") == ""
+	}
+	return last != "" && strings.Trim(last, "0123456789") == ""
 }
