@@ -57,6 +57,32 @@ func TestNoCardDataAtRestOrInLogs(t *testing.T) {
 		t.Fatalf("typo on the entry page: %d", rec.Code)
 	}
 
+	// A card number typed into a name field, whole or split between the
+	// two, is refused before any charge and not shown again: it would be
+	// the cardholder on the payment and the merchant's dashboard.
+	for _, names := range [][2]string{{visa2, "Wanjiru"}, {"Jane", spaced(mastercard2)}, {visa2[:6], visa2[6:]}} {
+		rec := g.CardPay(servertest.CheckoutPost(entry, servertest.Card{Number: visa, CVV: cvv, FirstName: names[0], LastName: names[1]}))
+		body := rec.Body.String()
+		if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(body, "must be the name on the card, not its number") {
+			t.Errorf("a card number as the name %q: %d", names, rec.Code)
+		}
+		for _, n := range names {
+			if strings.ContainsAny(n, "0123456789") && strings.Contains(body, `value="`+n+`"`) {
+				t.Errorf("the card page shows %q, typed as a name, again", n)
+			}
+		}
+	}
+	b2 := g.CreateBill(c, tok, "PANNAME", "10")
+	cb := g.Callback(g.CardPay(servertest.Card{Number: visa, CVV: cvv, FirstName: visa2, LastName: "Wanjiru"}.Apply(servertest.FormFields(c, tok, b2))))
+	if cb["orderStatus"] != "Transaction Failed" || !strings.Contains(cb["message"], "cardFirstName must be the name on the card") {
+		t.Errorf("a merchant form with a card number as the name: %v", cb)
+	}
+	for _, ref := range []string{b.Reference, b2.Reference} {
+		if n := g.CountPayments(ref, ""); n != 0 {
+			t.Errorf("bill %s: %d payments after names that were card numbers", ref, n)
+		}
+	}
+
 	var needles []string
 	for _, n := range numbers {
 		needles = append(needles, n, spaced(n))

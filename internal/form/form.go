@@ -329,11 +329,33 @@ func (h *Handler) checkCard(sub Submission) (payment.Attempt, []Problem) {
 			problems = append(problems, Problem{"cardSecurity", cardMessage(err)})
 		}
 	}
+	for _, f := range []struct{ field, name string }{{"cardFirstName", sub.CardFirstName}, {"cardLastName", sub.CardLastName}} {
+		if numberLike(f.name) {
+			problems = append(problems, Problem{f.field, msgNameNotNumber})
+		}
+	}
 	return payment.Attempt{
 		PAN: pan, Expiry: exp, CVV: sub.CardSecurity,
 		Holder:       strings.TrimSpace(sub.CardFirstName + " " + sub.CardLastName),
 		MobileNumber: sub.MobileNumber, EmailAddress: sub.EmailAddress,
 	}, problems
+}
+
+// msgNameNotNumber: a holder name with the card number typed into it
+// would be stored as the cardholder and shown on the merchant's dashboard.
+const msgNameNotNumber = "must be the name on the card, not its number"
+
+// numberLike reports whether a name field holds six digits or more: no
+// name printed on a card does, and a card number split across the two
+// name fields leaves at least that many in one of them.
+func numberLike(name string) bool {
+	digits := 0
+	for i := 0; i < len(name); i++ {
+		if name[i] >= '0' && name[i] <= '9' {
+			digits++
+		}
+	}
+	return digits >= 6
 }
 
 func onlyCardProblems(ps []Problem) bool {
@@ -558,6 +580,13 @@ func (h *Handler) canRetry(ctx context.Context, t trusted) bool {
 // the names and expiry, never the card number or CVV.
 func (h *Handler) again(w http.ResponseWriter, r *http.Request, t trusted, typed Submission, problems []Problem, declined string) {
 	n := checkout.Notice{Declined: declined, FirstName: typed.CardFirstName, LastName: typed.CardLastName, Expiry: typedExpiry(typed)}
+	// A card number typed as a name is not kept to be shown again.
+	if numberLike(n.FirstName) {
+		n.FirstName = ""
+	}
+	if numberLike(n.LastName) {
+		n.LastName = ""
+	}
 	if len(problems) > 0 {
 		n.Errors = map[string]string{}
 		for _, p := range problems {
