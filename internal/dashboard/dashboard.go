@@ -20,6 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kadipay/kadi/internal/asset"
 	"github.com/kadipay/kadi/internal/audit"
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
@@ -84,13 +85,19 @@ type Handler struct {
 	// AllowPrivateIPN mirrors --allow-private-ipn for the settings' checks.
 	AllowPrivateIPN bool
 
-	pages *template.Template
+	pages  *template.Template
+	assets *asset.Files
 }
 
 // Register adds the dashboard's routes to mux. Every state-changing request
 // must be same-origin (net/http's CrossOriginProtection) and, once signed
 // in, carry the session's CSRF token.
 func (h *Handler) Register(mux *http.ServeMux) {
+	assets, err := asset.New(staticFS, "static", "/dashboard/static/")
+	if err != nil {
+		panic(err) // embedded at build time: a test sees it first
+	}
+	h.assets = assets
 	h.pages = template.Must(template.New("").Funcs(funcs(h)).ParseFS(templateFS, "templates/*.html"))
 	m := http.NewServeMux()
 	m.HandleFunc("GET /dashboard/{$}", h.home)
@@ -117,7 +124,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	m.HandleFunc("POST /dashboard/security/password", h.signedIn(h.changePassword, true))
 	m.HandleFunc("POST /dashboard/security/totp/start", h.signedIn(h.startTOTP, true))
 	m.HandleFunc("POST /dashboard/security/totp/confirm", h.signedIn(h.confirmTOTP, true))
-	m.Handle("GET /dashboard/static/", http.StripPrefix("/dashboard", http.FileServerFS(staticFS)))
+	m.Handle("GET /dashboard/static/", h.assets)
 	m.HandleFunc("/dashboard/", h.notFound)
 
 	cop := http.NewCrossOriginProtection()
@@ -358,6 +365,7 @@ func formValue(r *http.Request, name string, max int) (string, error) {
 // amounts with digit grouping, bills' display states, card brands.
 func funcs(h *Handler) template.FuncMap {
 	return template.FuncMap{
+		"static": func(name string) (string, error) { return h.assets.URL(name) },
 		"when": func(t time.Time) string {
 			if t.IsZero() {
 				return "–"

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kadipay/kadi/internal/asset"
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/card"
@@ -66,18 +67,24 @@ type Handler struct {
 	Sealer *secret.Sealer
 
 	templates *template.Template
+	assets    *asset.Files
 }
 
 // Register adds the pages' routes to mux.
 func (h *Handler) Register(mux *http.ServeMux) {
-	h.templates = template.Must(template.New("").ParseFS(templateFS, "templates/*.html"))
+	assets, err := asset.New(staticFS, "static", "/static/")
+	if err != nil {
+		panic(err) // embedded at build time: a test sees it first
+	}
+	h.assets = assets
+	h.templates = template.Must(template.New("").Funcs(template.FuncMap{"static": assets.URL}).ParseFS(templateFS, "templates/*.html"))
 	mux.HandleFunc("POST /cardPay", h.cardPay)
 	mux.HandleFunc("POST /cardPay/{$}", h.cardPay) // as the API's paths answer with one trailing slash
 	mux.HandleFunc("GET "+pagePrefix+"{id}", h.servePage)
 	mux.HandleFunc("POST /cardPay/3ds", h.challenge)
 	mux.HandleFunc("POST /cardPay/cancel", h.cancel)
 	mux.HandleFunc("POST /cardPay/language", h.switchLanguage)
-	mux.Handle("GET /static/", http.FileServerFS(staticFS))
+	mux.Handle("GET /static/", assets)
 }
 
 // pageError is a problem shown on our own error page: the browser is never

@@ -2,6 +2,7 @@ package form_test
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/kadipay/kadi/internal/merchant"
@@ -14,7 +15,8 @@ const pageBudget = 20 << 10
 
 var assetRef = regexp.MustCompile(`(?:href|src)="(/static/[^"]+)"`)
 
-// The card page, in each language, stays within the budget.
+// The card page, in each language, stays within the budget, and its
+// stylesheet and scripts are kept by the browser.
 func TestCardPageWeight(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Weight Shop")
@@ -34,6 +36,11 @@ func TestCardPageWeight(t *testing.T) {
 			asset := get(g, a[1])
 			if asset.Code != 200 || asset.Body.Len() == 0 {
 				t.Fatalf("%s: %s answered %d", lang, a[1], asset.Code)
+			}
+			// Downloaded once: a shopper's next page, and next checkout,
+			// takes it from the browser's cache.
+			if cc := asset.Header().Get("Cache-Control"); !strings.Contains(cc, "immutable") {
+				t.Errorf("%s: %s is cached %q; want a year, immutable", lang, a[1], cc)
 			}
 			total += asset.Body.Len()
 		}
