@@ -190,6 +190,21 @@ func TestBrowserShopperJourneys(t *testing.T) {
 			toCardPage(t, ctx)
 			noSideScroll(t, ctx, v.name+" card page")
 			shot(t, ctx, "card-"+strings.NewReplacer(" ", "-", "%", "pct").Replace(v.name)+".png")
+			// The script's messages for a bad expiry and CVV go below
+			// their row, in the row's order, and leave the fields their
+			// width (inside the row they squeezed the expiry to "13 /").
+			width := `document.getElementById('cardExpiry').getBoundingClientRect().width`
+			before := value(t, ctx, chromedp.Evaluate[float64](width))
+			run(t, ctx, chromedp.SendKeys(chromedp.ID("cardNumber"), "4242424242424242"), chromedp.SendKeys(chromedp.ID("cardExpiry"), "1320"),
+				chromedp.SendKeys(chromedp.ID("cardSecurity"), "1"), chromedp.Click(chromedp.ID("pay")), chromedp.WaitVisible(chromedp.ID("cardSecurity-error")))
+			after := value(t, ctx, chromedp.Evaluate[float64](width))
+			order := value(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#card-form > .error')].map(e => e.id)`))
+			if inRow := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('.row .error').length`)); inRow != 0 || after < before*0.95 ||
+				strings.Join(order, " ") != "cardExpiry-error cardSecurity-error" {
+				t.Errorf("%s: %d messages inside a row, the expiry %.0f px wide (%.0f before), messages %v", v.name, inRow, after, before, order)
+			}
+			shot(t, ctx, "card-typos-"+strings.NewReplacer(" ", "-", "%", "pct").Replace(v.name)+".png")
+			toCardPage(t, ctx)
 			typeCard(t, ctx, "4000000000003220")
 			run(t, ctx, chromedp.WaitVisible(chromedp.ID("code")))
 			noSideScroll(t, ctx, v.name+" 3-D Secure page")

@@ -68,8 +68,17 @@
       e.className = "error";
       e.id = id;
       // After the field's label, not inside it: inside, the message
-      // would be read as part of the field's name, then again.
-      (el.closest("label") || el).insertAdjacentElement("afterend", e);
+      // would be read as part of the field's name, then again. Below a
+      // row of fields, as the server puts it, after the messages of the
+      // fields before it: inside the row it squeezed the fields beside
+      // it to a few characters on a narrow phone.
+      var at = el.closest("label") || el, row = at.closest(".row");
+      if (row) {
+        at = row;
+        for (var s = at.nextElementSibling; s && s.className === "error" &&
+          document.getElementById(s.id.slice(0, -6)).compareDocumentPosition(el) & 4; s = s.nextElementSibling) { at = s; }
+      }
+      at.insertAdjacentElement("afterend", e);
     }
     e.textContent = msg;
     el.setAttribute("aria-invalid", "true");
