@@ -264,7 +264,10 @@ func (s *Service) Reauthenticate(ctx context.Context, m merchant.Merchant, passw
 	if password == "" || !plainText(password, 256) {
 		return ErrInvalidGrant
 	}
-	return s.guarded(ctx, s.Now(), "dashboard:"+m.Code, clientIP, m.Code, func() (bool, error) {
+	// Counted apart from sign-ins: the merchant code is public, and a
+	// stranger's failed sign-ins must not keep a signed-in merchant from
+	// rotating a leaked key. Only a session reaches this.
+	return s.guarded(ctx, s.Now(), "reauth:"+m.Code, clientIP, m.Code, func() (bool, error) {
 		return s.hashCheck(ctx, m.PasswordHash, password)
 	})
 }

@@ -342,6 +342,7 @@ func TestSessionTimeouts(t *testing.T) {
 func TestSignInLockout(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Locked Shop")
+	signedIn := signIn(t, g, c) // before the stranger starts
 	try := func(user, pass string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/dashboard/sign-in", strings.NewReader(url.Values{"username": {user}, "password": {pass}}.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -364,6 +365,23 @@ func TestSignInLockout(t *testing.T) {
 		t.Errorf("right password after 10 failures: %d\n%s", rec.Code, rec.Body)
 	}
 	g.Token(c, merchant.Test) // the API is not locked by dashboard failures
+
+	// The merchant code is public: a stranger's failed sign-ins must not
+	// keep the signed-in merchant from re-entering its password to rotate
+	// a leaked key or change that password.
+	if rec := signedIn.post("/dashboard/developers/regenerate", url.Values{"confirm": {"yes"}, "password": {c.Password}}); rec.Code != http.StatusOK ||
+		!strings.Contains(rec.Body.String(), `id="new-key"`) {
+		t.Errorf("a signed-in merchant's key rotation while strangers lock the sign-in: %d", rec.Code)
+	}
+	// Its own wrong passwords are still counted, apart.
+	for i := 1; i <= 10; i++ {
+		g.Clock.Advance(time.Minute)
+		signedIn.post("/dashboard/developers/regenerate", url.Values{"confirm": {"yes"}, "password": {"wrong-password-1"}})
+	}
+	g.Clock.Advance(time.Minute)
+	if rec := signedIn.post("/dashboard/developers/regenerate", url.Values{"confirm": {"yes"}, "password": {c.Password}}); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("the right password after 10 wrong ones in a session: %d, want 429", rec.Code)
+	}
 }
 
 // Password changes: the rules, and every other session ends.
