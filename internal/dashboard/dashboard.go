@@ -79,6 +79,9 @@ type Handler struct {
 	Location *time.Location
 	Log      *slog.Logger
 	Now      func() time.Time
+	// PublicURL is where merchants reach the API and the hosted form
+	// (--public-url), shown on the Developers page.
+	PublicURL string
 	// Secure marks an https public URL: the session cookie is then Secure
 	// and takes the __Host- prefix.
 	Secure bool

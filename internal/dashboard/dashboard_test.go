@@ -156,6 +156,13 @@ func TestSessionCookie(t *testing.T) {
 		if ck.Name != tt.name || ck.Secure != tt.secure || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/" || len(ck.Value) != 43 {
 			t.Errorf("%s: cookie %+v", tt.public, ck)
 		}
+		// The Developers page gives the public URL as the base, whatever
+		// Host the request named (a proxy's, the dashboard listener's, or
+		// one a stranger chose).
+		if page := b.get("http://evil.example/dashboard/developers").Body.String(); !strings.Contains(page, "<code>"+tt.public+"</code>") ||
+			strings.Contains(page, "evil.example") {
+			t.Errorf("%s: the Developers page's base URL is not the public URL", tt.public)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/kadipay/kadi/internal/audit"
 	"github.com/kadipay/kadi/internal/auth"
@@ -28,10 +29,11 @@ func (h *Handler) renderDevelopers(w http.ResponseWriter, r *http.Request, statu
 		keys[string(mode)] = k
 	}
 	data["Keys"] = keys
-	data["Base"] = "https://" + r.Host
-	if r.TLS == nil {
-		data["Base"] = "http://" + r.Host
-	}
+	// Where merchants reach the API and the form (--public-url), never the
+	// Host this page was asked for by: behind a proxy, or on a dashboard
+	// listener of its own, that named the wrong place, and any Host a
+	// request carried was printed as the merchant's base URL.
+	data["Base"] = strings.TrimRight(h.PublicURL, "/")
 	h.render(w, r, status, "developers.html", data)
 }
 
