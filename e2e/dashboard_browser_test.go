@@ -168,8 +168,9 @@ func TestBrowserDashboard(t *testing.T) {
 	run(t, ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile))
 	for _, path := range []string{"", "payments", "payments/" + b.Reference, "developers", "settings/ipn", "ipn", "audit", "security"} {
 		run(t, ctx, chromedp.Navigate(base+path), chromedp.WaitVisible(chromedp.CSS("main h1")))
-		if w := value(t, ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - window.innerWidth`)); w > 0 {
+		if w := value(t, ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - 390`)); w > 0 {
 			t.Errorf("/dashboard/%s at 390 px scrolls sideways by %d px", path, w)
+			shot("phone-wide-" + strings.ReplaceAll(path, "/", "-"))
 		}
 		if path == "" {
 			shot("phone-home")

@@ -424,6 +424,28 @@ func TestPasswordChange(t *testing.T) {
 	signIn(t, g, c)
 }
 
+// Replacing the notification secret takes the password and a ticked box:
+// without the box nothing changes.
+func TestReplaceNotificationSecret(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Secret Shop")
+	b := signIn(t, g, c)
+	secretOf := func() string {
+		rec := b.post("/dashboard/developers/reveal-secret", url.Values{"password": {c.Password}})
+		v, _, _ := strings.Cut(rec.Body.String()[strings.Index(rec.Body.String(), `id="secret">`)+len(`id="secret">`):], "<")
+		return v
+	}
+	before := secretOf()
+	if rec := b.post("/dashboard/developers/rotate-secret", url.Values{"password": {c.Password}}); rec.Code != http.StatusBadRequest ||
+		!strings.Contains(rec.Body.String(), "Tick the box") || secretOf() != before {
+		t.Errorf("a replace without the box: %d, and the secret changed: %t", rec.Code, secretOf() != before)
+	}
+	rec := b.post("/dashboard/developers/rotate-secret", url.Values{"confirm": {"yes"}, "password": {c.Password}})
+	if after := secretOf(); rec.Code != http.StatusOK || after == before || !strings.Contains(rec.Body.String(), after) {
+		t.Errorf("a confirmed replace: %d, secret %q then %q", rec.Code, before, after)
+	}
+}
+
 // Live-mode changes need two-step verification.
 func TestLiveActionsNeedSecondFactor(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})

@@ -104,7 +104,16 @@ func (h *Handler) revealSecret(w http.ResponseWriter, r *http.Request) {
 // rotateSecret replaces the notification secret; notifications are signed
 // with the new one from the next attempt on.
 func (h *Handler) rotateSecret(w http.ResponseWriter, r *http.Request) {
-	if !h.liveAction(w, r) || !h.reauthenticate(w, r, "password", nil) {
+	if !h.liveAction(w, r) {
+		return
+	}
+	// One click beside "Reveal" replaced it: every receiver's signature
+	// check failed at once.
+	if r.PostForm.Get("confirm") != "yes" {
+		h.renderDevelopers(w, r, http.StatusBadRequest, map[string]any{"Error": "Tick the box to confirm: notifications are signed with the new secret at once."})
+		return
+	}
+	if !h.reauthenticate(w, r, "password", nil) {
 		return
 	}
 	v := visitOf(r)
