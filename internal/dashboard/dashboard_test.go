@@ -235,6 +235,17 @@ func TestScopedToMerchantAndMode(t *testing.T) {
 	if rec := browserA.post("/dashboard/ipn/"+event+"/replay", nil); rec.Code != http.StatusNotFound {
 		t.Errorf("A replaying B's notification: %d", rec.Code)
 	}
+	// B's own replay, from the IPN log and from the bill's page: one
+	// audit row each, saying who (the dashboard and its address).
+	if rec := browserB.post("/dashboard/ipn/"+event+"/replay", nil); rec.Code != http.StatusSeeOther {
+		t.Errorf("B replaying its notification: %d", rec.Code)
+	}
+	if rec := browserB.post("/dashboard/payments/"+billB.Reference+"/resend-ipn", nil); rec.Code != http.StatusSeeOther {
+		t.Errorf("B resending its notification: %d", rec.Code)
+	}
+	if n := g.Count(`SELECT COUNT(*) FROM audit_events WHERE action = 'ipn.replayed' AND actor LIKE 'dashboard %'`); n != 2 {
+		t.Errorf("%d audit rows for two replays, want 2", n)
+	}
 	// B in live mode sees none of its test payments.
 	browserB.post("/dashboard/mode", url.Values{"mode": {"live"}})
 	if rec := browserB.get("/dashboard/payments/" + billB.Reference); rec.Code != http.StatusNotFound {

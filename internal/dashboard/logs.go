@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"regexp"
 
-	"github.com/kadipay/kadi/internal/audit"
 	"github.com/kadipay/kadi/internal/ipn"
 )
 
@@ -64,11 +63,11 @@ func (h *Handler) replayIPN(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
+	// The store audits the replay, with this actor, in its transaction.
 	if _, err := h.Store.ReplayIPN(r.Context(), id, h.Now(), "dashboard "+clientIP(r)); err != nil {
 		h.internal(w, r, err)
 		return
 	}
-	h.audit(r, audit.IPNReplayed, id)
 	h.back(w, r, "/dashboard/ipn", "Notification "+id+" is on its way again.")
 }
 

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kadipay/kadi/internal/audit"
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/money"
@@ -316,7 +315,6 @@ func (h *Handler) resendIPN(w http.ResponseWriter, r *http.Request) {
 			h.internal(w, r, err)
 			return
 		}
-		h.audit(r, audit.IPNReplayed, a.Event.ID)
 		h.back(w, r, "/dashboard/payments/"+b.Reference, "The notification is on its way again (same webhook-id).")
 		return
 	}
