@@ -155,16 +155,19 @@ func visitOf(r *http.Request) visit { v, _ := r.Context().Value(visitKey{}).(vis
 func (h *Handler) signedIn(next http.HandlerFunc, full bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		now := h.Now()
+		// HEAD reaches GET routes too (net/http's mux): a read, with no
+		// form to carry a CSRF token.
+		reading := r.Method == http.MethodGet || r.Method == http.MethodHead
 		sess, err := h.session(r, now)
 		if err != nil {
-			if r.Method == http.MethodGet {
+			if reading {
 				http.Redirect(w, r, "/dashboard/", http.StatusSeeOther)
 				return
 			}
 			h.fail(w, r, http.StatusUnauthorized, "Signed out", "Your session has ended. Sign in again.")
 			return
 		}
-		if r.Method != http.MethodGet {
+		if !reading {
 			if err := r.ParseForm(); err != nil || subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(sess.CSRF)) != 1 {
 				h.fail(w, r, http.StatusForbidden, "Request refused", "This form has expired or did not come from this session. Reload the page and try again.")
 				return

@@ -140,6 +140,13 @@ func TestSignInPageWithoutSession(t *testing.T) {
 	if rec := g.Serve(httptest.NewRequest(http.MethodGet, "/dashboard/payments", nil)); rec.Code != http.StatusSeeOther {
 		t.Errorf("a page without a session: %d, want a redirect to sign in", rec.Code)
 	}
+	if rec := g.Serve(httptest.NewRequest(http.MethodHead, "/dashboard/payments", nil)); rec.Code != http.StatusSeeOther {
+		t.Errorf("HEAD of a page without a session: %d, want a redirect to sign in", rec.Code)
+	}
+	c := g.Onboard("Head Shop")
+	if rec := signIn(t, g, c).do(http.MethodHead, "/dashboard/payments", nil, nil); rec.Code != http.StatusOK {
+		t.Errorf("HEAD of a page in a session: %d, want 200 as its GET", rec.Code)
+	}
 }
 
 // The session cookie: HttpOnly, SameSite, and __Host- with Secure when the
