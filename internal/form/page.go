@@ -104,6 +104,18 @@ func (h *Handler) finish(w http.ResponseWriter, r *http.Request, t trusted, to *
 // the result (or the card form again) once there is one. A sealed error
 // page would say "being confirmed" at every reload, for ever.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, t *trusted, err error) {
+	if t != nil && t.checkoutID == "" && t.bill.Reference != "" && errors.Is(err, errInProgress) {
+		// A merchant-posted form whose charge is still with the network
+		// (a double submit, a slow acquirer): a "being confirmed" page
+		// sealed as it is would say so for its whole life and never post
+		// the result to the shop. A session bound to the payment in
+		// flight gives it a page that follows the payment instead.
+		if p, perr := h.Payments.Repo.LatestPayment(r.Context(), t.bill.Reference); perr == nil && p.Status == payment.Processing {
+			if serr := h.startCheckout(r.Context(), t, p.ID); serr != nil {
+				h.Log.WarnContext(r.Context(), "checkout session for a payment in flight", "err", serr)
+			}
+		}
+	}
 	if t != nil && t.checkoutID != "" && (errors.Is(err, errInProgress) || outage.Is(err)) {
 		logging.Refused(r.Context(), h.Log, "payment page pending; sent to the checkout page, which follows it", "err", err)
 		h.toCheckout(w, r, *t)
@@ -222,8 +234,11 @@ func (h *Handler) serveCheckout(w http.ResponseWriter, r *http.Request, id strin
 	}
 }
 
-// renderOutcome shows the result of p for checkout t, for a shopper who
-// came back to the checkout's page: it waits for the button.
+// renderOutcome shows the result of p for checkout t. To a shopper who
+// came back to the checkout's page it waits for the button; to one whose
+// "being confirmed" page saw the payment settle (follow.js asks again
+// with ?settled) it posts itself to the shop, as the page of a payment
+// that answered at once does: otherwise the shop heard of it only by IPN.
 func (h *Handler) renderOutcome(w http.ResponseWriter, r *http.Request, t trusted, p payment.Payment) {
 	cb := t.callback
 	if p.CallbackURL != "" {
@@ -232,7 +247,7 @@ func (h *Handler) renderOutcome(w http.ResponseWriter, r *http.Request, t truste
 		}
 	}
 	hd := header(t)
-	h.renderResult(w, r, cb, callbackFor(t.bill, p, h.Location), resultHeader{hd.Amount, hd.Test}, false)
+	h.renderResult(w, r, cb, callbackFor(t.bill, p, h.Location), resultHeader{hd.Amount, hd.Test}, r.URL.Query().Has("settled"))
 }
 
 func withPageID(r *http.Request, id string) *http.Request {

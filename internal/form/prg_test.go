@@ -240,6 +240,48 @@ func TestPendingAfterACardPostFollowsThePayment(t *testing.T) {
 	if cb := callback(t, get(g, loc)); cb["orderStatus"] != "Transaction Successfull" || cb["transactionRef"] != "NETX" {
 		t.Errorf("the page reloaded once the other attempt succeeded: %v", cb)
 	}
+	settledPosts(t, g, loc)
+}
+
+// settledPosts checks the page at loc once its payment settled: come back
+// to, it waits for the button; asked for again by the waiting page's
+// script (?settled), it posts the result to the shop by itself.
+func settledPosts(t *testing.T, g *servertest.Gateway, loc string) {
+	t.Helper()
+	if strings.Contains(get(g, loc).Body.String(), `data-autosubmit="1"`) {
+		t.Error("the settled page, come back to, posts to the shop by itself")
+	}
+	if rec := get(g, loc+"?settled"); !strings.Contains(rec.Body.String(), `data-autosubmit="1"`) {
+		t.Errorf("the settled page, as the waiting page asks for it, does not post to the shop: %d\n%s", rec.Code, rec.Body)
+	}
+}
+
+// A merchant's own form posted while its first submit is still with the
+// card network: the "being confirmed" page follows that payment (it was
+// sealed as it was, 202 for its whole life) and posts the result to the
+// shop once it settles.
+func TestDoubleSubmitOfAMerchantFormFollowsThePayment(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	g.Payments.WaitInFlight = 50 * time.Millisecond
+	c := g.Onboard("Double Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "DOUBLE1", "10")
+	inflight := g.PaymentInFlight(b.Reference, "pay_first")
+	loc := seeOther(t, g.ServeOnce(servertest.CardPayRequest(servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b)))))
+	if rec := get(g, loc); rec.Code != http.StatusAccepted || !strings.Contains(rec.Body.String(), "follow.js") {
+		t.Fatalf("the second submit's page: %d\n%s", rec.Code, rec.Body)
+	}
+	inflight.Status, inflight.NetworkRef, inflight.Message, inflight.UpdatedAt = payment.Succeeded, "NETD", payment.MsgApproved, g.Clock.Now()
+	if err := g.Store.FinishPayment(context.Background(), inflight, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	if cb := callback(t, get(g, loc)); cb["orderStatus"] != "Transaction Successfull" || cb["transactionRef"] != "NETD" {
+		t.Errorf("the page once the first submit's payment succeeded: %v", cb)
+	}
+	settledPosts(t, g, loc)
+	if n := g.CountPayments(b.Reference, ""); n != 1 {
+		t.Errorf("%d payments for one bill submitted twice", n)
+	}
 }
 
 // jsonStrings is every string and number in a JSON document, as text.
