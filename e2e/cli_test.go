@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -166,4 +167,40 @@ func (s *shopper) createBillWith(t testing.TB, apiKey, orderRef string) *client.
 		t.Fatalf("CreateBill %s: %v", orderRef, err)
 	}
 	return b
+}
+
+// kadi merchant reset-access, while the gateway serves: the password it
+// prints gets tokens (within the merchant cache's second), the old one
+// no longer does, and the dashboard takes the new one.
+func TestCLIResetAccess(t *testing.T) {
+	t.Parallel()
+	var m merchantCreds
+	g := startGateway(t, func(dir string) { m = createMerchant(t, dir, "Forgetful Shop") })
+	out, errOut, err := runKadi(t, "merchant", "reset-access", "--data-dir", g.DataDir, "--merchant", m.MerchantCode, "--password", "--json")
+	var reset struct {
+		Password   string `json:"password"`
+		TwoStepOff bool   `json:"twoStepOff"`
+	}
+	if err != nil || json.Unmarshal(out, &reset) != nil || reset.Password == "" || reset.Password == m.Password || reset.TwoStepOff {
+		t.Fatalf("kadi merchant reset-access --password --json: %v, %q\nstderr: %s", err, out, errOut)
+	}
+	ctx := context.Background()
+	old := m
+	fresh := m
+	fresh.Password = reset.Password
+	waitFor(t, "the new password to get a token", func() bool {
+		_, err := g.Client(t, fresh).Token(ctx)
+		return err == nil
+	})
+	if _, err := g.Client(t, old).Token(ctx); !errors.Is(err, client.ErrUnauthorized) {
+		t.Errorf("the old password after the reset: %v, want refused", err)
+	}
+	resp, err := browserless.PostForm(g.BaseURL+"/dashboard/sign-in", url.Values{"username": {m.MerchantCode}, "password": {reset.Password}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("dashboard sign-in with the new password: HTTP %d", resp.StatusCode)
+	}
 }

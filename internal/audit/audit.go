@@ -32,6 +32,7 @@ const (
 	SecretRotated  = "notification_secret.rotated"
 	PasswordChange = "password.changed"
 	TOTPEnabled    = "totp.enabled"
+	AccessReset    = "merchant.access_reset"
 )
 
 type actorKey struct{}

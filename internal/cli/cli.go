@@ -29,6 +29,7 @@ Usage:
   kadi merchant create     --data-dir DIR --name NAME [--json]
   kadi merchant set-ipn    --data-dir DIR --merchant CODE --mode test|live --url URL --username U --password P
   kadi merchant rotate-key --data-dir DIR --merchant CODE --mode test|live [--json]
+  kadi merchant reset-access --data-dir DIR --merchant CODE [--password] [--two-step] [--json]
   kadi ipn list   --data-dir DIR --merchant CODE [--mode test|live] [--status pending|parked|delivered|failed] [--limit N] [--before ID] [--timezone ZONE] [--json]
   kadi ipn show   ID --data-dir DIR [--timezone ZONE] [--json]
   kadi ipn replay ID --data-dir DIR
@@ -87,6 +88,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return merchantSetIPN(ctx, args[2:], stdout, stderr)
 		case "rotate-key":
 			return merchantRotateKey(ctx, args[2:], stdout, stderr)
+		case "reset-access":
+			return merchantResetAccess(ctx, args[2:], stdout, stderr)
 		}
 		return subcommandNeeded("merchant", args[1:], stderr)
 	case "ipn":

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/secret"
 	"github.com/kadipay/kadi/internal/server"
 )
 
@@ -139,5 +140,60 @@ func merchantRotateKey(ctx context.Context, args []string, stdout, stderr io.Wri
 		return json.NewEncoder(stdout).Encode(map[string]string{"apiKey": key})
 	}
 	fmt.Fprintf(stdout, "New %s API key for merchant %s (shown once; the old key and its tokens no longer work):\n  %s\n", m, code, key)
+	return nil
+}
+
+// merchantResetAccess lets a merchant who lost its way into the dashboard
+// back in: a new password (printed once), two-step verification turned
+// off, or both; every dashboard session ends and the dashboard's locks
+// are lifted. The dashboard has no way to do this for itself: the person
+// who lost the phone or the password is the one it would have to trust.
+func merchantResetAccess(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var st storeFlags
+	var code string
+	var password, twoStep, asJSON bool
+	fs := newFlags("merchant reset-access", stderr)
+	st.register(fs)
+	fs.StringVar(&code, "merchant", "", "merchant code (required)")
+	fs.BoolVar(&password, "password", false, "replace the password with a new one, printed once (the merchant's token requests need it too)")
+	fs.BoolVar(&twoStep, "two-step", false, "turn two-step verification off (its recovery codes too): the merchant signs in with the password and sets it up again")
+	fs.BoolVar(&asJSON, "json", false, `print {"password": …} (with --password)`)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case code == "":
+		return usageErr(fs, errors.New("--merchant is required"))
+	case !password && !twoStep:
+		return usageErr(fs, errors.New("say what to reset: --password, --two-step, or both"))
+	}
+	db, err := st.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var newPassword, hash string
+	if password {
+		newPassword = secret.NewPassword()
+		hash = secret.HashPassword(newPassword)
+	}
+	if err := db.ResetAccess(ctx, code, hash, twoStep, time.Now()); err != nil {
+		return fmt.Errorf("merchant %s: %w", code, err)
+	}
+	if asJSON {
+		out := map[string]any{"merchantCode": code, "twoStepOff": twoStep}
+		if password {
+			out["password"] = newPassword
+		}
+		return json.NewEncoder(stdout).Encode(out)
+	}
+	if password {
+		fmt.Fprintf(stdout, "New password for merchant %s (shown once; give it to the merchant by a channel you trust):\n  %s\n", code, newPassword)
+		fmt.Fprintln(stdout, "Token requests with the old password now fail: the merchant's systems need the new one too.")
+	}
+	if twoStep {
+		fmt.Fprintf(stdout, "Two-step verification is off for merchant %s: it signs in with its password and can set it up again under Security.\n", code)
+	}
+	fmt.Fprintln(stdout, "Every dashboard session of the merchant has ended; the dashboard's sign-in locks are lifted. Audited as merchant.access_reset.")
 	return nil
 }

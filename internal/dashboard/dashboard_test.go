@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/csv"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"html"
 	"image/png"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/secret"
 	"github.com/kadipay/kadi/internal/server/servertest"
 	"github.com/kadipay/kadi/internal/session"
 	"github.com/kadipay/kadi/internal/store/storetest"
@@ -822,5 +824,49 @@ func TestPagesCarryTheirLength(t *testing.T) {
 		if got, want := rec.Header().Get("Content-Length"), fmt.Sprint(rec.Body.Len()); got != want {
 			t.Errorf("%s: Content-Length %q for %s bytes", path, got, want)
 		}
+	}
+}
+
+// An operator lets a merchant who lost its phone and password back in
+// (kadi merchant reset-access): the new password signs in without a code,
+// the old password and the sessions of before are gone, a sign-in lock
+// is lifted, and the reset is in the audit log.
+func TestResetAccess(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Lost Phone Shop")
+	if err := g.Store.EnableTOTP(t.Context(), c.MerchantCode, "JBSWY3DPEHPK3PXP", []string{"00"}, g.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	before := signIn(t, g, c)
+	if page := before.get("/dashboard/payments").Body.String(); !strings.Contains(page, `action="/dashboard/verify"`) {
+		t.Fatal("two-step verification is not on")
+	}
+	for i := 0; i < 10; i++ { // a stranger locks the sign-in
+		req := httptest.NewRequest(http.MethodPost, "/dashboard/sign-in", strings.NewReader(url.Values{"username": {c.Username}, "password": {"wrong-password-1"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.RemoteAddr = fmt.Sprintf("198.51.100.%d:1234", i+1)
+		g.Serve(req)
+	}
+
+	if err := g.Store.ResetAccess(t.Context(), c.MerchantCode, secret.HashPassword("a-new-password-42"), true, g.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if rec := before.get("/dashboard/payments"); rec.Code != http.StatusSeeOther {
+		t.Errorf("a session from before the reset: %d, want sent to sign in", rec.Code)
+	}
+	old := &browser{t: t, g: g}
+	if rec := old.do(http.MethodPost, "/dashboard/sign-in", url.Values{"username": {c.Username}, "password": {c.Password}}, nil); rec.Code != http.StatusUnauthorized {
+		t.Errorf("the old password: %d", rec.Code)
+	}
+	c.Password = "a-new-password-42"
+	after := signIn(t, g, c)
+	if page := after.get("/dashboard/payments"); page.Code != http.StatusOK || strings.Contains(page.Body.String(), `action="/dashboard/verify"`) {
+		t.Errorf("after the reset, the new password opens the dashboard without a code: %d", page.Code)
+	}
+	if n := g.Count(`SELECT COUNT(*) FROM audit_events WHERE action = 'merchant.access_reset' AND detail = 'password replaced, two-step verification off, sessions ended'`); n != 1 {
+		t.Errorf("%d audit rows for the reset", n)
+	}
+	if err := g.Store.ResetAccess(t.Context(), "1234567890", "", true, g.Clock.Now()); !errors.Is(err, merchant.ErrNotFound) {
+		t.Errorf("a reset of no such merchant: %v", err)
 	}
 }

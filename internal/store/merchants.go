@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kadipay/kadi/internal/audit"
@@ -272,6 +273,51 @@ func (s *DB) SetPassword(ctx context.Context, code, hash string) error {
 		return merchant.ErrNotFound
 	}
 	return nil
+}
+
+// ResetAccess is the operator's way back in for a merchant who lost it
+// (kadi merchant reset-access): the password hash replaced when
+// passwordHash is not empty, two-step verification turned off (its
+// secret and recovery codes gone) when twoStep; either way every dashboard
+// session ends and the dashboard's locks are lifted, in one transaction,
+// audited.
+func (s *DB) ResetAccess(ctx context.Context, code, passwordHash string, twoStep bool, at time.Time) error {
+	var what []string
+	err := s.inTx(ctx, func(t tx) error {
+		what = what[:0] // a retried group commit starts over
+		var found int
+		if err := t.queryRow(ctx, `SELECT COUNT(*) FROM merchants WHERE code = ?`, code).Scan(&found); err != nil {
+			return err
+		}
+		if found == 0 {
+			return merchant.ErrNotFound
+		}
+		if passwordHash != "" {
+			if _, err := t.exec(ctx, `UPDATE merchants SET password_hash = ? WHERE code = ?`, passwordHash, code); err != nil {
+				return fmt.Errorf("reset password: %w", err)
+			}
+			what = append(what, "password replaced")
+		}
+		if twoStep {
+			if _, err := t.exec(ctx, `UPDATE merchants SET totp_secret = '', totp_enabled_at = 0, totp_last_step = 0 WHERE code = ?`, code); err != nil {
+				return fmt.Errorf("turn off two-step verification: %w", err)
+			}
+			if _, err := t.exec(ctx, `DELETE FROM recovery_codes WHERE merchant_code = ?`, code); err != nil {
+				return fmt.Errorf("delete recovery codes: %w", err)
+			}
+			what = append(what, "two-step verification off")
+		}
+		if _, err := t.exec(ctx, `DELETE FROM dashboard_sessions WHERE merchant_code = ?`, code); err != nil {
+			return fmt.Errorf("end sessions: %w", err)
+		}
+		if _, err := t.exec(ctx, `DELETE FROM auth_failures WHERE subject IN (?, ?, ?)`, "dashboard:"+code, "reauth:"+code, "totp:"+code); err != nil {
+			return fmt.Errorf("lift sign-in locks: %w", err)
+		}
+		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: at, MerchantCode: code, Actor: audit.ActorFrom(ctx, "cli"),
+			Action: audit.AccessReset, Detail: strings.Join(append(what, "sessions ended"), ", ")})
+	})
+	s.merchants.forget(code)
+	return err
 }
 
 // TOTP loads a merchant's second factor: the secret (empty when never
