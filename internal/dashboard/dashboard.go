@@ -185,7 +185,7 @@ func (h *Handler) signedIn(next http.HandlerFunc, full bool) http.HandlerFunc {
 		}
 		v := visit{Sess: sess, Merchant: m, TOTPOn: !enabled.IsZero()}
 		sess.LastSeenAt = now
-		if err := h.Store.TouchSession(r.Context(), sess); err != nil {
+		if err := h.Store.SeenSession(r.Context(), sess.IDHash, now); err != nil {
 			h.internal(w, r, err)
 			return
 		}

@@ -66,6 +66,10 @@ type Repo interface {
 	// TouchSession records activity (and the mode and second factor, which
 	// a request may change).
 	TouchSession(ctx context.Context, s Session) error
+	// SeenSession records activity alone: a request that changes nothing
+	// must not write back the mode or second factor it read, or a page
+	// loading in one tab undoes a mode switch made in another meanwhile.
+	SeenSession(ctx context.Context, idHash string, at time.Time) error
 	DeleteSession(ctx context.Context, idHash string) error
 	// DeleteSessions ends every session of a merchant but keep ("" for
 	// none): sign out everywhere, and a password change.

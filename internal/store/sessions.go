@@ -48,6 +48,18 @@ func (s *DB) TouchSession(ctx context.Context, ss session.Session) error {
 	return nil
 }
 
+// SeenSession records a session's activity alone.
+func (s *DB) SeenSession(ctx context.Context, idHash string, at time.Time) error {
+	res, err := s.exec(ctx, `UPDATE dashboard_sessions SET last_seen_at = ? WHERE id_hash = ?`, ms(at), idHash)
+	if err != nil {
+		return fmt.Errorf("touch session: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return session.ErrNotFound
+	}
+	return nil
+}
+
 // DeleteSession ends one session.
 func (s *DB) DeleteSession(ctx context.Context, idHash string) error {
 	_, err := s.exec(ctx, `DELETE FROM dashboard_sessions WHERE id_hash = ?`, idHash)

@@ -1493,6 +1493,15 @@ func testSessionRoundTrip(t *testing.T, s store.Store) {
 	again, err := s.SessionByHash(ctx, got.IDHash, base.Add(3*time.Minute))
 	must(t, "SessionByHash", err)
 	equal(t, "touched", []any{again.Mode, norm(again.SecondFactor), norm(again.LastSeenAt)}, []any{merchant.Live, norm(base.Add(2 * time.Minute)), norm(base.Add(2 * time.Minute))})
+	// Activity alone, from a request holding the copy read before the
+	// change: the mode and second factor stay as changed.
+	stale := got
+	stale.Mode, stale.SecondFactor = merchant.Test, time.Time{}
+	must(t, "SeenSession", s.SeenSession(ctx, stale.IDHash, base.Add(4*time.Minute)))
+	again, err = s.SessionByHash(ctx, got.IDHash, base.Add(5*time.Minute))
+	must(t, "SessionByHash", err)
+	equal(t, "seen", []any{again.Mode, norm(again.SecondFactor), norm(again.LastSeenAt)}, []any{merchant.Live, norm(base.Add(2 * time.Minute)), norm(base.Add(4 * time.Minute))})
+	mustErr(t, "SeenSession of no session", s.SeenSession(ctx, "nosuch", base), session.ErrNotFound)
 	_, err = s.SessionByHash(ctx, id, base)
 	mustErr(t, "SessionByHash(the clear id)", err, session.ErrNotFound)
 	must(t, "DeleteSession", s.DeleteSession(ctx, got.IDHash))
