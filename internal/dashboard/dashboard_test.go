@@ -780,6 +780,9 @@ func TestPaymentsListAndExport(t *testing.T) {
 	if body := b.get("/dashboard/payments?q=4242").Body.String(); !strings.Contains(body, paid.Reference) || strings.Contains(body, refs[5]) {
 		t.Error("search by the card's last four")
 	}
+	if body := b.get("/dashboard/payments?q=NOSUCHORDER").Body.String(); !strings.Contains(body, "No payments match this filter.") || strings.Contains(body, "No payments yet") {
+		t.Error("a filter that matches nothing says there are no payments at all")
+	}
 	if body := b.get("/dashboard/payments?q=LIST7").Body.String(); !strings.Contains(body, refs[7]) || strings.Contains(body, refs[8]) {
 		t.Error("search by order reference")
 	}

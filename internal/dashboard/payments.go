@@ -188,7 +188,8 @@ func (h *Handler) payments(w http.ResponseWriter, r *http.Request) {
 	}
 	csvq := cloneQuery(q)
 	csvq.Del("after")
-	h.render(w, r, http.StatusOK, "payments.html", map[string]any{"Bills": bills, "Next": next, "Query": q,
+	filtered := q.Get("status") != "" || q.Get("from") != "" || q.Get("to") != "" || q.Get("q") != "" || q.Get("after") != ""
+	h.render(w, r, http.StatusOK, "payments.html", map[string]any{"Bills": bills, "Next": next, "Query": q, "Filtered": filtered,
 		"CSV": "/dashboard/payments.csv?" + csvq.Encode(), "Statuses": []bill.State{bill.Open, bill.Processing, bill.Paid, bill.Blocked, bill.Expired}})
 }
 

@@ -40,7 +40,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &locked):
 		h.render(w, r, http.StatusTooManyRequests, "signin.html", map[string]any{"Username": username,
-			"Error": "Too many failed attempts. Try again after " + h.Now().Add(locked.RetryAfter).In(h.Location).Format("15:04") + "."})
+			"Error": "Too many failed attempts. Try again after " + h.Now().Add(locked.RetryAfter).In(h.Location).Format("15:04 MST, 2 Jan") + "."})
 		return
 	case errors.Is(err, auth.ErrBusy):
 		w.Header().Set("Retry-After", "1")
@@ -91,7 +91,7 @@ func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
 		return
 	case errors.As(err, &locked):
 		h.render(w, r, http.StatusTooManyRequests, "verify.html", map[string]any{
-			"Error": "Too many wrong codes. Try again after " + h.Now().Add(locked.RetryAfter).In(h.Location).Format("15:04") + ", or sign in again then."})
+			"Error": "Too many wrong codes. Try again after " + h.Now().Add(locked.RetryAfter).In(h.Location).Format("15:04 MST, 2 Jan") + ", or sign in again then."})
 		return
 	case errors.Is(err, auth.ErrBusy):
 		w.Header().Set("Retry-After", "1")

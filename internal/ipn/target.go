@@ -36,7 +36,7 @@ func CheckURL(raw string, mode merchant.Mode) error {
 	case mode == merchant.Live && u.Scheme != "https":
 		return errors.New("live-mode IPN URL must use https")
 	case u.User != nil:
-		return errors.New("IPN URL must not carry credentials: use --username and --password")
+		return errors.New("IPN URL must not carry credentials: give them as the IPN username and password")
 	case u.Fragment != "":
 		return errors.New("IPN URL must not have a fragment")
 	}
