@@ -873,3 +873,33 @@ func TestResetAccess(t *testing.T) {
 		t.Errorf("a reset of no such merchant: %v", err)
 	}
 }
+
+// The IPN log pages: a full page links to the older ones, which start
+// after its last, keep the status filter, and end.
+func TestIPNLogPages(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Busy IPN Shop")
+	tok := g.Token(c, merchant.Test)
+	for i := range 52 {
+		g.Pay(c, tok, fmt.Sprintf("PAGE%d", i), "10", servertest.Card{Number: visa, CVV: "123"})
+	}
+	b := signIn(t, g, c)
+	ids := regexp.MustCompile(`<h2>(msg_[0-9a-f]{24}):`)
+	next := regexp.MustCompile(`href="(/dashboard/ipn\?[^"]+)" rel="next"`)
+	first := b.get("/dashboard/ipn?status=pending").Body.String()
+	more := next.FindStringSubmatch(first)
+	if n := len(ids.FindAllStringSubmatch(first, -1)); n != 50 || more == nil || !strings.Contains(more[1], "status=pending") {
+		t.Fatalf("first page: %d notifications, next link %v", n, more)
+	}
+	second := b.get(html.UnescapeString(more[1]))
+	got := ids.FindAllStringSubmatch(second.Body.String(), -1)
+	if second.Code != http.StatusOK || len(got) != 2 || strings.Contains(first, got[0][1]) || next.MatchString(second.Body.String()) {
+		t.Errorf("second page: %d, %d notifications, a next link: %t", second.Code, len(got), next.MatchString(second.Body.String()))
+	}
+	if rec := b.get("/dashboard/payments/" + strings.ToLower(g.CreateBill(c, tok, "LOWER1", "10").Reference)); rec.Code != http.StatusOK {
+		t.Errorf("a bill's page by its reference in lower case: %d", rec.Code)
+	}
+	if rec := b.get("/dashboard/ipn?before=msg_nope"); rec.Code != http.StatusBadRequest {
+		t.Errorf("a malformed before: %d", rec.Code)
+	}
+}

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"regexp"
 
 	"github.com/kadipay/kadi/internal/ipn"
@@ -10,16 +11,20 @@ import (
 
 var eventID = regexp.MustCompile(`^msg_[0-9a-f]{24}$`)
 
+// ipnLogPage is how many notifications the IPN log shows a page.
+const ipnLogPage = 50
+
 // ipnLog lists the mode's notifications, newest first, with every attempt.
 func (h *Handler) ipnLog(w http.ResponseWriter, r *http.Request) {
 	v := visitOf(r)
-	f := ipn.Filter{MerchantCode: v.Merchant.Code, Mode: v.Sess.Mode, Limit: 100}
+	f := ipn.Filter{MerchantCode: v.Merchant.Code, Mode: v.Sess.Mode, Limit: ipnLogPage}
 	st, err := ipn.ParseStatus(r.URL.Query().Get("status"))
-	if err != nil {
+	before := r.URL.Query().Get("before")
+	if err != nil || (before != "" && !eventID.MatchString(before)) {
 		h.fail(w, r, http.StatusBadRequest, "Filter not understood", "Status is pending, parked, delivered or failed.")
 		return
 	}
-	f.Status = st
+	f.Status, f.Before = st, before
 	evs, err := h.Store.IPNEvents(r.Context(), f)
 	if err != nil {
 		h.internal(w, r, err)
@@ -39,8 +44,18 @@ func (h *Handler) ipnLog(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// A full page may have more behind it: older ones start after its
+	// last (only the newest 100 could be seen before).
+	next := ""
+	if len(evs) == f.Limit {
+		q := url.Values{"before": {evs[len(evs)-1].ID}}
+		if f.Status != "" {
+			q.Set("status", string(f.Status))
+		}
+		next = "/dashboard/ipn?" + q.Encode()
+	}
 	h.render(w, r, http.StatusOK, "ipn_log.html", map[string]any{"Events": rows, "Status": string(f.Status), "Statuses": ipn.Statuses,
-		"Note": h.takeNote(w, r)})
+		"Next": next, "Note": h.takeNote(w, r)})
 }
 
 // replayIPN sends one event again; another merchant's or mode's event is

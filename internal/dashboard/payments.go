@@ -247,7 +247,9 @@ type attemptView struct {
 // mode only, with every attempt and the notification of the successful one.
 func (h *Handler) billOf(r *http.Request) (bill.Bill, []attemptView, error) {
 	v := visitOf(r)
-	ref := r.PathValue("ref")
+	// References are upper case; the search takes them in any case, and
+	// so does a typed address.
+	ref := strings.ToUpper(r.PathValue("ref"))
 	if !bill.CouldBeReference(ref) {
 		// Not even the shape of one: not found, without asking the
 		// database (PostgreSQL refuses bytes that are not UTF-8: a 500).
