@@ -204,3 +204,33 @@ func TestCLIResetAccess(t *testing.T) {
 		t.Errorf("dashboard sign-in with the new password: HTTP %d", resp.StatusCode)
 	}
 }
+
+// kadi merchant set-callbacks, while the gateway serves: within a second
+// a form naming another origin is refused on the gateway's own page, and
+// one naming the registered origin pays.
+func TestCLISetCallbacks(t *testing.T) {
+	t.Parallel()
+	var m merchantCreds
+	g := startGateway(t, func(dir string) { m = createMerchant(t, dir, "Origin Shop") })
+	s := newShopper(t, g, m)
+	origin := strings.TrimSuffix(s.callback.CallbackURL(), "/callback")
+	out, errOut, err := runKadi(t, "merchant", "set-callbacks", "--data-dir", g.DataDir, "--merchant", m.MerchantCode, "--mode", "test", "--origins", origin)
+	if err != nil || !strings.Contains(string(out), "go back only to "+origin) {
+		t.Fatalf("kadi merchant set-callbacks: %v, %s\nstderr: %s", err, out, errOut)
+	}
+	var refused page
+	waitFor(t, "a form to another origin to be refused", func() bool {
+		b := s.createBill(t, fmt.Sprintf("ELSEWHERE%d", time.Now().UnixNano()%1e9), "5.00")
+		f := s.paymentForm(t, b, testCard("4242424242424242"))
+		f.CallbackURL = "http://127.0.0.1:9/elsewhere"
+		refused = s.submit(t, f)
+		return refused.Status == http.StatusBadRequest
+	})
+	if !strings.Contains(refused.Body, "not one of the callback origins") {
+		t.Errorf("the refusal does not say why:\n%s", refused.Body)
+	}
+	b := s.createBill(t, "HOME1", "5.00")
+	if cb := s.callback.follow(t, s.submit(t, s.paymentForm(t, b, testCard("4242424242424242")))); !cb.Successful() {
+		t.Errorf("a form to the registered origin: %+v", cb)
+	}
+}

@@ -33,6 +33,8 @@ const (
 	PasswordChange = "password.changed"
 	TOTPEnabled    = "totp.enabled"
 	AccessReset    = "merchant.access_reset"
+	// CallbacksChanged: the origins hosted-form results may go back to.
+	CallbacksChanged = "callbacks.configured"
 )
 
 type actorKey struct{}

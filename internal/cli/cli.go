@@ -29,6 +29,7 @@ Usage:
   kadi merchant create     --data-dir DIR --name NAME [--json]
   kadi merchant set-ipn    --data-dir DIR --merchant CODE --mode test|live --url URL --username U --password P
   kadi merchant rotate-key --data-dir DIR --merchant CODE --mode test|live [--json]
+  kadi merchant set-callbacks --data-dir DIR --merchant CODE --mode test|live --origins URL,…
   kadi merchant reset-access --data-dir DIR --merchant CODE [--password] [--two-step] [--json]
   kadi ipn list   --data-dir DIR --merchant CODE [--mode test|live] [--status pending|parked|delivered|failed] [--limit N] [--before ID] [--timezone ZONE] [--json]
   kadi ipn show   ID --data-dir DIR [--timezone ZONE] [--json]
@@ -88,6 +89,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return merchantSetIPN(ctx, args[2:], stdout, stderr)
 		case "rotate-key":
 			return merchantRotateKey(ctx, args[2:], stdout, stderr)
+		case "set-callbacks":
+			return merchantSetCallbacks(ctx, args[2:], stdout, stderr)
 		case "reset-access":
 			return merchantResetAccess(ctx, args[2:], stdout, stderr)
 		}

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/kadipay/kadi/internal/form"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/secret"
@@ -195,5 +198,53 @@ func merchantResetAccess(ctx context.Context, args []string, stdout, stderr io.W
 		fmt.Fprintf(stdout, "Two-step verification is off for merchant %s: it signs in with its password and can set it up again under Security.\n", code)
 	}
 	fmt.Fprintln(stdout, "Every dashboard session of the merchant has ended; the dashboard's sign-in locks are lifted. Audited as merchant.access_reset.")
+	return nil
+}
+
+// merchantSetCallbacks registers the origins a mode's hosted-form results
+// may go back to; none (an empty --origins) lets any callbackUrl through,
+// as before.
+func merchantSetCallbacks(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var st storeFlags
+	var code, mode, list string
+	fs := newFlags("merchant set-callbacks", stderr)
+	st.register(fs)
+	fs.StringVar(&code, "merchant", "", "merchant code (required)")
+	fs.StringVar(&mode, "mode", "", "test or live (required)")
+	fs.StringVar(&list, "origins", "", `the shop's origins, comma- or space-separated ("https://shop.example,https://www.shop.example"); empty: any callbackUrl`)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	m, err := merchant.ParseMode(mode)
+	if err != nil {
+		return usageErr(fs, err)
+	}
+	if code == "" {
+		return usageErr(fs, errors.New("--merchant is required"))
+	}
+	var origins []string
+	for _, raw := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' }) {
+		o, err := form.ParseCallbackOrigin(raw, m)
+		if err != nil {
+			return usageErr(fs, err)
+		}
+		if !slices.Contains(origins, o) {
+			origins = append(origins, o)
+		}
+	}
+	db, err := st.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.SetCallbackOrigins(ctx, code, m, origins); err != nil {
+		return fmt.Errorf("merchant %s: %w", code, err)
+	}
+	if len(origins) == 0 {
+		fmt.Fprintf(stdout, "Hosted-form results of merchant %s (%s) go back to any callbackUrl its forms name.\n", code, m)
+		return nil
+	}
+	fmt.Fprintf(stdout, "Hosted-form results of merchant %s (%s) go back only to %s; a form naming another callbackUrl is refused (every node within a second).\n",
+		code, m, strings.Join(origins, ", "))
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -47,6 +48,9 @@ type Bills interface {
 	BillByReference(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (bill.Bill, error)
 	BillByID(ctx context.Context, ref string) (bill.Bill, error)
 	MerchantByCode(ctx context.Context, code string) (merchant.Merchant, error)
+	// RecentSettings is a mode's settings as read within the last second:
+	// the callback origins each form is checked against.
+	RecentSettings(ctx context.Context, code string, mode merchant.Mode) (merchant.Settings, error)
 }
 
 // Handler serves the hosted pages.
@@ -274,6 +278,17 @@ func (h *Handler) load(ctx context.Context, code string, mode merchant.Mode, bil
 	cb, err := CheckCallbackURL(callbackURL, mode)
 	if err != nil {
 		return trusted{}, &pageError{Status: http.StatusBadRequest, Title: "Payment form not valid", Message: "The shop's payment form is not valid.", Detail: "The shop's " + err.Error() + "."}
+	}
+	settings, err := h.Bills.RecentSettings(ctx, code, mode)
+	if err != nil {
+		return trusted{}, err
+	}
+	if origins := settings.CallbackOrigins; len(origins) > 0 && !slices.Contains(origins, CallbackOrigin(cb)) {
+		// Anyone who reads a shop's page holds a token that pays its
+		// bills: without this, a genuine payment page would send its
+		// result, and the shopper, to a site of their choosing.
+		return trusted{}, &pageError{Status: http.StatusBadRequest, Title: "Payment form not valid", Message: "The shop's payment form is not valid.",
+			Detail: "The shop's callbackUrl is on " + CallbackOrigin(cb) + ", which is not one of the callback origins the merchant registered for " + string(mode) + " mode."}
 	}
 	if h.Payments.Acquirers[mode] == nil {
 		return trusted{}, &pageError{Status: http.StatusServiceUnavailable, Title: "Card payments unavailable", Message: "Card payments are not available here yet. Nothing was charged.", Detail: payment.ErrLiveDisabled.Error() + "."}

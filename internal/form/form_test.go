@@ -15,6 +15,7 @@ import (
 
 	"github.com/kadipay/kadi/internal/acquirer/sim"
 	"github.com/kadipay/kadi/internal/checkout"
+	"github.com/kadipay/kadi/internal/form"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/secret"
@@ -963,5 +964,66 @@ func TestCardPayMultipart(t *testing.T) {
 	errorPage(t, post(true), http.StatusBadRequest)
 	if cb := callback(t, post(false)); cb["orderStatus"] != "Transaction Successfull" {
 		t.Fatalf("callback %v", cb)
+	}
+}
+
+// A merchant that registered its callback origins has its forms' results
+// sent back there only: a form naming another origin (anyone can read a
+// shop's page, token included) is refused on our own page before any
+// charge; a registered origin, however its case or default port is
+// written, pays.
+func TestCallbackOrigins(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Origin Shop")
+	tok := g.Token(c, merchant.Test)
+	if err := g.Store.SetCallbackOrigins(t.Context(), c.MerchantCode, merchant.Test, []string{"https://shop.example"}); err != nil {
+		t.Fatal(err)
+	}
+	b := g.CreateBill(c, tok, "ORIGIN1", "10")
+	evil := servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
+	evil.Set("callbackUrl", "https://shop.example.evil.example/phish")
+	rec := g.CardPay(evil)
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "not one of the callback origins") ||
+		strings.Contains(rec.Body.String(), `action="https://shop.example.evil.example`) {
+		t.Errorf("a form sending the result elsewhere: %d\n%s", rec.Code, rec.Body)
+	}
+	if n := g.CountPayments(b.Reference, ""); n != 0 {
+		t.Errorf("%d payments after a refused callbackUrl", n)
+	}
+	for i, cb := range []string{"https://shop.example/kadi/return", "HTTPS://Shop.Example:443/kadi/return"} {
+		b := g.CreateBill(c, tok, fmt.Sprintf("ORIGINOK%d", i), "10")
+		v := servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
+		v.Set("callbackUrl", cb)
+		if got := g.Callback(g.CardPay(v)); got["orderStatus"] != "Transaction Successfull" {
+			t.Errorf("%s: %v", cb, got)
+		}
+	}
+	// Live mode keeps its own list: none, any callbackUrl.
+	if st, err := g.Store.Settings(t.Context(), c.MerchantCode, merchant.Live); err != nil || len(st.CallbackOrigins) != 0 {
+		t.Errorf("live mode's origins: %v, %v", st.CallbackOrigins, err)
+	}
+}
+
+func TestParseCallbackOrigin(t *testing.T) {
+	for _, tt := range []struct {
+		raw  string
+		mode merchant.Mode
+		want string // "": refused
+	}{
+		{"https://shop.example", merchant.Live, "https://shop.example"},
+		{"https://Shop.Example:443/", merchant.Live, "https://shop.example"},
+		{"https://shop.example:8443", merchant.Live, "https://shop.example:8443"},
+		{"http://127.0.0.1:8081", merchant.Test, "http://127.0.0.1:8081"},
+		{"http://shop.example:80", merchant.Test, "http://shop.example"},
+		{"http://shop.example", merchant.Live, ""},
+		{"https://shop.example/return", merchant.Live, ""},
+		{"https://shop.example?x", merchant.Live, ""},
+		{"shop.example", merchant.Live, ""},
+		{"https://127.1", merchant.Live, ""},
+	} {
+		got, err := form.ParseCallbackOrigin(tt.raw, tt.mode)
+		if got != tt.want || (tt.want == "") != (err != nil) {
+			t.Errorf("ParseCallbackOrigin(%q, %s) = %q, %v; want %q", tt.raw, tt.mode, got, err, tt.want)
+		}
 	}
 }

@@ -278,6 +278,30 @@ func CheckCallbackURL(raw string, mode merchant.Mode) (*url.URL, error) {
 	return u, nil
 }
 
+// CallbackOrigin is u's origin as callback origins are registered and
+// compared: lower case, without the scheme's default port.
+func CallbackOrigin(u *url.URL) string {
+	host := strings.ToLower(u.Host)
+	if p := u.Port(); (u.Scheme == "https" && p == "443") || (u.Scheme == "http" && p == "80") {
+		host = strings.ToLower(u.Hostname())
+	}
+	return strings.ToLower(u.Scheme) + "://" + host
+}
+
+// ParseCallbackOrigin reads an origin a merchant registers for mode's
+// callbacks: scheme and host (and a port), held to CheckCallbackURL's
+// rules, nothing after them.
+func ParseCallbackOrigin(raw string, mode merchant.Mode) (string, error) {
+	u, err := CheckCallbackURL(raw, mode)
+	if err != nil {
+		return "", fmt.Errorf("callback origin %q: %s", raw, strings.TrimPrefix(err.Error(), "callbackUrl "))
+	}
+	if u.Path != "" && u.Path != "/" {
+		return "", fmt.Errorf("callback origin %q: an origin is a scheme and a host (https://shop.example), without a path", raw)
+	}
+	return CallbackOrigin(u), nil
+}
+
 // dnsName has no trailing dot: the result page's Content-Security-Policy
 // names the callback's origin as a CSP host-source (letters, digits,
 // dashes, dots between labels), and a browser drops a source it cannot

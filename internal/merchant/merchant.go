@@ -61,6 +61,9 @@ type Settings struct {
 	Mode               Mode
 	NotificationSecret string
 	IPN                IPNConfig
+	// CallbackOrigins are the origins ("https://shop.example") a hosted
+	// form's result may go back to; none: any the form names.
+	CallbackOrigins []string
 }
 
 // IPNConfig is where and how IPN messages are delivered for one mode.

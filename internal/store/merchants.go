@@ -114,13 +114,17 @@ func (s *DB) RecentSettings(ctx context.Context, code string, mode merchant.Mode
 func (s *DB) Settings(ctx context.Context, code string, mode merchant.Mode) (merchant.Settings, error) {
 	st := merchant.Settings{MerchantCode: code, Mode: mode}
 	var disabled int64
-	err := s.lookup(ctx, `SELECT notification_secret, ipn_url, ipn_username, ipn_password, ipn_disabled_at
+	var origins string
+	err := s.lookup(ctx, `SELECT notification_secret, ipn_url, ipn_username, ipn_password, ipn_disabled_at, callback_origins
 		FROM merchant_settings WHERE merchant_code = ? AND mode = ?`, code, string(mode)).
-		Scan(&st.NotificationSecret, &st.IPN.URL, &st.IPN.Username, &st.IPN.Password, &disabled)
+		Scan(&st.NotificationSecret, &st.IPN.URL, &st.IPN.Username, &st.IPN.Password, &disabled, &origins)
 	if err != nil {
 		return st, notFound(err, merchant.ErrNotFound)
 	}
 	st.IPN.DisabledAt = fromMS(disabled)
+	if origins != "" {
+		st.CallbackOrigins = strings.Fields(origins)
+	}
 	if st.NotificationSecret, err = s.open(st.NotificationSecret, code, mode, "notification_secret"); err != nil {
 		return st, fmt.Errorf("merchant %s %s notification secret: %w", code, mode, err)
 	}
@@ -181,6 +185,30 @@ func (s *DB) SetIPN(ctx context.Context, code string, mode merchant.Mode, cfg me
 		s.notifyIPNQueued(ipn.Endpoint{MerchantCode: code, Mode: mode})
 	}
 	return int(resent), nil
+}
+
+// SetCallbackOrigins saves the origins a mode's hosted-form results may go
+// back to (none: any), audited. Each node sees it within a second.
+func (s *DB) SetCallbackOrigins(ctx context.Context, code string, mode merchant.Mode, origins []string) error {
+	s.settings.forget(endpointKey(code, mode))
+	err := s.inTx(ctx, func(t tx) error {
+		res, err := t.exec(ctx, `UPDATE merchant_settings SET callback_origins = ? WHERE merchant_code = ? AND mode = ?`,
+			strings.Join(origins, " "), code, string(mode))
+		if err != nil {
+			return fmt.Errorf("update callback origins: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return merchant.ErrNotFound
+		}
+		detail := string(mode) + ": any callbackUrl"
+		if len(origins) > 0 {
+			detail = string(mode) + ": " + strings.Join(origins, " ")
+		}
+		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: time.Now(), MerchantCode: code, Actor: audit.ActorFrom(ctx, "cli"),
+			Action: audit.CallbacksChanged, Detail: detail})
+	})
+	s.settings.forget(endpointKey(code, mode))
+	return err
 }
 
 // RotateAPIKey revokes the mode's active keys and stores key, atomically.
