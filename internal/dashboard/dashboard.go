@@ -46,6 +46,7 @@ type Store interface {
 	session.Repo
 	merchant.Registry
 	Settings(ctx context.Context, code string, mode merchant.Mode) (merchant.Settings, error)
+	SetCallbackOrigins(ctx context.Context, code string, mode merchant.Mode, origins []string) error
 	ActiveAPIKey(ctx context.Context, code string, mode merchant.Mode) (merchant.APIKey, error)
 	SetNotificationSecret(ctx context.Context, code string, mode merchant.Mode, secret string) error
 	SetPassword(ctx context.Context, code, hash string) error
@@ -120,6 +121,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	m.HandleFunc("GET /dashboard/settings/ipn", h.signedIn(h.ipnSettings, true))
 	m.HandleFunc("POST /dashboard/settings/ipn", h.signedIn(h.inMode(h.saveIPNSettings), true))
 	m.HandleFunc("POST /dashboard/settings/ipn/test", h.signedIn(h.inMode(h.testIPN), true))
+	m.HandleFunc("POST /dashboard/settings/callbacks", h.signedIn(h.inMode(h.saveCallbackOrigins), true))
 	m.HandleFunc("GET /dashboard/ipn", h.signedIn(h.ipnLog, true))
 	m.HandleFunc("POST /dashboard/ipn/{id}/replay", h.signedIn(h.inMode(h.replayIPN), true))
 	m.HandleFunc("GET /dashboard/audit", h.signedIn(h.auditLog, true))

@@ -903,3 +903,37 @@ func TestIPNLogPages(t *testing.T) {
 		t.Errorf("a malformed before: %d", rec.Code)
 	}
 }
+
+// Callback origins from the dashboard: one a line, normalised, shown
+// back; a bad one is refused with the field kept; an empty list allows
+// any callbackUrl again. Live mode's list needs two-step verification.
+func TestCallbackOriginsSettings(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Origins Shop")
+	b := signIn(t, g, c)
+	b.get("/dashboard/settings/ipn")
+	if rec := b.post("/dashboard/settings/callbacks", url.Values{"origins": {"https://Shop.example:443\r\nhttp://127.0.0.1:8081, https://shop.example"}}); rec.Code != http.StatusSeeOther {
+		t.Fatalf("saving origins: %d\n%s", rec.Code, rec.Body)
+	}
+	st, err := g.Store.Settings(t.Context(), c.MerchantCode, merchant.Test)
+	if err != nil || strings.Join(st.CallbackOrigins, " ") != "https://shop.example http://127.0.0.1:8081" {
+		t.Errorf("stored origins %v, %v", st.CallbackOrigins, err)
+	}
+	if page := b.get("/dashboard/settings/ipn").Body.String(); !strings.Contains(page, "https://shop.example\nhttp://127.0.0.1:8081</textarea>") {
+		t.Error("the settings page does not show the saved origins")
+	}
+	rec := b.post("/dashboard/settings/callbacks", url.Values{"origins": {"https://shop.example/return"}})
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "without a path") || !strings.Contains(rec.Body.String(), "https://shop.example/return</textarea>") {
+		t.Errorf("an origin with a path: %d", rec.Code)
+	}
+	if rec := b.post("/dashboard/settings/callbacks", url.Values{"origins": {""}}); rec.Code != http.StatusSeeOther {
+		t.Errorf("clearing the origins: %d", rec.Code)
+	}
+	if st, _ := g.Store.Settings(t.Context(), c.MerchantCode, merchant.Test); len(st.CallbackOrigins) != 0 {
+		t.Errorf("origins after clearing: %v", st.CallbackOrigins)
+	}
+	b.post("/dashboard/mode", url.Values{"mode": {"live"}})
+	if rec := b.post("/dashboard/settings/callbacks", url.Values{"origins": {"https://shop.example"}}); rec.Code != http.StatusForbidden {
+		t.Errorf("live origins without two-step verification: %d", rec.Code)
+	}
+}

@@ -2,11 +2,15 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/form"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 )
@@ -23,6 +27,9 @@ func (h *Handler) renderIPNSettings(w http.ResponseWriter, r *http.Request, stat
 		return
 	}
 	data["Settings"] = st.IPN
+	if _, ok := data["Origins"]; !ok {
+		data["Origins"] = strings.Join(st.CallbackOrigins, "\n")
+	}
 	data["HasPassword"] = st.IPN.Password != ""
 	if _, ok := data["URL"]; !ok {
 		data["URL"], data["Username"] = st.IPN.URL, st.IPN.Username
@@ -106,4 +113,44 @@ func (h *Handler) testIPN(w http.ResponseWriter, r *http.Request) {
 	h.audit(r, audit.IPNTested, detail)
 	a.Latency = a.Latency.Round(time.Microsecond) // as the log keeps attempts' latencies
 	h.renderIPNSettings(w, r, http.StatusOK, map[string]any{"Test": a})
+}
+
+// saveCallbackOrigins registers the origins the mode's hosted-form
+// results may go back to, as `kadi merchant set-callbacks` does; none
+// allows any callbackUrl.
+func (h *Handler) saveCallbackOrigins(w http.ResponseWriter, r *http.Request) {
+	if !h.liveAction(w, r) {
+		return
+	}
+	v := visitOf(r)
+	list := r.PostForm.Get("origins")
+	var err error
+	if len(list) > 2000 {
+		err = errors.New("at most 2,000 characters")
+	}
+	var origins []string
+	// One a line, or separated by commas or spaces; anything else that
+	// is not text fails ParseCallbackOrigin.
+	for _, raw := range strings.Fields(strings.NewReplacer(",", " ", "\r", " ").Replace(list)) {
+		if err != nil {
+			break
+		}
+		var o string
+		if o, err = form.ParseCallbackOrigin(raw, v.Sess.Mode); err == nil && !slices.Contains(origins, o) {
+			origins = append(origins, o)
+		}
+	}
+	if err != nil {
+		h.renderIPNSettings(w, r, http.StatusBadRequest, map[string]any{"Origins": list, "OriginsError": err.Error()})
+		return
+	}
+	if err := h.Store.SetCallbackOrigins(r.Context(), v.Merchant.Code, v.Sess.Mode, origins); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	note := "Saved: results go back to any callbackUrl your forms name."
+	if len(origins) > 0 {
+		note = "Saved: results go back only to " + strings.Join(origins, ", ") + "."
+	}
+	h.back(w, r, "/dashboard/settings/ipn", note)
 }
