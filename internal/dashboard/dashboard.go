@@ -63,6 +63,7 @@ type Store interface {
 	IPNAttempts(ctx context.Context, id string) ([]ipn.Attempt, error)
 	ReplayIPN(ctx context.Context, id string, now time.Time, actor string) (ipn.Event, error)
 	AuditEvents(ctx context.Context, merchantCode string, limit int) ([]audit.Event, error)
+	AuditEventsBefore(ctx context.Context, merchantCode string, at time.Time, id string, limit int) ([]audit.Event, error)
 	RecordAudit(ctx context.Context, e audit.Event) error
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/pquerna/otp/totp"
 
+	"github.com/kadipay/kadi/internal/audit"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/secret"
@@ -935,5 +936,51 @@ func TestCallbackOriginsSettings(t *testing.T) {
 	b.post("/dashboard/mode", url.Values{"mode": {"live"}})
 	if rec := b.post("/dashboard/settings/callbacks", url.Values{"origins": {"https://shop.example"}}); rec.Code != http.StatusForbidden {
 		t.Errorf("live origins without two-step verification: %d", rec.Code)
+	}
+}
+
+// The audit log pages through every event, newest first, none twice or
+// left out, events of one millisecond included.
+func TestAuditLogPages(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Audited Shop")
+	at := g.Clock.Now().Add(-time.Hour)
+	for i := range 205 {
+		e := audit.Event{At: at.Add(time.Duration(i/3) * time.Millisecond), MerchantCode: c.MerchantCode, Actor: "test", Action: "test.event", Detail: fmt.Sprint(i)}
+		if err := g.Store.RecordAudit(t.Context(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := g.Count(`SELECT COUNT(*) FROM audit_events WHERE merchant_code = ?`, c.MerchantCode)
+	b := signIn(t, g, c)
+	row := regexp.MustCompile(`<tr><td>[^<]*</td><td>([^<]*)</td><td>([^<]*)</td><td class="wrap">([^<]*)</td></tr>`)
+	next := regexp.MustCompile(`href="(/dashboard/audit\?[^"]+)" rel="next"`)
+	seen := map[string]bool{}
+	rows, pages := 0, 0
+	for path := "/dashboard/audit"; path != ""; pages++ {
+		page := b.get(path).Body.String()
+		for _, m := range row.FindAllStringSubmatch(page, -1) {
+			if m[2] == "test.event" {
+				if seen[m[3]] {
+					t.Errorf("event %s shown twice", m[3])
+				}
+				seen[m[3]] = true
+			}
+			rows++
+		}
+		path = ""
+		if m := next.FindStringSubmatch(page); m != nil {
+			path = html.UnescapeString(m[1])
+		}
+		if pages > 10 {
+			t.Fatal("the pages do not end")
+		}
+	}
+	// Signing in adds events of its own after the count: at least total.
+	if len(seen) != 205 || rows < total || pages != 3 {
+		t.Errorf("%d test events of 205, %d rows of at least %d, on %d pages", len(seen), rows, total, pages)
+	}
+	if rec := b.get("/dashboard/audit?before=12_nope"); rec.Code != http.StatusBadRequest {
+		t.Errorf("a malformed page: %d", rec.Code)
 	}
 }

@@ -2,10 +2,15 @@ package dashboard
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
+	"strings"
+	"time"
 
+	"github.com/kadipay/kadi/internal/audit"
 	"github.com/kadipay/kadi/internal/ipn"
 )
 
@@ -89,10 +94,35 @@ func (h *Handler) replayIPN(w http.ResponseWriter, r *http.Request) {
 // auditLog shows who did what, when and from where.
 func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request) {
 	v := visitOf(r)
-	evs, err := h.Store.AuditEvents(r.Context(), v.Merchant.Code, 200)
+	var evs []audit.Event
+	var err error
+	if before := r.URL.Query().Get("before"); before != "" {
+		// A page's last row, as its link wrote it: milliseconds, an
+		// underscore, the event's id.
+		msText, id, _ := strings.Cut(before, "_")
+		n, perr := strconv.ParseInt(msText, 10, 64)
+		if perr != nil || n < 0 || !auditID.MatchString(id) {
+			h.fail(w, r, http.StatusBadRequest, "Page not understood", "Go back to the audit log and follow its links.")
+			return
+		}
+		evs, err = h.Store.AuditEventsBefore(r.Context(), v.Merchant.Code, time.UnixMilli(n), id, auditLogPage)
+	} else {
+		evs, err = h.Store.AuditEvents(r.Context(), v.Merchant.Code, auditLogPage)
+	}
 	if err != nil {
 		h.internal(w, r, err)
 		return
 	}
-	h.render(w, r, http.StatusOK, "audit.html", map[string]any{"Events": evs})
+	next := ""
+	if len(evs) == auditLogPage {
+		last := evs[len(evs)-1]
+		next = "/dashboard/audit?" + url.Values{"before": {fmt.Sprintf("%d_%s", last.At.UnixMilli(), last.ID)}}.Encode()
+	}
+	h.render(w, r, http.StatusOK, "audit.html", map[string]any{"Events": evs, "Next": next})
 }
+
+// auditLogPage is how many events the audit log shows a page; auditID is
+// the shape of an event's id.
+const auditLogPage = 100
+
+var auditID = regexp.MustCompile(`^aud_[0-9a-f]{24}$`)

@@ -166,6 +166,22 @@ func (s *DB) AuditEvents(ctx context.Context, merchantCode string, limit int) ([
 	if err != nil {
 		return nil, err
 	}
+	return scanAuditEvents(rows)
+}
+
+// AuditEventsBefore is AuditEvents past the event at, id: the next page of
+// a log whose last row that was.
+func (s *DB) AuditEventsBefore(ctx context.Context, merchantCode string, at time.Time, id string, limit int) ([]audit.Event, error) {
+	rows, err := s.query(ctx, `SELECT id, at, merchant_code, actor, action, detail FROM audit_events
+		WHERE merchant_code = ? AND (at < ? OR (at = ? AND id < ?)) ORDER BY at DESC, id DESC LIMIT ?`,
+		merchantCode, ms(at), ms(at), id, limit)
+	if err != nil {
+		return nil, err
+	}
+	return scanAuditEvents(rows)
+}
+
+func scanAuditEvents(rows *sql.Rows) ([]audit.Event, error) {
 	defer rows.Close()
 	var out []audit.Event
 	for rows.Next() {

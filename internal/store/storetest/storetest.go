@@ -44,6 +44,7 @@ type RawExecer interface {
 // needs it to see that writes were audited.
 type AuditLister interface {
 	AuditEvents(ctx context.Context, merchantCode string, limit int) ([]audit.Event, error)
+	AuditEventsBefore(ctx context.Context, merchantCode string, at time.Time, id string, limit int) ([]audit.Event, error)
 }
 
 func auditEvents(t *testing.T, s store.Store, merchantCode string, limit int) []audit.Event {
@@ -831,6 +832,24 @@ func testAudit(t *testing.T, s store.Store) {
 			got[i].At = norm(got[i].At)
 		}
 		equal(t, fmt.Sprintf("AuditEvents(limit %d)", limit), got, want[:min(limit, len(want))])
+	}
+	// Paging: after each row, the rows after it, also when two share a
+	// millisecond (the id breaks the tie).
+	twin := audit.Event{ID: "aud_" + strings.Repeat("0", 24), At: want[1].At, MerchantCode: code, Actor: "cli", Action: audit.IPNTested}
+	must(t, "RecordAudit", s.RecordAudit(ctx, twin))
+	all := auditEvents(t, s, code, 10)
+	l := s.(AuditLister)
+	for i, e := range all {
+		rest, err := l.AuditEventsBefore(ctx, code, e.At, e.ID, 10)
+		must(t, "AuditEventsBefore", err)
+		var ids, wantIDs []string
+		for _, r := range rest {
+			ids = append(ids, r.ID)
+		}
+		for _, r := range all[i+1:] {
+			wantIDs = append(wantIDs, r.ID)
+		}
+		equal(t, fmt.Sprintf("AuditEventsBefore(row %d)", i), ids, wantIDs)
 	}
 }
 
