@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/csv"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"html"
 	"image/png"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -22,11 +24,13 @@ import (
 	"github.com/pquerna/otp/totp"
 
 	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/dashboard"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/secret"
 	"github.com/kadipay/kadi/internal/server/servertest"
 	"github.com/kadipay/kadi/internal/session"
+	"github.com/kadipay/kadi/internal/store"
 	"github.com/kadipay/kadi/internal/store/storetest"
 )
 
@@ -982,5 +986,49 @@ func TestAuditLogPages(t *testing.T) {
 	}
 	if rec := b.get("/dashboard/audit?before=12_nope"); rec.Code != http.StatusBadRequest {
 		t.Errorf("a malformed page: %d", rec.Code)
+	}
+}
+
+// switchingStore is the real store, with another tab's mode switch landing
+// between a request's read of its session and the end of that request.
+type switchingStore struct {
+	*store.DB
+	switchTo merchant.Mode
+}
+
+func (s *switchingStore) SessionByHash(ctx context.Context, idHash string, now time.Time) (session.Session, error) {
+	sess, err := s.DB.SessionByHash(ctx, idHash, now)
+	if err == nil && s.switchTo != "" {
+		other := sess
+		other.Mode = s.switchTo
+		if err := s.DB.TouchSession(ctx, other); err != nil {
+			return sess, err
+		}
+	}
+	return sess, err
+}
+
+// A page that loads while another tab switches the mode leaves the switch
+// as it was made: a request that changes nothing writes back nothing but
+// the time it was seen.
+func TestPageLoadKeepsAConcurrentModeSwitch(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Two Tab Shop")
+	b := signIn(t, g, c)
+	st := &switchingStore{DB: g.Store}
+	mux := http.NewServeMux()
+	(&dashboard.Handler{Auth: g.Auth, Store: st, IPN: g.IPN, Location: time.UTC, Log: slog.New(slog.DiscardHandler), Now: g.Clock.Now,
+		PublicURL: "http://kadi.test"}).Register(mux)
+	req := httptest.NewRequest(http.MethodGet, "/dashboard/payments", nil)
+	req.AddCookie(b.cookie)
+	st.switchTo = merchant.Live
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("the page: %d", rec.Code)
+	}
+	st.switchTo = ""
+	if page := b.get("/dashboard/").Body.String(); !strings.Contains(page, "LIVE MODE") {
+		t.Error("the page load undid the other tab's switch to live mode")
 	}
 }
