@@ -62,7 +62,7 @@ func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 	// merchant polling a bill it should replace.
 	case v.State == bill.Blocked:
 		resp.Narration = payment.MsgBlocked
-	case v.State != bill.Paid && v.State != bill.Processing && !h.Auth.Now().Before(v.ExpiresAt):
+	case bill.Bill{State: v.State, ExpiresAt: v.ExpiresAt}.DisplayState(h.Auth.Now()) == bill.Expired:
 		resp.Narration = payment.MsgExpired
 	}
 	writeJSON(w, http.StatusOK, resp)

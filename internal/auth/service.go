@@ -229,6 +229,18 @@ func (s *Service) guarded(ctx context.Context, now time.Time, subject, clientIP,
 	return nil
 }
 
+// The dashboard's locks of a merchant: its sign-in, the password
+// re-entered in a session, and the second factor's codes.
+func signInLock(code string) string       { return "dashboard:" + code }
+func reauthLock(code string) string       { return "reauth:" + code }
+func secondFactorLock(code string) string { return "totp:" + code }
+
+// DashboardLocks are the subjects of a merchant's dashboard locks, for an
+// operator's reset to lift (kadi merchant reset-access).
+func DashboardLocks(code string) []string {
+	return []string{signInLock(code), reauthLock(code), secondFactorLock(code)}
+}
+
 // SignIn checks a dashboard sign-in: username (the merchant code) and
 // password. Failures lock the merchant's dashboard sign-in after the
 // lockout's count, but not its API tokens: merchant codes are public (every
@@ -252,7 +264,7 @@ func (s *Service) SignIn(ctx context.Context, username, password, clientIP strin
 	} else if err != nil {
 		return merchant.Merchant{}, fmt.Errorf("load merchant: %w", err)
 	}
-	err = s.guarded(ctx, now, "dashboard:"+m.Code, clientIP, m.Code, func() (bool, error) {
+	err = s.guarded(ctx, now, signInLock(m.Code), clientIP, m.Code, func() (bool, error) {
 		return s.hashCheck(ctx, m.PasswordHash, password)
 	})
 	return m, err
@@ -267,7 +279,7 @@ func (s *Service) Reauthenticate(ctx context.Context, m merchant.Merchant, passw
 	// Counted apart from sign-ins: the merchant code is public, and a
 	// stranger's failed sign-ins must not keep a signed-in merchant from
 	// rotating a leaked key. Only a session reaches this.
-	return s.guarded(ctx, s.Now(), "reauth:"+m.Code, clientIP, m.Code, func() (bool, error) {
+	return s.guarded(ctx, s.Now(), reauthLock(m.Code), clientIP, m.Code, func() (bool, error) {
 		return s.hashCheck(ctx, m.PasswordHash, password)
 	})
 }
@@ -278,7 +290,7 @@ func (s *Service) Reauthenticate(ctx context.Context, m merchant.Merchant, passw
 // session (which the password alone opens) find one in minutes. Failures
 // also throttle the client address, as a wrong password does.
 func (s *Service) SecondFactor(ctx context.Context, merchantCode, clientIP string, check func() (bool, error)) error {
-	return s.guarded(ctx, s.Now(), "totp:"+merchantCode, clientIP, merchantCode, check)
+	return s.guarded(ctx, s.Now(), secondFactorLock(merchantCode), clientIP, merchantCode, check)
 }
 
 // checkGrant checks g's password for key's merchant, within the hash gate.

@@ -124,7 +124,6 @@ func isHelp(arg string) bool {
 	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"
 }
 
-// groupHelp prints the usage lines of a command group ("kadi merchant -h").
 // subcommandNeeded says what was wrong with "kadi GROUP [ARG]" and which
 // subcommands there are: the whole usage, printed bare, left a stranger
 // to guess.
@@ -138,6 +137,7 @@ func subcommandNeeded(group string, args []string, stderr io.Writer) error {
 	return errUsage
 }
 
+// groupHelp prints the usage lines of a command group ("kadi merchant -h").
 func groupHelp(group string, stdout io.Writer) error {
 	fmt.Fprintln(stdout, "Usage:")
 	for _, l := range strings.Split(usage, "\n") {

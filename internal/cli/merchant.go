@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strings"
 	"time"
 
@@ -222,15 +221,9 @@ func merchantSetCallbacks(ctx context.Context, args []string, stdout, stderr io.
 	if code == "" {
 		return usageErr(fs, errors.New("--merchant is required"))
 	}
-	var origins []string
-	for _, raw := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == ' ' }) {
-		o, err := form.ParseCallbackOrigin(raw, m)
-		if err != nil {
-			return usageErr(fs, err)
-		}
-		if !slices.Contains(origins, o) {
-			origins = append(origins, o)
-		}
+	origins, err := form.ParseCallbackOrigins(list, m)
+	if err != nil {
+		return usageErr(fs, err)
 	}
 	db, err := st.open(ctx, false)
 	if err != nil {

@@ -50,7 +50,7 @@ func (h *Handler) ipnLog(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	// A full page may have more behind it: older ones start after its
-	// last (only the newest 100 could be seen before).
+	// last.
 	next := ""
 	if len(evs) == f.Limit {
 		q := url.Values{"before": {evs[len(evs)-1].ID}}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -124,21 +123,9 @@ func (h *Handler) saveCallbackOrigins(w http.ResponseWriter, r *http.Request) {
 	}
 	v := visitOf(r)
 	list := r.PostForm.Get("origins")
-	var err error
+	origins, err := form.ParseCallbackOrigins(list, v.Sess.Mode)
 	if len(list) > 2000 {
 		err = errors.New("at most 2,000 characters")
-	}
-	var origins []string
-	// One a line, or separated by commas or spaces; anything else that
-	// is not text fails ParseCallbackOrigin.
-	for _, raw := range strings.Fields(strings.NewReplacer(",", " ", "\r", " ").Replace(list)) {
-		if err != nil {
-			break
-		}
-		var o string
-		if o, err = form.ParseCallbackOrigin(raw, v.Sess.Mode); err == nil && !slices.Contains(origins, o) {
-			origins = append(origins, o)
-		}
 	}
 	if err != nil {
 		h.renderIPNSettings(w, r, http.StatusBadRequest, map[string]any{"Origins": list, "OriginsError": err.Error()})

@@ -283,12 +283,12 @@ func (h *Handler) load(ctx context.Context, code string, mode merchant.Mode, bil
 	if err != nil {
 		return trusted{}, err
 	}
-	if origins := settings.CallbackOrigins; len(origins) > 0 && !slices.Contains(origins, CallbackOrigin(cb)) {
+	if origin := CallbackOrigin(cb); len(settings.CallbackOrigins) > 0 && !slices.Contains(settings.CallbackOrigins, origin) {
 		// Anyone who reads a shop's page holds a token that pays its
 		// bills: without this, a genuine payment page would send its
 		// result, and the shopper, to a site of their choosing.
 		return trusted{}, &pageError{Status: http.StatusBadRequest, Title: "Payment form not valid", Message: "The shop's payment form is not valid.",
-			Detail: "The shop's callbackUrl is on " + CallbackOrigin(cb) + ", which is not one of the callback origins the merchant registered for " + string(mode) + " mode."}
+			Detail: "The shop's callbackUrl is on " + origin + ", which is not one of the callback origins the merchant registered for " + string(mode) + " mode."}
 	}
 	if h.Payments.Acquirers[mode] == nil {
 		return trusted{}, &pageError{Status: http.StatusServiceUnavailable, Title: "Card payments unavailable", Message: "Card payments are not available here yet. Nothing was charged.", Detail: payment.ErrLiveDisabled.Error() + "."}

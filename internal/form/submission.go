@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/kadipay/kadi/internal/card"
@@ -281,11 +282,11 @@ func CheckCallbackURL(raw string, mode merchant.Mode) (*url.URL, error) {
 // CallbackOrigin is u's origin as callback origins are registered and
 // compared: lower case, without the scheme's default port.
 func CallbackOrigin(u *url.URL) string {
-	host := strings.ToLower(u.Host)
+	host := u.Host // url.Parse has lowered the scheme already
 	if p := u.Port(); (u.Scheme == "https" && p == "443") || (u.Scheme == "http" && p == "80") {
-		host = strings.ToLower(u.Hostname())
+		host = u.Hostname()
 	}
-	return strings.ToLower(u.Scheme) + "://" + host
+	return u.Scheme + "://" + strings.ToLower(host)
 }
 
 // ParseCallbackOrigin reads an origin a merchant registers for mode's
@@ -300,6 +301,22 @@ func ParseCallbackOrigin(raw string, mode merchant.Mode) (string, error) {
 		return "", fmt.Errorf("callback origin %q: an origin is a scheme and a host (https://shop.example), without a path", raw)
 	}
 	return CallbackOrigin(u), nil
+}
+
+// ParseCallbackOrigins reads a list of origins, separated by commas, spaces
+// or line breaks, each by ParseCallbackOrigin, once each in their order.
+func ParseCallbackOrigins(list string, mode merchant.Mode) ([]string, error) {
+	var origins []string
+	for _, raw := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		o, err := ParseCallbackOrigin(raw, mode)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(origins, o) {
+			origins = append(origins, o)
+		}
+	}
+	return origins, nil
 }
 
 // dnsName has no trailing dot: the result page's Content-Security-Policy

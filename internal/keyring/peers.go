@@ -50,17 +50,13 @@ func (k *Keyring) Lacking(peers []NodeKey) []NodeKey {
 }
 
 func (k *Keyring) lacking(peers []NodeKey) []NodeKey {
-	r := k.Ring()
+	held := map[[2]string]bool{}
+	for _, key := range k.Ring().Keys {
+		held[[2]string{key.ID, KeyCheck(key.Secret)}] = true
+	}
 	var missing []NodeKey
 	for _, p := range peers {
-		held := false
-		for _, key := range r.Keys {
-			if key.ID == p.ID && KeyCheck(key.Secret) == p.Check {
-				held = true
-				break
-			}
-		}
-		if !held {
+		if !held[[2]string{p.ID, p.Check}] {
 			missing = append(missing, p)
 		}
 	}

@@ -454,6 +454,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 // that has stopped for good.
 const nodeKeysLive = 30 * time.Second
 
+// nodeKeysGone is how long a silent node's row is kept.
+const nodeKeysGone = 7 * 24 * time.Hour
+
 // watchNodeKeys publishes the key this node signs with, on the revocation
 // poll's cadence, and checks that its ring holds the key of every other
 // live node. One that lacks some logs an ERROR naming those nodes and
@@ -468,8 +471,14 @@ func (g *Gateway) watchNodeKeys(ctx context.Context, node string) {
 	t := time.NewTicker(g.cfg.RevocationPoll)
 	defer t.Stop()
 	var said, failed string
+	var forgot time.Time
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if time.Since(forgot) > time.Hour {
+			if err := g.Store.ForgetNodeKeys(rctx, nodeKeysGone); err == nil {
+				forgot = time.Now()
+			}
+		}
 		peers, err := g.Store.PublishNodeKey(rctx, g.keys.NodeKey(node), nodeKeysLive)
 		cancel()
 		switch {
@@ -480,22 +489,23 @@ func (g *Gateway) watchNodeKeys(ctx context.Context, node string) {
 			failed = ""
 			missing := g.keys.Lacking(peers)
 			behind := 2*len(missing) > len(peers)
-			var lacking *keyring.LackingError
+			lacking := &keyring.LackingError{Peers: missing}
 			if behind {
-				lacking = &keyring.LackingError{Peers: missing}
+				g.peerKeys.Store(lacking)
+			} else {
+				g.peerKeys.Store(nil)
 			}
-			g.peerKeys.Store(lacking)
 			g.peerKeysMissing.Set(float64(len(missing)))
 			now := ""
 			if len(missing) > 0 {
-				now = fmt.Sprint(behind, (&keyring.LackingError{Peers: missing}).Error())
+				now = fmt.Sprint(behind, lacking)
 			}
 			if now != said {
 				switch {
 				case behind:
-					g.log.Error("master key ring behind most nodes: not ready", "err", &keyring.LackingError{Peers: missing})
+					g.log.Error("master key ring behind most nodes: not ready", "err", lacking)
 				case len(missing) > 0:
-					g.log.Error("master key ring behind some nodes (ready: they are not the most)", "err", &keyring.LackingError{Peers: missing})
+					g.log.Error("master key ring behind some nodes (ready: they are not the most)", "err", lacking)
 				default:
 					g.log.Info("master key ring holds every node's key again")
 				}

@@ -434,8 +434,10 @@ func TestMetricsOnlyForAllowedPeers(t *testing.T) {
 	// loopback: one that says it was forwarded, or comes from a trusted
 	// proxy, is not a local scrape (/metrics was public behind the docs'
 	// own nginx).
-	if rec := scrape(g, "127.0.0.1:5555", http.Header{"X-Forwarded-For": {"203.0.113.7"}}); rec.Code != http.StatusNotFound {
-		t.Errorf("a forwarded request from loopback opened /metrics: %d", rec.Code)
+	for _, h := range []http.Header{{"X-Forwarded-For": {"203.0.113.7"}}, {"Forwarded": {"for=203.0.113.7"}}, {"X-Real-Ip": {"203.0.113.7"}}} {
+		if rec := scrape(g, "127.0.0.1:5555", h); rec.Code != http.StatusNotFound {
+			t.Errorf("a request from loopback forwarded with %v opened /metrics: %d", h, rec.Code)
+		}
 	}
 	proxied := servertest.Start(t, servertest.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}})
 	if rec := scrape(proxied, "127.0.0.1:5555", nil); rec.Code != http.StatusNotFound {

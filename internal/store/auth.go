@@ -182,18 +182,13 @@ func (s *DB) AuditEventsBefore(ctx context.Context, merchantCode string, at time
 }
 
 func scanAuditEvents(rows *sql.Rows) ([]audit.Event, error) {
-	defer rows.Close()
-	var out []audit.Event
-	for rows.Next() {
+	return collect(rows, func(row scanner) (audit.Event, error) {
 		var e audit.Event
 		var at int64
-		if err := rows.Scan(&e.ID, &at, &e.MerchantCode, &e.Actor, &e.Action, &e.Detail); err != nil {
-			return nil, err
-		}
+		err := row.Scan(&e.ID, &at, &e.MerchantCode, &e.Actor, &e.Action, &e.Detail)
 		e.At = fromMS(at)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+		return e, err
+	})
 }
 
 func insertAudit(ctx context.Context, t tx, e audit.Event) error {

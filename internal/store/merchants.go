@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 )
@@ -338,7 +339,12 @@ func (s *DB) ResetAccess(ctx context.Context, code, passwordHash string, twoStep
 		if _, err := t.exec(ctx, `DELETE FROM dashboard_sessions WHERE merchant_code = ?`, code); err != nil {
 			return fmt.Errorf("end sessions: %w", err)
 		}
-		if _, err := t.exec(ctx, `DELETE FROM auth_failures WHERE subject IN (?, ?, ?)`, "dashboard:"+code, "reauth:"+code, "totp:"+code); err != nil {
+		locks := auth.DashboardLocks(code)
+		subjects := make([]any, len(locks))
+		for i, l := range locks {
+			subjects[i] = l
+		}
+		if _, err := t.exec(ctx, `DELETE FROM auth_failures WHERE subject IN (`+placeholders(len(locks))+`)`, subjects...); err != nil {
 			return fmt.Errorf("lift sign-in locks: %w", err)
 		}
 		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: at, MerchantCode: code, Actor: audit.ActorFrom(ctx, "cli"),

@@ -10,7 +10,7 @@ import (
 
 // PublishNodeKey records that node k.Node signs with k's key now, by the
 // database's clock, and returns the keys of every node (this one too) that
-// said so within live. Rows of nodes gone for a week are dropped.
+// said so within live.
 func (s *DB) PublishNodeKey(ctx context.Context, k keyring.NodeKey, live time.Duration) ([]keyring.NodeKey, error) {
 	now, _, err := s.DatabaseNow(ctx)
 	if err != nil {
@@ -21,21 +21,27 @@ func (s *DB) PublishNodeKey(ctx context.Context, k keyring.NodeKey, live time.Du
 		k.Node, k.ID, k.Check, ms(now)); err != nil {
 		return nil, fmt.Errorf("publish this node's key: %w", err)
 	}
-	if _, err := s.exec(ctx, `DELETE FROM node_keys WHERE seen_at < ?`, ms(now.Add(-7*24*time.Hour))); err != nil {
-		return nil, fmt.Errorf("forget old nodes' keys: %w", err)
-	}
 	rows, err := s.query(ctx, `SELECT node, key_id, key_check FROM node_keys WHERE seen_at >= ? ORDER BY node`, ms(now.Add(-live)))
 	if err != nil {
 		return nil, fmt.Errorf("read the nodes' keys: %w", err)
 	}
-	defer rows.Close()
-	var out []keyring.NodeKey
-	for rows.Next() {
+	return collect(rows, func(row scanner) (keyring.NodeKey, error) {
 		var nk keyring.NodeKey
-		if err := rows.Scan(&nk.Node, &nk.ID, &nk.Check); err != nil {
-			return nil, fmt.Errorf("read the nodes' keys: %w", err)
-		}
-		out = append(out, nk)
+		err := row.Scan(&nk.Node, &nk.ID, &nk.Check)
+		return nk, err
+	})
+}
+
+// ForgetNodeKeys drops the rows of nodes silent for longer than gone (by
+// the database's clock): a node named after its host leaves one behind at
+// every redeploy.
+func (s *DB) ForgetNodeKeys(ctx context.Context, gone time.Duration) error {
+	now, _, err := s.DatabaseNow(ctx)
+	if err != nil {
+		return err
 	}
-	return out, rows.Err()
+	if _, err := s.exec(ctx, `DELETE FROM node_keys WHERE seen_at < ?`, ms(now.Add(-gone))); err != nil {
+		return fmt.Errorf("forget old nodes' keys: %w", err)
+	}
+	return nil
 }

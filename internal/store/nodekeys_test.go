@@ -10,7 +10,8 @@ import (
 )
 
 // Each node's published key replaces its last; a node silent for longer
-// than the live window is not among the answer.
+// than the live window is not among the answer, and ForgetNodeKeys drops
+// the rows of the long silent.
 func TestPublishNodeKey(t *testing.T) {
 	for name, open := range map[string]func(t *testing.T) *store.DB{
 		"SQLite":     func(t *testing.T) *store.DB { return openSQLite(t, filepath.Join(t.TempDir(), "kadi.db")) },
@@ -35,6 +36,15 @@ func TestPublishNodeKey(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			if got, err = db.PublishNodeKey(ctx, b, 10*time.Millisecond); err != nil || len(got) != 1 || got[0] != b {
 				t.Errorf("with a silent for longer than the window: %+v, %v", got, err)
+			}
+			// A silent node's row, once forgotten, is gone whatever the
+			// window asked.
+			time.Sleep(20 * time.Millisecond)
+			if err := db.ForgetNodeKeys(ctx, 10*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			if got, err = db.PublishNodeKey(ctx, a, time.Hour); err != nil || len(got) != 1 || got[0] != a {
+				t.Errorf("after forgetting the silent: %+v, %v", got, err)
 			}
 		})
 	}
