@@ -107,29 +107,29 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /dashboard/{$}", h.home)
 	m.HandleFunc("POST /dashboard/sign-in", h.signIn)
-	m.HandleFunc("POST /dashboard/verify", h.signedIn(h.verify, false))
-	m.HandleFunc("POST /dashboard/sign-out", h.signedIn(h.signOut, false))
-	m.HandleFunc("POST /dashboard/sign-out-everywhere", h.signedIn(h.signOutEverywhere, true))
-	m.HandleFunc("POST /dashboard/mode", h.signedIn(h.switchMode, true))
-	m.HandleFunc("GET /dashboard/payments", h.signedIn(h.payments, true))
-	m.HandleFunc("GET /dashboard/payments.csv", h.signedIn(h.paymentsCSV, true))
-	m.HandleFunc("GET /dashboard/payments/{ref}", h.signedIn(h.billPage, true))
-	m.HandleFunc("POST /dashboard/payments/{ref}/resend-ipn", h.signedIn(h.inMode(h.resendIPN), true))
-	m.HandleFunc("GET /dashboard/developers", h.signedIn(h.developers, true))
-	m.HandleFunc("POST /dashboard/developers/regenerate", h.signedIn(h.inMode(h.regenerateKey), true))
-	m.HandleFunc("POST /dashboard/developers/reveal-secret", h.signedIn(h.inMode(h.revealSecret), true))
-	m.HandleFunc("POST /dashboard/developers/rotate-secret", h.signedIn(h.inMode(h.rotateSecret), true))
-	m.HandleFunc("GET /dashboard/settings/ipn", h.signedIn(h.ipnSettings, true))
-	m.HandleFunc("POST /dashboard/settings/ipn", h.signedIn(h.inMode(h.saveIPNSettings), true))
-	m.HandleFunc("POST /dashboard/settings/ipn/test", h.signedIn(h.inMode(h.testIPN), true))
-	m.HandleFunc("POST /dashboard/settings/callbacks", h.signedIn(h.inMode(h.saveCallbackOrigins), true))
-	m.HandleFunc("GET /dashboard/ipn", h.signedIn(h.ipnLog, true))
-	m.HandleFunc("POST /dashboard/ipn/{id}/replay", h.signedIn(h.inMode(h.replayIPN), true))
-	m.HandleFunc("GET /dashboard/audit", h.signedIn(h.auditLog, true))
-	m.HandleFunc("GET /dashboard/security", h.signedIn(h.security, true))
-	m.HandleFunc("POST /dashboard/security/password", h.signedIn(h.changePassword, true))
-	m.HandleFunc("POST /dashboard/security/totp/start", h.signedIn(h.startTOTP, true))
-	m.HandleFunc("POST /dashboard/security/totp/confirm", h.signedIn(h.confirmTOTP, true))
+	m.HandleFunc("POST /dashboard/verify", h.signedIn(h.verify, pending))
+	m.HandleFunc("POST /dashboard/sign-out", h.signedIn(h.signOut, pending))
+	m.HandleFunc("POST /dashboard/sign-out-everywhere", h.signedIn(h.signOutEverywhere, account))
+	m.HandleFunc("POST /dashboard/mode", h.signedIn(h.switchMode, account))
+	m.HandleFunc("GET /dashboard/payments", h.signedIn(h.payments, modeData))
+	m.HandleFunc("GET /dashboard/payments.csv", h.signedIn(h.paymentsCSV, modeData))
+	m.HandleFunc("GET /dashboard/payments/{ref}", h.signedIn(h.billPage, modeData))
+	m.HandleFunc("POST /dashboard/payments/{ref}/resend-ipn", h.signedIn(h.inMode(h.resendIPN), modeData))
+	m.HandleFunc("GET /dashboard/developers", h.signedIn(h.developers, modeData))
+	m.HandleFunc("POST /dashboard/developers/regenerate", h.signedIn(h.inMode(h.regenerateKey), modeData))
+	m.HandleFunc("POST /dashboard/developers/reveal-secret", h.signedIn(h.inMode(h.revealSecret), modeData))
+	m.HandleFunc("POST /dashboard/developers/rotate-secret", h.signedIn(h.inMode(h.rotateSecret), modeData))
+	m.HandleFunc("GET /dashboard/settings/ipn", h.signedIn(h.ipnSettings, modeData))
+	m.HandleFunc("POST /dashboard/settings/ipn", h.signedIn(h.inMode(h.saveIPNSettings), modeData))
+	m.HandleFunc("POST /dashboard/settings/ipn/test", h.signedIn(h.inMode(h.testIPN), modeData))
+	m.HandleFunc("POST /dashboard/settings/callbacks", h.signedIn(h.inMode(h.saveCallbackOrigins), modeData))
+	m.HandleFunc("GET /dashboard/ipn", h.signedIn(h.ipnLog, modeData))
+	m.HandleFunc("POST /dashboard/ipn/{id}/replay", h.signedIn(h.inMode(h.replayIPN), modeData))
+	m.HandleFunc("GET /dashboard/audit", h.signedIn(h.auditLog, modeData))
+	m.HandleFunc("GET /dashboard/security", h.signedIn(h.security, account))
+	m.HandleFunc("POST /dashboard/security/password", h.signedIn(h.changePassword, account))
+	m.HandleFunc("POST /dashboard/security/totp/start", h.signedIn(h.startTOTP, account))
+	m.HandleFunc("POST /dashboard/security/totp/confirm", h.signedIn(h.confirmTOTP, account))
 	m.Handle("GET /dashboard/static/", h.assets)
 	m.HandleFunc("/dashboard/", h.notFound)
 
@@ -148,14 +148,33 @@ type visit struct {
 	TOTPOn   bool // the merchant has turned on two-step verification
 }
 
+// verified says the session has passed two-step verification.
+func (v visit) verified() bool { return v.TOTPOn && !v.Sess.SecondFactor.IsZero() }
+
+// access is what a route asks of a session beyond a password sign-in.
+type access int
+
+const (
+	// pending routes serve a session still owing its second factor:
+	// entering the code, signing out.
+	pending access = iota
+	// account routes (security, the mode switch) ask for the second factor
+	// when the merchant has turned it on.
+	account
+	// modeData routes show or change one mode's payments, keys and
+	// settings. Live mode asks for the second factor in every case
+	// (decisions.md §2: "required in live mode"): live payments carry
+	// shoppers' names, e-mails and phones, and live keys move real money.
+	modeData
+)
+
 type visitKey struct{}
 
 func visitOf(r *http.Request) visit { v, _ := r.Context().Value(visitKey{}).(visit); return v }
 
 // signedIn admits requests of a live session, and, for state changes, only
-// with the session's CSRF token. full asks for the second factor too when
-// the merchant has turned it on.
-func (h *Handler) signedIn(next http.HandlerFunc, full bool) http.HandlerFunc {
+// with the session's CSRF token; need says what else the route asks.
+func (h *Handler) signedIn(next http.HandlerFunc, need access) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		now := h.Now()
 		// HEAD reaches GET routes too (net/http's mux): a read, with no
@@ -195,8 +214,18 @@ func (h *Handler) signedIn(next http.HandlerFunc, full bool) http.HandlerFunc {
 		ctx := context.WithValue(r.Context(), visitKey{}, v)
 		ctx = audit.WithActor(ctx, "dashboard "+clientIP(r))
 		r = r.WithContext(ctx)
-		if full && v.TOTPOn && sess.SecondFactor.IsZero() {
+		switch {
+		case need >= account && v.TOTPOn && !v.verified():
 			h.render(w, r, http.StatusOK, "verify.html", map[string]any{})
+			return
+		case need == modeData && v.Sess.Mode == merchant.Live && !v.verified():
+			// A session left in live mode when two-step verification was
+			// turned off for it (kadi merchant reset-access).
+			if reading {
+				h.back(w, r, "/dashboard/security", liveNeedsTwoStep)
+				return
+			}
+			h.fail(w, r, http.StatusForbidden, "Two-step verification needed", liveNeedsTwoStep)
 			return
 		}
 		next(w, r)
@@ -248,17 +277,7 @@ func (h *Handler) setCookie(w http.ResponseWriter, value string, maxAge int) {
 		HttpOnly: true, Secure: h.Secure, SameSite: http.SameSiteStrictMode})
 }
 
-// liveAction refuses a live-mode change without the second factor: live
-// keys and live IPN move real money's notifications.
-func (h *Handler) liveAction(w http.ResponseWriter, r *http.Request) bool {
-	v := visitOf(r)
-	if v.Sess.Mode != merchant.Live || (v.TOTPOn && !v.Sess.SecondFactor.IsZero()) {
-		return true
-	}
-	h.fail(w, r, http.StatusForbidden, "Two-step verification needed",
-		"Live-mode changes need two-step verification. Turn it on under Security, then try again.")
-	return false
-}
+const liveNeedsTwoStep = "Live mode needs two-step verification. Set it up under Security, then switch to Live."
 
 // audit records an action of the signed-in merchant.
 func (h *Handler) audit(r *http.Request, action, detail string) {

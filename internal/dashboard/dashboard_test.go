@@ -130,6 +130,28 @@ func signIn(t *testing.T, g *servertest.Gateway, c merchant.Credentials) *browse
 	return b
 }
 
+// signInTwoStep turns two-step verification on for c and signs in with it,
+// as live mode asks.
+func signInTwoStep(t *testing.T, g *servertest.Gateway, c merchant.Credentials) *browser {
+	t.Helper()
+	const secret = "JBSWY3DPEHPK3PXP"
+	if _, enabled, err := g.Store.TOTP(t.Context(), c.MerchantCode); err != nil {
+		t.Fatal(err)
+	} else if enabled.IsZero() {
+		if err := g.Store.EnableTOTP(t.Context(), c.MerchantCode, secret, nil, g.Clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := signIn(t, g, c)
+	// A code opens one sign-in: a second one in the same test takes the
+	// next time step.
+	g.Clock.Advance(30 * time.Second)
+	if rec := b.post("/dashboard/verify", url.Values{"code": {mustCode(t, secret, g.Clock.Now())}}); rec.Code != http.StatusSeeOther {
+		t.Fatalf("two-step verification: %d", rec.Code)
+	}
+	return b
+}
+
 func TestSignInPageWithoutSession(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	rec := g.Serve(httptest.NewRequest(http.MethodGet, "/dashboard/", nil))
@@ -201,7 +223,7 @@ func TestSessionFixation(t *testing.T) {
 func TestCSRF(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Forged Shop")
-	b := signIn(t, g, c)
+	b := signInTwoStep(t, g, c)
 	form := url.Values{"mode": {"live"}, "csrf": {b.csrf}}
 	cross := http.Header{"Origin": {"https://evil.example"}, "Sec-Fetch-Site": {"cross-site"}}
 	if rec := b.do(http.MethodPost, "/dashboard/mode", form, cross); rec.Code != http.StatusForbidden {
@@ -239,7 +261,7 @@ func TestScopedToMerchantAndMode(t *testing.T) {
 	if rec := browserA.get("/dashboard/payments?q=" + billB.Reference); strings.Contains(rec.Body.String(), billB.Reference+"<") {
 		t.Errorf("A's search finds B's bill")
 	}
-	browserB := signIn(t, g, bm)
+	browserB := signInTwoStep(t, g, bm)
 	page := browserB.get("/dashboard/payments/" + billB.Reference).Body.String()
 	i := strings.Index(page, "IPN msg_")
 	if i < 0 {
@@ -471,17 +493,68 @@ func TestReplaceNotificationSecret(t *testing.T) {
 	}
 }
 
-// Live-mode changes need two-step verification.
-func TestLiveActionsNeedSecondFactor(t *testing.T) {
+// Live mode needs two-step verification, to read as much as to change
+// (decisions.md §2): the switch leads to Security instead, and a session
+// already in live mode without it sees no live page and changes nothing.
+func TestLiveModeNeedsSecondFactor(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Live Shop")
 	b := signIn(t, g, c)
-	b.post("/dashboard/mode", url.Values{"mode": {"live"}})
-	rec := b.post("/dashboard/developers/regenerate", url.Values{"confirm": {"yes"}, "password": {c.Password}})
-	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "two-step") {
-		t.Errorf("live key regeneration without a second factor: %d", rec.Code)
+	rec := b.do(http.MethodPost, "/dashboard/mode", url.Values{"mode": {"live"}, "csrf": {b.csrf}}, nil)
+	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/dashboard/security" {
+		t.Fatalf("switching to live without a second factor: %d to %q", rec.Code, rec.Header().Get("Location"))
+	}
+	if page := b.get("/dashboard/security").Body.String(); !strings.Contains(page, "Live mode needs two-step verification") || strings.Contains(page, "LIVE MODE") {
+		t.Errorf("the security page after the refused switch:\n%s", page)
+	}
+	if page := b.get("/dashboard/").Body.String(); strings.Contains(page, "LIVE MODE") {
+		t.Error("the refused switch took")
+	}
+
+	// A session left in live mode (its second factor reset by the operator).
+	sess, err := g.Store.SessionByHash(t.Context(), session.Hash(b.cookie.Value), g.Clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess.Mode = merchant.Live
+	if err := g.Store.TouchSession(t.Context(), sess); err != nil {
+		t.Fatal(err)
+	}
+	liveBill := g.CreateBill(c, g.Token(c, merchant.Live), "LIVE1", "10")
+	for _, path := range []string{"/dashboard/", "/dashboard/payments", "/dashboard/payments/" + liveBill.Reference, "/dashboard/payments.csv",
+		"/dashboard/developers", "/dashboard/settings/ipn", "/dashboard/ipn", "/dashboard/audit"} {
+		rec := b.get(path)
+		if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/dashboard/security" || strings.Contains(rec.Body.String(), liveBill.Reference) {
+			t.Errorf("GET %s in live mode without a second factor: %d to %q", path, rec.Code, rec.Header().Get("Location"))
+		}
+	}
+	if rec := b.get("/dashboard/security"); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "LIVE MODE") {
+		t.Errorf("the security page in live mode: %d", rec.Code)
+	}
+	b.formMode = "live"
+	for path, form := range map[string]url.Values{
+		"/dashboard/developers/regenerate":    {"confirm": {"yes"}, "password": {c.Password}},
+		"/dashboard/developers/rotate-secret": {"confirm": {"yes"}, "password": {c.Password}},
+		"/dashboard/developers/reveal-secret": {"password": {c.Password}},
+		"/dashboard/settings/ipn":             {"url": {"https://shop.example/ipn"}},
+		"/dashboard/settings/ipn/test":        nil,
+		"/dashboard/settings/callbacks":       {"origins": {"https://shop.example"}},
+	} {
+		if rec := b.post(path, form); rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "two-step") {
+			t.Errorf("POST %s in live mode without a second factor: %d", path, rec.Code)
+		}
 	}
 	g.Token(c, merchant.Live) // the live key still works
+	if st, err := g.Store.Settings(t.Context(), c.MerchantCode, merchant.Live); err != nil || st.IPN.URL != "" || len(st.CallbackOrigins) != 0 {
+		t.Errorf("live settings changed: %+v, %v", st, err)
+	}
+	// Back to test mode works without it.
+	if rec := b.post("/dashboard/mode", url.Values{"mode": {"test"}}); rec.Code != http.StatusSeeOther {
+		t.Errorf("back to test: %d", rec.Code)
+	}
+	if rec := b.get("/dashboard/payments"); rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), "LIVE MODE") {
+		t.Errorf("test mode after switching back: %d", rec.Code)
+	}
 }
 
 // With two-step verification on, a sign-in asks for a code before any
@@ -937,10 +1010,6 @@ func TestCallbackOriginsSettings(t *testing.T) {
 	if st, _ := g.Store.Settings(t.Context(), c.MerchantCode, merchant.Test); len(st.CallbackOrigins) != 0 {
 		t.Errorf("origins after clearing: %v", st.CallbackOrigins)
 	}
-	b.post("/dashboard/mode", url.Values{"mode": {"live"}})
-	if rec := b.post("/dashboard/settings/callbacks", url.Values{"origins": {"https://shop.example"}}); rec.Code != http.StatusForbidden {
-		t.Errorf("live origins without two-step verification: %d", rec.Code)
-	}
 }
 
 // The audit log pages through every event, newest first, none twice or
@@ -1014,7 +1083,7 @@ func (s *switchingStore) SessionByHash(ctx context.Context, idHash string, now t
 func TestPageLoadKeepsAConcurrentModeSwitch(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Two Tab Shop")
-	b := signIn(t, g, c)
+	b := signInTwoStep(t, g, c)
 	st := &switchingStore{DB: g.Store}
 	mux := http.NewServeMux()
 	(&dashboard.Handler{Auth: g.Auth, Store: st, IPN: g.IPN, Location: time.UTC, Log: slog.New(slog.DiscardHandler), Now: g.Clock.Now,

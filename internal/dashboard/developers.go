@@ -67,9 +67,6 @@ func (h *Handler) reauthenticate(w http.ResponseWriter, r *http.Request, field s
 // explicit confirmation, shows the new key once, and revokes the old key
 // and its tokens on every node, as `kadi merchant rotate-key` does.
 func (h *Handler) regenerateKey(w http.ResponseWriter, r *http.Request) {
-	if !h.liveAction(w, r) {
-		return
-	}
 	if r.PostForm.Get("confirm") != "yes" {
 		h.renderDevelopers(w, r, http.StatusBadRequest, map[string]any{"Error": "Tick the box to confirm: the current key stops working at once."})
 		return
@@ -88,7 +85,7 @@ func (h *Handler) regenerateKey(w http.ResponseWriter, r *http.Request) {
 
 // revealSecret shows the mode's notification secret after the password.
 func (h *Handler) revealSecret(w http.ResponseWriter, r *http.Request) {
-	if !h.liveAction(w, r) || !h.reauthenticate(w, r, "password", nil) {
+	if !h.reauthenticate(w, r, "password", nil) {
 		return
 	}
 	v := visitOf(r)
@@ -104,9 +101,6 @@ func (h *Handler) revealSecret(w http.ResponseWriter, r *http.Request) {
 // rotateSecret replaces the notification secret; notifications are signed
 // with the new one from the next attempt on.
 func (h *Handler) rotateSecret(w http.ResponseWriter, r *http.Request) {
-	if !h.liveAction(w, r) {
-		return
-	}
 	// One click beside "Reveal" replaced it: every receiver's signature
 	// check failed at once.
 	if r.PostForm.Get("confirm") != "yes" {

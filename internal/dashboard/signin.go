@@ -23,7 +23,7 @@ func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusOK, "signin.html", map[string]any{})
 		return
 	}
-	h.signedIn(h.overview, true)(w, r)
+	h.signedIn(h.overview, modeData)(w, r)
 }
 
 // signIn checks the username (merchant code) and password, counted with
@@ -171,6 +171,10 @@ func (h *Handler) switchMode(w http.ResponseWriter, r *http.Request) {
 	mode, err := merchant.ParseMode(r.PostForm.Get("mode"))
 	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, "Unknown mode", "Choose test or live.")
+		return
+	}
+	if mode == merchant.Live && !v.verified() {
+		h.back(w, r, "/dashboard/security", liveNeedsTwoStep)
 		return
 	}
 	v.Sess.Mode = mode
