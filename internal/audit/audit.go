@@ -25,6 +25,9 @@ const (
 	LockedOut      = "auth.locked_out"
 	MerchantAdded  = "merchant.created"
 	SignedIn       = "dashboard.signed_in"
+	// PasswordAccepted: a right password of a merchant whose sign-in
+	// also takes a two-step code; signed_in follows the code.
+	PasswordAccepted = "dashboard.password_accepted"
 	SignInFailed   = "dashboard.sign_in_failed"
 	SignedOut      = "dashboard.signed_out"
 	SignedOutAll   = "dashboard.signed_out_everywhere"

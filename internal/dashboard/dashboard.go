@@ -183,7 +183,8 @@ func (h *Handler) signedIn(next http.HandlerFunc, need access) http.HandlerFunc 
 		sess, err := h.session(r, now)
 		if err != nil {
 			if reading {
-				http.Redirect(w, r, "/dashboard/", http.StatusSeeOther)
+				// Back to this page after signing in again.
+				http.Redirect(w, r, "/dashboard/?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}
 			h.fail(w, r, http.StatusUnauthorized, "Signed out", "Your session has ended. Sign in again.")
@@ -216,7 +217,11 @@ func (h *Handler) signedIn(next http.HandlerFunc, need access) http.HandlerFunc 
 		r = r.WithContext(ctx)
 		switch {
 		case need >= account && v.TOTPOn && !v.verified():
-			h.render(w, r, http.StatusOK, "verify.html", map[string]any{})
+			next := "/dashboard/"
+			if reading {
+				next = dashboardPath(r.URL.RequestURI())
+			}
+			h.render(w, r, http.StatusOK, "verify.html", map[string]any{"Next": next})
 			return
 		case need == modeData && v.Sess.Mode == merchant.Live && !v.verified():
 			// A session left in live mode when two-step verification was
@@ -299,6 +304,9 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	data["Live"] = v.Sess.Mode == merchant.Live
 	data["CSRF"] = formAuth{Token: v.Sess.CSRF, Mode: string(v.Sess.Mode)}
 	data["Path"] = r.URL.Path
+	// Before its second factor a session is shown no navigation or mode
+	// switch: nothing there would open for it.
+	data["Pending"] = v.TOTPOn && !v.verified()
 	var buf bytes.Buffer
 	if err := h.pages.ExecuteTemplate(&buf, name, data); err != nil {
 		h.Log.ErrorContext(r.Context(), "render dashboard page", "page", name, "err", err)

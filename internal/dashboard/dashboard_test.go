@@ -390,6 +390,84 @@ func TestSessionTimeouts(t *testing.T) {
 	}
 }
 
+// A page opened after the session ended comes back after signing in
+// again, with its filters; the way back never leaves the dashboard.
+func TestSignInReturnsToThePageAskedFor(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Returning Shop")
+	b := signIn(t, g, c)
+	g.Clock.Advance(session.IdleTimeout + time.Second)
+	const asked = "/dashboard/payments?status=approved&q=ORDER-1"
+	rec := b.get(asked)
+	loc := rec.Header().Get("Location")
+	if rec.Code != http.StatusSeeOther || loc != "/dashboard/?next="+url.QueryEscape(asked) {
+		t.Fatalf("an ended session's page: %d to %q", rec.Code, loc)
+	}
+	page := b.get(loc).Body.String()
+	if next, _ := hiddenValue(page, "next"); html.UnescapeString(next) != asked {
+		t.Fatalf("the sign-in form goes on to %q, want %q", next, asked)
+	}
+	for _, tt := range []struct{ next, want string }{
+		{asked, asked},
+		{"/dashboard/ipn", "/dashboard/ipn"},
+		{"", "/dashboard/"},
+		{"https://evil.example/dashboard/", "/dashboard/"},
+		{"//evil.example/dashboard/", "/dashboard/"},
+		{"/dashboard/\\evil.example", "/dashboard/"},
+		{"/dashboard/payments#x", "/dashboard/"},
+		{"/evil", "/dashboard/"},
+		{"/dashboard/sign-out", "/dashboard/"},
+		{"javascript:alert(1)//dashboard/", "/dashboard/"},
+	} {
+		b := &browser{t: t, g: g}
+		rec := b.do(http.MethodPost, "/dashboard/sign-in", url.Values{"username": {c.Username}, "password": {c.Password}, "next": {tt.next}}, nil)
+		if got := rec.Header().Get("Location"); rec.Code != http.StatusSeeOther || got != tt.want {
+			t.Errorf("sign-in with next=%q: %d to %q, want %q", tt.next, rec.Code, got, tt.want)
+		}
+	}
+}
+
+// With two-step verification on, the password alone is logged as such,
+// and the sign-in as done only with the code; until then the page offers
+// no navigation or mode switch; the code leads to the page asked for.
+func TestSecondFactorSignInIsLoggedOnceDone(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Logged Shop")
+	const secret = "JBSWY3DPEHPK3PXP"
+	if err := g.Store.EnableTOTP(t.Context(), c.MerchantCode, secret, nil, g.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	count := func(action string) int {
+		return g.Count(`SELECT COUNT(*) FROM audit_events WHERE merchant_code = ? AND action = ?`, c.MerchantCode, action)
+	}
+	b := signIn(t, g, c)
+	if count(audit.SignedIn) != 0 || count(audit.PasswordAccepted) != 1 {
+		t.Errorf("after the password: %d signed_in, %d password_accepted; want 0 and 1", count(audit.SignedIn), count(audit.PasswordAccepted))
+	}
+	page := b.get("/dashboard/ipn?status=failed").Body.String()
+	if !strings.Contains(page, `action="/dashboard/verify"`) {
+		t.Fatalf("no verify page:\n%s", page)
+	}
+	for _, hidden := range []string{`href="/dashboard/payments"`, `action="/dashboard/mode"`, "TEST MODE"} {
+		if strings.Contains(page, hidden) {
+			t.Errorf("the verify page shows %s", hidden)
+		}
+	}
+	if !strings.Contains(page, `action="/dashboard/sign-out"`) {
+		t.Error("the verify page has no way to sign out")
+	}
+	rec := b.post("/dashboard/verify", url.Values{"code": {mustCode(t, secret, g.Clock.Now())}, "next": {"/dashboard/ipn?status=failed"}})
+	if loc := rec.Header().Get("Location"); rec.Code != http.StatusSeeOther || loc != "/dashboard/ipn?status=failed" {
+		t.Errorf("verified: %d to %q", rec.Code, loc)
+	}
+	if count(audit.SignedIn) != 1 {
+		t.Errorf("%d signed_in after the code, want 1", count(audit.SignedIn))
+	}
+	if page := b.get("/dashboard/ipn").Body.String(); !strings.Contains(page, `href="/dashboard/payments"`) || !strings.Contains(page, "TEST MODE") {
+		t.Error("no navigation after the code")
+	}
+}
+
 // Sign-in failures lock the dashboard after 10, with a page saying when to
 // come back, for the right password too; the answer never says whether the
 // merchant exists; the API's tokens are not locked by them.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 // home is the sign-in page without a session, the overview with one.
 func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
 	if _, err := h.session(r, h.Now()); err != nil {
-		h.render(w, r, http.StatusOK, "signin.html", map[string]any{})
+		h.render(w, r, http.StatusOK, "signin.html", map[string]any{"Next": dashboardPath(r.URL.Query().Get("next"))})
 		return
 	}
 	h.signedIn(h.overview, modeData)(w, r)
@@ -35,22 +36,23 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	username := strings.TrimSpace(r.PostForm.Get("username"))
+	next := dashboardPath(r.PostForm.Get("next"))
 	m, err := h.Auth.SignIn(r.Context(), username, r.PostForm.Get("password"), clientIP(r))
 	var locked *auth.LockedError
 	switch {
 	case errors.As(err, &locked):
-		h.render(w, r, http.StatusTooManyRequests, "signin.html", map[string]any{"Username": username,
+		h.render(w, r, http.StatusTooManyRequests, "signin.html", map[string]any{"Username": username, "Next": next,
 			"Error": "Too many failed attempts. Try again after " + h.Now().Add(locked.RetryAfter).In(h.Location).Format("15:04 MST, 2 Jan") + "."})
 		return
 	case errors.Is(err, auth.ErrBusy):
 		w.Header().Set("Retry-After", "1")
-		h.render(w, r, http.StatusServiceUnavailable, "signin.html", map[string]any{"Username": username, "Error": "The gateway is busy. Try again in a moment."})
+		h.render(w, r, http.StatusServiceUnavailable, "signin.html", map[string]any{"Username": username, "Next": next, "Error": "The gateway is busy. Try again in a moment."})
 		return
 	case errors.Is(err, auth.ErrInvalidGrant):
 		if m.Code != "" {
 			h.Store.RecordAudit(r.Context(), audit.Event{At: h.Now(), MerchantCode: m.Code, Actor: "dashboard " + clientIP(r), Action: audit.SignInFailed})
 		}
-		h.render(w, r, http.StatusUnauthorized, "signin.html", map[string]any{"Username": username, "Error": "The username or password is not right."})
+		h.render(w, r, http.StatusUnauthorized, "signin.html", map[string]any{"Username": username, "Next": next, "Error": "The username or password is not right."})
 		return
 	case err != nil:
 		h.internal(w, r, err)
@@ -65,8 +67,31 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.setCookie(w, id, int(session.MaxAge.Seconds()))
-	h.Store.RecordAudit(r.Context(), audit.Event{At: h.Now(), MerchantCode: m.Code, Actor: "dashboard " + clientIP(r), Action: audit.SignedIn})
-	http.Redirect(w, r, "/dashboard/", http.StatusSeeOther)
+	// With two-step verification on, the sign-in is not done until the
+	// code: the log says the password was right, and signed_in comes with
+	// the code.
+	action, detail := audit.SignedIn, "password"
+	if _, enabled, err := h.Store.TOTP(r.Context(), m.Code); err != nil {
+		h.internal(w, r, err)
+		return
+	} else if !enabled.IsZero() {
+		action, detail = audit.PasswordAccepted, "two-step code still to come"
+	}
+	h.Store.RecordAudit(r.Context(), audit.Event{At: h.Now(), MerchantCode: m.Code, Actor: "dashboard " + clientIP(r), Action: action, Detail: detail})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// dashboardPath is where to go after signing in: a page of the dashboard
+// the merchant asked for before it, or Home. Anything else (another
+// site, a scheme, a path outside the dashboard) is Home: the parameter
+// comes from a link anyone can write.
+func dashboardPath(next string) string {
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Fragment != "" ||
+		!strings.HasPrefix(next, "/dashboard/") || strings.ContainsAny(next, "\\\x00\r\n\t") || strings.HasPrefix(next, "/dashboard/sign") {
+		return "/dashboard/"
+	}
+	return next
 }
 
 // verify checks the second factor: a TOTP code, or one unused recovery
@@ -87,22 +112,23 @@ func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
 			h.internal(w, r, err)
 			return
 		}
-		http.Redirect(w, r, "/dashboard/", http.StatusSeeOther)
+		h.audit(r, audit.SignedIn, "password and two-step code")
+		http.Redirect(w, r, dashboardPath(r.PostForm.Get("next")), http.StatusSeeOther)
 		return
 	case errors.As(err, &locked):
-		h.render(w, r, http.StatusTooManyRequests, "verify.html", map[string]any{
+		h.render(w, r, http.StatusTooManyRequests, "verify.html", map[string]any{"Next": dashboardPath(r.PostForm.Get("next")),
 			"Error": "Too many wrong codes. Try again after " + h.Now().Add(locked.RetryAfter).In(h.Location).Format("15:04 MST, 2 Jan") + ", or sign in again then."})
 		return
 	case errors.Is(err, auth.ErrBusy):
 		w.Header().Set("Retry-After", "1")
-		h.render(w, r, http.StatusServiceUnavailable, "verify.html", map[string]any{"Error": "The gateway is busy. Try again in a moment."})
+		h.render(w, r, http.StatusServiceUnavailable, "verify.html", map[string]any{"Next": dashboardPath(r.PostForm.Get("next")), "Error": "The gateway is busy. Try again in a moment."})
 		return
 	case err != nil && !errors.Is(err, auth.ErrInvalidGrant) && !errors.Is(err, errBadInput):
 		h.internal(w, r, err)
 		return
 	}
 	h.audit(r, audit.SignInFailed, "wrong two-step code")
-	h.render(w, r, http.StatusUnauthorized, "verify.html", map[string]any{"Error": "That code is not right. Enter the current code from your app, or a recovery code."})
+	h.render(w, r, http.StatusUnauthorized, "verify.html", map[string]any{"Next": dashboardPath(r.PostForm.Get("next")), "Error": "That code is not right. Enter the current code from your app, or a recovery code."})
 }
 
 // checkSecondFactor accepts the TOTP code of the current time step or the
