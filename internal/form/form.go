@@ -482,7 +482,7 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	}
 	if sess.PaymentID != "" {
 		p, err := h.Payments.AbandonChallenge(ctx, sess.PaymentID, MsgCancelled)
-		if err != nil || p.Status == payment.Succeeded || p.Status == payment.Processing {
+		if err != nil || p.Status == payment.Succeeded || p.Status.Pending() {
 			h.answer(w, r, t, p, err)
 			return
 		}
@@ -554,7 +554,10 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 			return
 		}
 		h.toCheckout(w, r, t)
-	case p.Status == payment.Processing:
+	case p.Status.Pending():
+		// Unknown too: the shop must not hear "failed" of a card the
+		// reconciler may yet find charged; the page follows the payment
+		// and posts its result once known.
 		h.fail(w, r, &t, errInProgress)
 	case p.Status == payment.Failed && t.entry && h.canRetry(r.Context(), t):
 		h.again(w, r, t, t.typed, nil, p.Message)

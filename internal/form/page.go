@@ -110,7 +110,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, t *trusted, err e
 		// sealed as it is would say so for its whole life and never post
 		// the result to the shop. A session bound to the payment in
 		// flight gives it a page that follows the payment instead.
-		if p, perr := h.Payments.Repo.LatestPayment(r.Context(), t.bill.Reference); perr == nil && p.Status == payment.Processing {
+		if p, perr := h.Payments.Repo.LatestPayment(r.Context(), t.bill.Reference); perr == nil && p.Status.Pending() {
 			if serr := h.startCheckout(r.Context(), t, p.ID); serr != nil {
 				h.Log.WarnContext(r.Context(), "checkout session for a payment in flight", "err", serr)
 			}
@@ -203,7 +203,7 @@ func (h *Handler) serveCheckout(w http.ResponseWriter, r *http.Request, id strin
 		case p.Status == payment.Challenge:
 			h.renderChallenge(w, r, t, p)
 			return
-		case p.Status == payment.Processing:
+		case p.Status.Pending():
 			h.renderError(w, r, h.problem(r, &t, errInProgress))
 			return
 		case !sess.EntryPage:

@@ -304,3 +304,51 @@ func jsonStrings(t *testing.T, doc []byte) []string {
 	}
 	return out
 }
+
+// silentAcquirer never answers a charge in time; asked later, it says
+// the charge went through. It stands in for a card network timing out.
+type silentAcquirer struct{ payment.Acquirer }
+
+func (silentAcquirer) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Result, error) {
+	return payment.Result{}, context.DeadlineExceeded
+}
+
+func (silentAcquirer) Lookup(ctx context.Context, id string) (payment.Result, error) {
+	return payment.Result{Outcome: payment.Approved, NetworkRef: "NETLATE", ApprovalCode: "A1"}, nil
+}
+
+// A charge the card network did not answer may yet be found charged: the
+// shopper is told it is being confirmed, the shop hears nothing until it
+// is known (never "Transaction Failed" of a card that was charged), and
+// once the reconciler learns the outcome the page posts it. On the card
+// page and on a merchant's own form alike.
+func TestUnansweredChargeIsBeingConfirmed(t *testing.T) {
+	for _, entryPage := range []bool{true, false} {
+		g := servertest.Start(t, servertest.Options{})
+		g.Payments.WaitInFlight = 50 * time.Millisecond
+		g.Payments.Acquirers[merchant.Test] = silentAcquirer{g.Payments.Acquirers[merchant.Test]}
+		c := g.Onboard("Silent Shop")
+		tok := g.Token(c, merchant.Test)
+		b := g.CreateBill(c, tok, "SILENT1", "10")
+		fields := servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
+		if entryPage {
+			id := g.OpenCheckout(servertest.FormFields(c, tok, b))
+			fields = servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv})
+		}
+		loc := seeOther(t, g.ServeOnce(servertest.CardPayRequest(fields)))
+		rec := get(g, loc)
+		if body := rec.Body.String(); rec.Code != http.StatusAccepted || !strings.Contains(body, "being confirmed") || strings.Contains(body, "Transaction Failed") {
+			t.Fatalf("entry page %v: the page of an unanswered charge: %d\n%s", entryPage, rec.Code, body)
+		}
+		if n := g.CountPayments(b.Reference, payment.Unknown); n != 1 {
+			t.Fatalf("entry page %v: %d unknown payments, want 1", entryPage, n)
+		}
+		if err := g.Payments.Reconcile(t.Context(), 0); err != nil {
+			t.Fatal(err)
+		}
+		if cb := callback(t, get(g, loc)); cb["orderStatus"] != "Transaction Successfull" || cb["transactionRef"] != "NETLATE" {
+			t.Errorf("entry page %v: the page once the charge was found: %v", entryPage, cb)
+		}
+		settledPosts(t, g, loc)
+	}
+}

@@ -28,6 +28,12 @@ const (
 	Unknown    Status = "unknown" // the acquirer did not answer: maybe charged
 )
 
+// Pending reports an attempt whose outcome is not known yet: with the
+// acquirer, or left unknown until the reconciler asks it. A shopper is
+// told it is being confirmed, never that it failed: it may yet be
+// charged.
+func (s Status) Pending() bool { return s == Processing || s == Unknown }
+
 // Verification is what a merchant's query of a bill is answered from: the
 // bill, and the payment that decides the answer, which is the bill's
 // successful one or else its latest attempt.
