@@ -18,24 +18,24 @@ type Event struct {
 
 // Actions.
 const (
-	KeyRotated     = "api_key.rotated"
-	IPNChanged     = "ipn.configured"
-	IPNReplayed    = "ipn.replayed"
-	IPNTested      = "ipn.test_sent"
-	LockedOut      = "auth.locked_out"
-	MerchantAdded  = "merchant.created"
-	SignedIn       = "dashboard.signed_in"
+	KeyRotated    = "api_key.rotated"
+	IPNChanged    = "ipn.configured"
+	IPNReplayed   = "ipn.replayed"
+	IPNTested     = "ipn.test_sent"
+	LockedOut     = "auth.locked_out"
+	MerchantAdded = "merchant.created"
+	SignedIn      = "dashboard.signed_in"
 	// PasswordAccepted: a right password of a merchant whose sign-in
 	// also takes a two-step code; signed_in follows the code.
 	PasswordAccepted = "dashboard.password_accepted"
-	SignInFailed   = "dashboard.sign_in_failed"
-	SignedOut      = "dashboard.signed_out"
-	SignedOutAll   = "dashboard.signed_out_everywhere"
-	SecretRevealed = "notification_secret.revealed"
-	SecretRotated  = "notification_secret.rotated"
-	PasswordChange = "password.changed"
-	TOTPEnabled    = "totp.enabled"
-	AccessReset    = "merchant.access_reset"
+	SignInFailed     = "dashboard.sign_in_failed"
+	SignedOut        = "dashboard.signed_out"
+	SignedOutAll     = "dashboard.signed_out_everywhere"
+	SecretRevealed   = "notification_secret.revealed"
+	SecretRotated    = "notification_secret.rotated"
+	PasswordChange   = "password.changed"
+	TOTPEnabled      = "totp.enabled"
+	AccessReset      = "merchant.access_reset"
 	// CallbacksChanged: the origins hosted-form results may go back to.
 	CallbacksChanged = "callbacks.configured"
 )
