@@ -165,7 +165,7 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 	// The merchant's customer fields are judged before anyone types a card:
 	// a customer cannot fix them, so there is no point asking for the card.
 	if problems := h.checkCustomer(&sub); len(problems) > 0 {
-		h.finish(w, r, t, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location))
+		h.finish(w, r, t, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location), false)
 		return
 	}
 	if !sub.HasCard() && t.checkoutID == "" {
@@ -182,7 +182,7 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 			h.again(w, r, t, sub, problems, "")
 			return
 		}
-		h.finish(w, r, t, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location))
+		h.finish(w, r, t, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location), false)
 		return
 	}
 	attempt.CallbackURL = t.callback.String()
@@ -502,7 +502,7 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, &t, err)
 		return
 	}
-	h.finish(w, r, t, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: MsgCancelled, UpdatedAt: h.Now()}, h.Location))
+	h.finish(w, r, t, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: MsgCancelled, UpdatedAt: h.Now()}, h.Location), false)
 }
 
 // switchLanguage is the pages' language switch: it remembers the choice
@@ -572,7 +572,8 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 				cb = u
 			}
 		}
-		h.finish(w, r, t, cb, callbackFor(t.bill, p, h.Location))
+		blocked := p.Status == payment.Failed && h.billState(r.Context(), t) == bill.Blocked
+		h.finish(w, r, t, cb, callbackFor(t.bill, p, h.Location), blocked)
 	}
 }
 
@@ -598,6 +599,17 @@ var errUnavailable = &pageError{Status: http.StatusServiceUnavailable, Title: "P
 func (h *Handler) canRetry(ctx context.Context, t trusted) bool {
 	b, err := h.Bills.BillByID(ctx, t.bill.Reference)
 	return err == nil && b.State == bill.Open && !b.Expired(h.Now())
+}
+
+// billState is checkout t's bill's state now, after an attempt moved it
+// on (empty when it cannot be read: the page then says no more than the
+// callback).
+func (h *Handler) billState(ctx context.Context, t trusted) bill.State {
+	b, err := h.Bills.BillByID(ctx, t.bill.Reference)
+	if err != nil {
+		return ""
+	}
+	return b.State
 }
 
 // again shows checkout t's card page once more, with the field problems

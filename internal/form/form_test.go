@@ -627,8 +627,11 @@ func TestAttemptLimitBlocksTheBill(t *testing.T) {
 	tok := g.Token(c, merchant.Test)
 	b := g.CreateBill(c, tok, "BLOCK1", "10")
 	for i := 1; i <= 5; i++ {
-		cb := callback(t, g.CardPay(servertest.Card{Number: cardDeclined, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))))
-		failed(t, cb, b, "declined")
+		rec := g.CardPay(servertest.Card{Number: cardDeclined, CVV: cvv}.Apply(servertest.FormFields(c, tok, b)))
+		failed(t, callback(t, rec), b, "declined")
+		if says := strings.Contains(rec.Body.String(), "cannot take another card"); says != (i == 5) {
+			t.Errorf("decline %d: the page says the bill is blocked: %v", i, says)
+		}
 	}
 	if st := billState(t, g, b.Reference); st.State != "blocked" {
 		t.Errorf("after 5 declines the bill is %s", st.State)
@@ -766,7 +769,13 @@ func TestRetryEndsWhenTheBillIsBlocked(t *testing.T) {
 			t.Fatalf("an early decline left the card page:\n%s", rec.Body)
 		}
 	}
-	failed(t, callback(t, g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: cardDeclined, CVV: cvv}))), b, "declined")
+	last := g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: cardDeclined, CVV: cvv}))
+	failed(t, callback(t, last), b, "declined")
+	// The decline may say "try again" (a network's words): the page says
+	// this bill will take no other card.
+	if !strings.Contains(last.Body.String(), "cannot take another card") {
+		t.Errorf("the fifth decline's page does not say the bill is blocked:\n%s", last.Body)
+	}
 	failed(t, callback(t, g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv}))), b, "blocked")
 }
 

@@ -168,3 +168,31 @@ func TestSwahiliErrorDetail(t *testing.T) {
 		t.Fatalf("Swahili error page %d:\n%s", rec.Code, body)
 	}
 }
+
+// A result whose message is not in the catalogue (the shop's fields
+// refused on its own form: a detail for its developers) reads in Swahili
+// on a Swahili page, the English detail marked as English; the shop
+// hears the English message.
+func TestSwahiliResultOfAnUncataloguedMessage(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Duka la Baba")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "SWA3", "1500.00")
+	v := servertest.Card{Number: visa, CVV: "123"}.Apply(servertest.FormFields(c, tok, b))
+	v.Set("emailAddress", "not an address")
+	req := servertest.CardPayRequest(v)
+	req.Header.Set("Accept-Language", "sw")
+	rec := g.Serve(req)
+	if rec.Code == http.StatusSeeOther {
+		page := httptest.NewRequest(http.MethodGet, rec.Header().Get("Location"), nil)
+		page.Header.Set("Accept-Language", "sw")
+		rec = g.Serve(page)
+	}
+	cb := callback(t, rec)
+	if !strings.HasPrefix(cb["message"], "Invalid payment details: emailAddress") {
+		t.Fatalf("callback message %q", cb["message"])
+	}
+	if body := rec.Body.String(); !strings.Contains(body, `Malipo hayakupita. <span lang="en">Invalid payment details: emailAddress`) {
+		t.Errorf("the Swahili result page:\n%s", body)
+	}
+}

@@ -47,11 +47,13 @@ type page struct {
 	Checkout string `json:"c,omitempty"`
 	// Action and Callback are where and what the result posts, Amount the
 	// bill's amount as the card page showed it and Test its mode, for
-	// the page's own header (kindResult).
+	// the page's own header, and Blocked that the attempt was the bill's
+	// last (kindResult).
 	Action   string     `json:"a,omitempty"`
 	Callback *Callback  `json:"r,omitempty"`
 	Amount   string     `json:"m,omitempty"`
 	Test     bool       `json:"t,omitempty"`
+	Blocked  bool       `json:"b,omitempty"`
 	Error    *pageError `json:"e,omitempty"`
 }
 
@@ -91,10 +93,11 @@ func (h *Handler) toCheckout(w http.ResponseWriter, r *http.Request, t trusted) 
 }
 
 // finish shows the page that posts cb to the merchant's callback, for
-// checkout t.
-func (h *Handler) finish(w http.ResponseWriter, r *http.Request, t trusted, to *url.URL, cb Callback) {
+// checkout t; blocked says the failure spent the bill's last attempt, so
+// the page can say no other card will be taken.
+func (h *Handler) finish(w http.ResponseWriter, r *http.Request, t trusted, to *url.URL, cb Callback, blocked bool) {
 	hd := header(t)
-	h.show(w, r, page{Kind: kindResult, Action: to.String(), Callback: &cb, Amount: hd.Amount, Test: hd.Test})
+	h.show(w, r, page{Kind: kindResult, Action: to.String(), Callback: &cb, Amount: hd.Amount, Test: hd.Test, Blocked: blocked})
 }
 
 // fail shows err on our error page; t, when the callback is trusted,
@@ -176,7 +179,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 			h.renderError(w, r, h.problem(r, nil, errPageGone))
 			return
 		}
-		h.renderResult(w, r, to, *p.Callback, resultHeader{p.Amount, p.Test}, true)
+		h.renderResult(w, r, to, *p.Callback, resultHeader{p.Amount, p.Test, p.Blocked}, true)
 	case kindError:
 		h.renderError(w, r, p.Error)
 	default:
@@ -247,7 +250,7 @@ func (h *Handler) renderOutcome(w http.ResponseWriter, r *http.Request, t truste
 		}
 	}
 	hd := header(t)
-	h.renderResult(w, r, cb, callbackFor(t.bill, p, h.Location), resultHeader{hd.Amount, hd.Test}, r.URL.Query().Has("settled"))
+	h.renderResult(w, r, cb, callbackFor(t.bill, p, h.Location), resultHeader{hd.Amount, hd.Test, false}, r.URL.Query().Has("settled"))
 }
 
 func withPageID(r *http.Request, id string) *http.Request {

@@ -352,3 +352,45 @@ func TestUnansweredChargeIsBeingConfirmed(t *testing.T) {
 		settledPosts(t, g, loc)
 	}
 }
+
+// A result page come back to (it waits for the button) has the language
+// switch, and switching keeps it waiting: the shop is not posted to again.
+// A page that posts itself at once has none.
+func TestResultPageComeBackToSwitchesLanguage(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Lugha Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "LANG1", "10")
+	loc := seeOther(t, g.ServeOnce(servertest.CardPayRequest(servertest.FormFields(c, tok, b)))) // the card page
+	f, ok := servertest.ParsePage(get(g, loc).Body.String()).FormTo("/cardPay")
+	if !ok {
+		t.Fatal("no card form")
+	}
+	paid := g.CardPay(servertest.CheckoutPost(f.Values()["checkout"], servertest.Card{Number: visa, CVV: cvv}))
+	if _, ok := servertest.ParsePage(paid.Body.String()).FormTo("/cardPay/language"); ok || !strings.Contains(paid.Body.String(), `data-autosubmit="1"`) {
+		t.Error("the page that posts the result at once has a language switch")
+	}
+	back := get(g, loc)
+	sw, ok := servertest.ParsePage(back.Body.String()).FormTo("/cardPay/language")
+	if !ok || strings.Contains(back.Body.String(), `data-autosubmit="1"`) {
+		t.Fatalf("the result come back to: no language switch, or it posts itself:\n%s", back.Body)
+	}
+	form := url.Values{"language": {"sw"}}
+	for k, v := range sw.Values() {
+		if k != "language" {
+			form.Set(k, v)
+		}
+	}
+	rec := g.ServeOnce(post("/cardPay/language", form))
+	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != loc {
+		t.Fatalf("switch: %d to %q, want %q", rec.Code, rec.Header().Get("Location"), loc)
+	}
+	again := httptest.NewRequest(http.MethodGet, loc, nil)
+	for _, ck := range rec.Result().Cookies() {
+		again.AddCookie(ck)
+	}
+	page := g.Serve(again).Body.String()
+	if !strings.Contains(page, "Malipo yamefanikiwa") || strings.Contains(page, `data-autosubmit="1"`) {
+		t.Errorf("after switching to Swahili:\n%s", page)
+	}
+}

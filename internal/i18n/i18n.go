@@ -73,6 +73,18 @@ func (l *Lang) T(id string, args ...any) string {
 	return s
 }
 
+// Has reports whether id reads in l: always in English, the language of
+// the ids; elsewhere only when the catalogue has it. A message from
+// outside the catalogue (a connector's decline text, a developer's
+// detail) is shown as it is, marked as English, never as if it were l's.
+func (l *Lang) Has(id string) bool {
+	if l == English {
+		return true
+	}
+	_, ok := l.msgs[id]
+	return ok
+}
+
 // Amount writes an amount for people: the currency's digits, grouped by
 // thousands. Kenyan and Tanzanian Swahili group and separate as English
 // does (1,500.00), so both use money's one grouping.
