@@ -230,7 +230,8 @@ func (h *Handler) signedIn(next http.HandlerFunc, need access) http.HandlerFunc 
 				h.back(w, r, "/dashboard/security", liveNeedsTwoStep)
 				return
 			}
-			h.fail(w, r, http.StatusForbidden, "Two-step verification needed", liveNeedsTwoStep)
+			h.fail(w, r, http.StatusForbidden, "Two-step verification needed",
+				"Live mode needs two-step verification. Nothing was changed. Set it up under Security, then try again.")
 			return
 		}
 		next(w, r)
@@ -282,7 +283,9 @@ func (h *Handler) setCookie(w http.ResponseWriter, value string, maxAge int) {
 		HttpOnly: true, Secure: h.Secure, SameSite: http.SameSiteStrictMode})
 }
 
-const liveNeedsTwoStep = "Live mode needs two-step verification. Set it up under Security, then switch to Live."
+// liveNeedsTwoStep is the Security page's note for a merchant sent there
+// from live mode or its switch.
+const liveNeedsTwoStep = "Live mode needs two-step verification: set it up below, then switch to Live."
 
 // audit records an action of the signed-in merchant.
 func (h *Handler) audit(r *http.Request, action, detail string) {
