@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
@@ -29,6 +30,7 @@ func TestBrowserShopperJourneys(t *testing.T) {
 	g := startGateway(t, func(dir string) { m = createMerchant(t, dir, "Journeys Shop") })
 	shop := newTestShop(t, g, m, g.BaseURL)
 	ctx, console := newBrowser(t)
+	browser := ctx
 	expiry := fmt.Sprintf("11%02d", (time.Now().Year()+2)%100)
 
 	// toCardPage starts a checkout at the shop and returns its bill.
@@ -135,6 +137,39 @@ func TestBrowserShopperJourneys(t *testing.T) {
 		run(t, ctx, chromedp.WaitVisible(chromedp.ID("code")), chromedp.Click(chromedp.ID("cancel")))
 		if got := shopSays(t, ctx); got != "FAILED Payment cancelled by the customer" {
 			t.Errorf("the shop says %q", got)
+		}
+	})
+
+	// Without JavaScript the result page waits for its button, so what it
+	// says can be read: after the fifth decline, that the bill takes no
+	// other card (the decline's own words may say "try again").
+	step("five declines, without JavaScript", func(t *testing.T, ctx context.Context) {
+		// On the browser's own context: a step's may have run out, and the
+		// next steps need their scripts back.
+		scripts := func(off bool) {
+			if _, err := chromedp.Call(browser, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: off}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		scripts(true)
+		defer scripts(false)
+		billRef := toCardPage(t, ctx)
+		for i := 1; i <= 5; i++ {
+			typeCard(t, ctx, "4000000000000119") // the network's error: "please try again"
+			waitFor(t, "the attempt", func() bool { return chargeAttempts(t, g, billRef) == i })
+			if i < 5 {
+				run(t, ctx, chromedp.WaitVisible(chromedp.ID("declined")), chromedp.WaitVisible(chromedp.ID("cardNumber")))
+			}
+		}
+		run(t, ctx, chromedp.WaitVisible(chromedp.ID("kadi-callback")))
+		if txt := value(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(txt, "cannot take another card") {
+			t.Errorf("the fifth failure's page:\n%s", txt)
+		}
+		shot(t, ctx, "blocked-result.png")
+		scripts(false)
+		axeCheck(t, ctx, "the result page of a blocked bill")
+		if n := chargeAttempts(t, g, billRef); n != 5 {
+			t.Errorf("%d charge attempts, want 5", n)
 		}
 	})
 
