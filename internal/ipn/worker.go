@@ -136,8 +136,10 @@ type Worker struct {
 	initOnce sync.Once
 	// skew is the database's clock minus this node's, as last measured
 	// (nanoseconds): leases are timed by the database's clock.
-	skew     atomic.Int64
-	mu       sync.Mutex
+	skew atomic.Int64
+	// clockEvery is how often the database's clock is read again.
+	clockEvery time.Duration
+	mu         sync.Mutex
 	inFlight map[Endpoint]int
 	// queued holds events claimed for an endpoint at its cap, started as
 	// its deliveries end: one claim serves rounds of deliveries instead of
@@ -188,6 +190,9 @@ func (w *Worker) init() {
 	w.queued = map[Endpoint][]queuedEvent{}
 	w.held = map[string]string{}
 	w.nudged = map[Endpoint]bool{}
+	if w.clockEvery == 0 {
+		w.clockEvery = clockEvery
+	}
 	w.wake = make(chan struct{}, 1)
 	w.nudge = make(chan struct{}, 1)
 	if w.Now == nil {
@@ -201,7 +206,8 @@ func (w *Worker) init() {
 // leaseNow is now by the database's clock, as of its last reading.
 func (w *Worker) leaseNow() time.Time { return w.Now().Add(time.Duration(w.skew.Load())) }
 
-// clockEvery is how often a worker reads the database's clock.
+// clockEvery is how often a worker reads the database's clock: a node's
+// time sync can drift or step while it runs.
 const clockEvery = 30 * time.Second
 
 // readClock measures how far the database's clock is from this node's,
@@ -249,7 +255,7 @@ func (w *Worker) Run(ctx context.Context) {
 		w.mu.Unlock()
 	}()
 	w.readClock(ctx)
-	clockTick := time.NewTicker(clockEvery)
+	clockTick := time.NewTicker(w.clockEvery)
 	defer clockTick.Stop()
 	tick := time.NewTicker(w.cfg.Poll)
 	defer tick.Stop()

@@ -861,3 +861,68 @@ func (f *fixture) runNudged(t *testing.T, cfg ipn.Config) (*countingQueue, func(
 	go func() { w.Run(ctx); close(done) }()
 	return q, func() { cancel(); <-done }
 }
+
+// skewedDatabase is a shared database whose clock runs ahead of this
+// node's by ahead, counting how often it is read.
+type skewedDatabase struct {
+	ipn.Queue
+	ahead atomic.Int64
+	reads atomic.Int32
+}
+
+func (d *skewedDatabase) DatabaseNow(context.Context) (time.Time, bool, error) {
+	d.reads.Add(1)
+	return time.Now().Add(time.Duration(d.ahead.Load())), true, nil
+}
+
+// countingHandler counts the warnings logged.
+type countingHandler struct {
+	slog.Handler
+	warnings atomic.Int32
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *countingHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn && strings.Contains(r.Message, "clock is off") {
+		h.warnings.Add(1)
+	}
+	return nil
+}
+
+// A worker reads the database's clock again while it runs (a node's time
+// sync can step or drift after it started): its leases follow the new
+// reading, and a node found more than a second off is warned about once,
+// not at every reading.
+func TestWorkerReadsTheDatabaseClockAgain(t *testing.T) {
+	f := newFixture(t)
+	db := &skewedDatabase{Queue: f.db}
+	logs := &countingHandler{Handler: slog.DiscardHandler}
+	w := &ipn.Worker{Queue: db, Config: fast(ipn.Config{}), Log: slog.New(logs)}
+	w.ReadClockEvery(10 * time.Millisecond)
+	run(t, w)
+	readsAfter := func(n int32) int32 {
+		target := db.reads.Load() + n
+		waitFor(t, "readings of the database's clock", func() bool { return db.reads.Load() >= target })
+		return db.reads.Load()
+	}
+	readsAfter(2)
+	if got := time.Until(w.LeaseNow()); got.Abs() > 500*time.Millisecond || logs.warnings.Load() != 0 {
+		t.Fatalf("in step: leases %v off, %d warnings", got, logs.warnings.Load())
+	}
+
+	db.ahead.Store(int64(5 * time.Second))
+	readsAfter(5)
+	if got := time.Until(w.LeaseNow()); got < 4500*time.Millisecond || got > 5500*time.Millisecond {
+		t.Errorf("the database 5 s ahead: leases %v ahead", got)
+	}
+	if n := logs.warnings.Load(); n != 1 {
+		t.Errorf("%d warnings for one clock step, want 1", n)
+	}
+
+	db.ahead.Store(0)
+	readsAfter(2)
+	if got := time.Until(w.LeaseNow()); got.Abs() > 500*time.Millisecond || logs.warnings.Load() != 1 {
+		t.Errorf("back in step: leases %v off, %d warnings (want still 1)", got, logs.warnings.Load())
+	}
+}
