@@ -140,7 +140,7 @@ type Worker struct {
 	// clockEvery is how often the database's clock is read again.
 	clockEvery time.Duration
 	mu         sync.Mutex
-	inFlight map[Endpoint]int
+	inFlight   map[Endpoint]int
 	// queued holds events claimed for an endpoint at its cap, started as
 	// its deliveries end: one claim serves rounds of deliveries instead of
 	// each. At most queueCap wait, so a queued event starts within five
