@@ -269,6 +269,9 @@ func (h *Handler) session(r *http.Request, now time.Time) (session.Session, erro
 
 func (h *Handler) cookieName() string { return h.cookie("kadi_session") }
 
+// noteCookie carries back's note to the next page.
+func (h *Handler) noteCookie() string { return h.cookie("kadi_note") }
+
 // cookie names one of the dashboard's cookies: __Host- when served over
 // https, so no subdomain can set or read it.
 func (h *Handler) cookie(name string) string {
@@ -278,8 +281,10 @@ func (h *Handler) cookie(name string) string {
 	return name
 }
 
-func (h *Handler) setCookie(w http.ResponseWriter, value string, maxAge int) {
-	http.SetCookie(w, &http.Cookie{Name: h.cookieName(), Value: value, Path: "/", MaxAge: maxAge,
+// setCookie sets one of the dashboard's cookies (maxAge < 0 clears it):
+// never readable by script, sent only to this site.
+func (h *Handler) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge,
 		HttpOnly: true, Secure: h.Secure, SameSite: http.SameSiteStrictMode})
 }
 
@@ -364,19 +369,18 @@ func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
 // ("Your account is suspended: call …").
 func (h *Handler) back(w http.ResponseWriter, r *http.Request, to, note string) {
 	if note != "" {
-		http.SetCookie(w, &http.Cookie{Name: h.cookie("kadi_note"), Value: base64.RawURLEncoding.EncodeToString([]byte(note)),
-			Path: "/", MaxAge: 60, HttpOnly: true, Secure: h.Secure, SameSite: http.SameSiteStrictMode})
+		h.setCookie(w, h.noteCookie(), base64.RawURLEncoding.EncodeToString([]byte(note)), 60)
 	}
 	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
 // takeNote is the note back left for this page, once: it clears it.
 func (h *Handler) takeNote(w http.ResponseWriter, r *http.Request) string {
-	c, err := r.Cookie(h.cookie("kadi_note"))
+	c, err := r.Cookie(h.noteCookie())
 	if err != nil {
 		return ""
 	}
-	http.SetCookie(w, &http.Cookie{Name: c.Name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: h.Secure, SameSite: http.SameSiteStrictMode})
+	h.setCookie(w, c.Name, "", -1)
 	note, err := base64.RawURLEncoding.DecodeString(c.Value)
 	if err != nil || len(note) > 1000 || !utf8.Valid(note) {
 		return ""

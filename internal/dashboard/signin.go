@@ -66,7 +66,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
-	h.setCookie(w, id, int(session.MaxAge.Seconds()))
+	h.setCookie(w, h.cookieName(), id, int(session.MaxAge.Seconds()))
 	// With two-step verification on, the sign-in is not done until the
 	// code: the log says the password was right, and signed_in comes with
 	// the code.
@@ -174,7 +174,7 @@ func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
-	h.setCookie(w, "", -1)
+	h.setCookie(w, h.cookieName(), "", -1)
 	h.audit(r, audit.SignedOut, "")
 	http.Redirect(w, r, "/dashboard/", http.StatusSeeOther)
 }
