@@ -67,8 +67,25 @@ func (r Resolver) Resolve(remoteAddr string, h http.Header) string {
 	return client.String()
 }
 
-func (r Resolver) isTrusted(a netip.Addr) bool {
-	for _, p := range r.trusted {
+func (r Resolver) isTrusted(a netip.Addr) bool { return Within(a, r.trusted) }
+
+// Direct is the socket's peer of a request that came to us straight, not
+// through a proxy: not from a trusted proxy, and carrying no forwarding
+// header (a proxy on the same host connects from loopback and need not be
+// listed as trusted). ok is false for any other request. It decides who
+// may read /metrics: a proxy must not lend its address to everyone behind
+// it.
+func (r Resolver) Direct(remoteAddr string, h http.Header) (peer netip.Addr, ok bool) {
+	peer, ok = socketAddr(remoteAddr)
+	if !ok || r.isTrusted(peer) || h.Get("X-Forwarded-For") != "" || h.Get("Forwarded") != "" || h.Get("X-Real-Ip") != "" {
+		return netip.Addr{}, false
+	}
+	return peer, true
+}
+
+// Within reports whether a is inside one of prefixes.
+func Within(a netip.Addr, prefixes []netip.Prefix) bool {
+	for _, p := range prefixes {
 		if p.Contains(a) {
 			return true
 		}
@@ -231,9 +248,7 @@ func socketAddr(remoteAddr string) (netip.Addr, bool) {
 	return normal(ap.Addr()), true
 }
 
-// Socket is the host of a socket address, without trusting any header:
-// what must decide who may read /metrics, since a proxy in front would
-// otherwise lend its address to everyone behind it.
+// Socket is the host of a socket address, without trusting any header.
 func Socket(remoteAddr string) string {
 	if a, ok := socketAddr(remoteAddr); ok {
 		return a.String()

@@ -81,6 +81,31 @@ func TestResolve(t *testing.T) {
 	}
 }
 
+func TestDirect(t *testing.T) {
+	r := NewResolver(prefixes("10.0.0.0/8"))
+	for _, tt := range []struct {
+		name, remote string
+		header       http.Header
+		want         string // "" when not direct
+	}{
+		{"a peer of its own", "127.0.0.1:5000", nil, "127.0.0.1"},
+		{"IPv4 in IPv6", "[::ffff:127.0.0.1]:5000", nil, "127.0.0.1"},
+		{"a zone dropped", "[fe80::1%eth0]:5000", nil, "fe80::1"},
+		{"a trusted proxy", "10.1.2.3:5000", nil, ""},
+		{"X-Forwarded-For", "127.0.0.1:5000", http.Header{"X-Forwarded-For": {"203.0.113.9"}}, ""},
+		{"Forwarded", "127.0.0.1:5000", http.Header{"Forwarded": {"for=203.0.113.9"}}, ""},
+		{"X-Real-Ip", "127.0.0.1:5000", http.Header{"X-Real-Ip": {"203.0.113.9"}}, ""},
+		{"no port", "127.0.0.1", nil, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			peer, ok := r.Direct(tt.remote, tt.header)
+			if got := map[bool]string{true: peer.String(), false: ""}[ok]; got != tt.want {
+				t.Errorf("Direct(%q) = %q, want %q", tt.remote, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestParseNode(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"192.0.2.1", "192.0.2.1"}, {"192.0.2.1:80", "192.0.2.1"}, {"[2001:db8::1]", "2001:db8::1"},

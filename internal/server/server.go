@@ -341,13 +341,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		PublicURL: cfg.PublicURL, Secure: strings.HasPrefix(cfg.PublicURL, "https://"), AllowPrivateIPN: cfg.AllowPrivateIPN}).Register(dashMux)
 	g.ipnMetrics = ipnMetrics
 	g.metricsHandler = g.Metrics.Handler()
+	addrs := clientaddr.NewResolver(cfg.TrustedProxies)
 	if cfg.MetricsAddr == "" {
 		// Every method, so that to a peer outside --metrics-allow a POST
 		// is the same 404 as a GET: the 405 of the catch-all told it the
 		// path was there.
-		mux.Handle("/metrics", onlyFrom(cfg.MetricsAllow, cfg.TrustedProxies, g.metricsHandler, http.HandlerFunc(notFound)))
+		mux.Handle("/metrics", onlyFrom(cfg.MetricsAllow, addrs, g.metricsHandler, http.HandlerFunc(notFound)))
 	}
-	addrs := clientaddr.NewResolver(cfg.TrustedProxies)
 	routes := newHTTPMetrics(g.Metrics)
 	g.Handler = withRequest(mux, log, addrs, routes)
 	g.FormHandler = withRequest(formMux, log, addrs, routes)
@@ -579,23 +579,11 @@ func methodNotAllowed(w http.ResponseWriter, allow string) {
 // outside request it passed on looked local, so /metrics was public
 // behind it. Through a proxy means from one of proxies (--trusted-proxies)
 // or carrying a forwarding header.
-func onlyFrom(allow, proxies []netip.Prefix, h, other http.Handler) http.Handler {
-	inside := func(a netip.Addr, prefixes []netip.Prefix) bool {
-		for _, p := range prefixes {
-			if p.Contains(a) {
-				return true
-			}
-		}
-		return false
-	}
+func onlyFrom(allow []netip.Prefix, addrs clientaddr.Resolver, h, other http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ap, err := netip.ParseAddrPort(r.RemoteAddr)
-		proxied := r.Header.Get("X-Forwarded-For") != "" || r.Header.Get("Forwarded") != "" || r.Header.Get("X-Real-Ip") != ""
-		if err == nil && !proxied {
-			if addr := ap.Addr().Unmap(); inside(addr, allow) && !inside(addr, proxies) {
-				h.ServeHTTP(w, r)
-				return
-			}
+		if peer, direct := addrs.Direct(r.RemoteAddr, r.Header); direct && clientaddr.Within(peer, allow) {
+			h.ServeHTTP(w, r)
+			return
 		}
 		other.ServeHTTP(w, r)
 	})
