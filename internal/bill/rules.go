@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -287,9 +289,15 @@ func (b Bill) sameRequest(stored Bill) bool {
 		return true
 	}
 	return !b.requestedExpiry.IsZero() && b.requestedExpiry.Equal(stored.ExpiresAt) &&
-		b.CustomerName == stored.CustomerName && b.OrderReference == stored.OrderReference &&
-		b.Description == stored.Description && b.BillerCode == stored.BillerCode && b.Outlet == stored.Outlet &&
-		b.Amount.Minor == stored.Amount.Minor && b.Amount.Currency.Code == stored.Amount.Currency.Code
+		slices.Equal(b.requestFields(), stored.requestFields())
+}
+
+// requestFields are what a bill request asks besides its expiry, as
+// requestHash writes them: one list, so a field added to the request is
+// judged by both.
+func (b Bill) requestFields() []string {
+	return []string{b.CustomerName, b.OrderReference, b.Description, b.BillerCode, b.Outlet,
+		b.Amount.Currency.Code, strconv.FormatInt(b.Amount.Minor, 10)}
 }
 
 func exceeds(a money.Amount, maxMajor int64) bool {
@@ -308,8 +316,7 @@ func exceeds(a money.Amount, maxMajor int64) bool {
 // in two offsets.
 func requestHash(b Bill, expiry string) string {
 	h := sha256.New()
-	for _, s := range []string{b.CustomerName, b.OrderReference, b.Description, b.BillerCode, b.Outlet,
-		b.Amount.Currency.Code, fmt.Sprint(b.Amount.Minor), expiry} {
+	for _, s := range append(b.requestFields(), expiry) {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}

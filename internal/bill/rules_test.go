@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/kadipay/kadi/internal/money"
 	"slices"
 	"strings"
 	"testing"
@@ -690,5 +691,19 @@ func BenchmarkValidateBaseline(b *testing.B) {
 		if err := json.Unmarshal(raw, &m); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A request's hash is stored with its bill and compared by every node,
+// the release before included: its value must never change.
+func TestRequestHashIsStable(t *testing.T) {
+	amount, err := money.FromMinor(150000, "KES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Bill{CustomerName: "Jane Doe", OrderReference: "ORDER-1", Description: "Two tickets", BillerCode: "B1", Outlet: "O1", Amount: amount}
+	const want = "7cf70603e2c1ed33771445ad0dc7f91a35fee741eb69845f9e1c4ed822b41711"
+	if got := requestHash(b, "2026-12-01T10:00:00+03:00"); got != want {
+		t.Errorf("requestHash = %s, want %s", got, want)
 	}
 }
