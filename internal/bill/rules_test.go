@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/kadipay/kadi/internal/money"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kadipay/kadi/internal/money"
 )
 
 // fieldCase is one value for one field. An empty code means the value is
