@@ -130,17 +130,27 @@ func signIn(t *testing.T, g *servertest.Gateway, c merchant.Credentials) *browse
 	return b
 }
 
+// totpSecret is the authenticator secret enableTOTP gives every merchant.
+const totpSecret = "JBSWY3DPEHPK3PXP"
+
+// enableTOTP turns two-step verification on for c, with the hashes of
+// recovery codes.
+func enableTOTP(t *testing.T, g *servertest.Gateway, c merchant.Credentials, recovery ...string) {
+	t.Helper()
+	if err := g.Store.EnableTOTP(t.Context(), c.MerchantCode, totpSecret, recovery, g.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // signInTwoStep turns two-step verification on for c and signs in with it,
 // as live mode asks.
 func signInTwoStep(t *testing.T, g *servertest.Gateway, c merchant.Credentials) *browser {
 	t.Helper()
-	const secret = "JBSWY3DPEHPK3PXP"
+	const secret = totpSecret
 	if _, enabled, err := g.Store.TOTP(t.Context(), c.MerchantCode); err != nil {
 		t.Fatal(err)
 	} else if enabled.IsZero() {
-		if err := g.Store.EnableTOTP(t.Context(), c.MerchantCode, secret, nil, g.Clock.Now()); err != nil {
-			t.Fatal(err)
-		}
+		enableTOTP(t, g, c)
 	}
 	b := signIn(t, g, c)
 	// A code opens one sign-in: a second one in the same test takes the
@@ -433,10 +443,8 @@ func TestSignInReturnsToThePageAskedFor(t *testing.T) {
 func TestSecondFactorSignInIsLoggedOnceDone(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Logged Shop")
-	const secret = "JBSWY3DPEHPK3PXP"
-	if err := g.Store.EnableTOTP(t.Context(), c.MerchantCode, secret, nil, g.Clock.Now()); err != nil {
-		t.Fatal(err)
-	}
+	const secret = totpSecret
+	enableTOTP(t, g, c)
 	count := func(action string) int {
 		return g.Count(`SELECT COUNT(*) FROM audit_events WHERE merchant_code = ? AND action = ?`, c.MerchantCode, action)
 	}
@@ -641,12 +649,10 @@ func TestLiveModeNeedsSecondFactor(t *testing.T) {
 func TestSecondFactor(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Two Step Shop")
-	const secret = "JBSWY3DPEHPK3PXP"
+	const secret = totpSecret
 	recovery := "ABCDE-FGHJK"
 	sum := sha256.Sum256([]byte("ABCDEFGHJK"))
-	if err := g.Store.EnableTOTP(t.Context(), c.MerchantCode, secret, []string{hex.EncodeToString(sum[:])}, g.Clock.Now()); err != nil {
-		t.Fatal(err)
-	}
+	enableTOTP(t, g, c, hex.EncodeToString(sum[:]))
 	b := signIn(t, g, c)
 	if page := b.get("/dashboard/payments").Body.String(); !strings.Contains(page, `action="/dashboard/verify"`) {
 		t.Fatalf("a page before the second factor:\n%s", page)
@@ -688,9 +694,7 @@ func TestSecondFactor(t *testing.T) {
 func TestStaleTabActsOnItsOwnModeOnly(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Two Tabs Shop")
-	if err := g.Store.EnableTOTP(t.Context(), c.MerchantCode, "JBSWY3DPEHPK3PXP", nil, g.Clock.Now()); err != nil {
-		t.Fatal(err)
-	}
+	enableTOTP(t, g, c)
 	tab := signIn(t, g, c)
 	if rec := tab.post("/dashboard/verify", url.Values{"code": {mustCode(t, "JBSWY3DPEHPK3PXP", g.Clock.Now())}}); rec.Code != http.StatusSeeOther {
 		t.Fatalf("verify: %d", rec.Code)
@@ -756,10 +760,8 @@ func TestBillPageOfANonReference(t *testing.T) {
 func TestSecondFactorGuessesAreCounted(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Guessed Shop")
-	const secret = "JBSWY3DPEHPK3PXP"
-	if err := g.Store.EnableTOTP(t.Context(), c.MerchantCode, secret, nil, g.Clock.Now()); err != nil {
-		t.Fatal(err)
-	}
+	const secret = totpSecret
+	enableTOTP(t, g, c)
 	b := signIn(t, g, c)
 	right := func() string {
 		code, err := totp.GenerateCode(secret, g.Clock.Now())
@@ -993,9 +995,7 @@ func TestPagesCarryTheirLength(t *testing.T) {
 func TestResetAccess(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Lost Phone Shop")
-	if err := g.Store.EnableTOTP(t.Context(), c.MerchantCode, "JBSWY3DPEHPK3PXP", []string{"00"}, g.Clock.Now()); err != nil {
-		t.Fatal(err)
-	}
+	enableTOTP(t, g, c, "00")
 	before := signIn(t, g, c)
 	if page := before.get("/dashboard/payments").Body.String(); !strings.Contains(page, `action="/dashboard/verify"`) {
 		t.Fatal("two-step verification is not on")
