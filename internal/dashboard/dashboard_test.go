@@ -130,6 +130,19 @@ func signIn(t *testing.T, g *servertest.Gateway, c merchant.Credentials) *browse
 	return b
 }
 
+// modeChanges are the forms that change one mode's keys and settings,
+// by path, filled in as a merchant would.
+func modeChanges(c merchant.Credentials) map[string]url.Values {
+	return map[string]url.Values{
+		"/dashboard/developers/regenerate":    {"confirm": {"yes"}, "password": {c.Password}},
+		"/dashboard/developers/rotate-secret": {"confirm": {"yes"}, "password": {c.Password}},
+		"/dashboard/developers/reveal-secret": {"password": {c.Password}},
+		"/dashboard/settings/ipn":             {"url": {"https://shop.example/ipn"}},
+		"/dashboard/settings/ipn/test":        nil,
+		"/dashboard/settings/callbacks":       {"origins": {"https://shop.example"}},
+	}
+}
+
 // totpSecret is the authenticator secret enableTOTP gives every merchant.
 const totpSecret = "JBSWY3DPEHPK3PXP"
 
@@ -618,14 +631,7 @@ func TestLiveModeNeedsSecondFactor(t *testing.T) {
 		t.Errorf("the security page in live mode: %d", rec.Code)
 	}
 	b.formMode = "live"
-	for path, form := range map[string]url.Values{
-		"/dashboard/developers/regenerate":    {"confirm": {"yes"}, "password": {c.Password}},
-		"/dashboard/developers/rotate-secret": {"confirm": {"yes"}, "password": {c.Password}},
-		"/dashboard/developers/reveal-secret": {"password": {c.Password}},
-		"/dashboard/settings/ipn":             {"url": {"https://shop.example/ipn"}},
-		"/dashboard/settings/ipn/test":        nil,
-		"/dashboard/settings/callbacks":       {"origins": {"https://shop.example"}},
-	} {
+	for path, form := range modeChanges(c) {
 		if rec := b.post(path, form); rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "two-step") {
 			t.Errorf("POST %s in live mode without a second factor: %d", path, rec.Code)
 		}
@@ -706,13 +712,7 @@ func TestStaleTabActsOnItsOwnModeOnly(t *testing.T) {
 	}
 	stale := *tab // the test-mode tab
 	tab.post("/dashboard/mode", url.Values{"mode": {"live"}})
-	for path, form := range map[string]url.Values{
-		"/dashboard/developers/regenerate":    {"confirm": {"yes"}, "password": {c.Password}},
-		"/dashboard/developers/rotate-secret": {"confirm": {"yes"}, "password": {c.Password}},
-		"/dashboard/developers/reveal-secret": {"password": {c.Password}},
-		"/dashboard/settings/ipn":             {"url": {"https://shop.example/ipn"}},
-		"/dashboard/settings/ipn/test":        nil,
-	} {
+	for path, form := range modeChanges(c) {
 		if form == nil {
 			form = url.Values{}
 		}
