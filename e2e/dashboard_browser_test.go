@@ -195,8 +195,17 @@ func TestBrowserDashboard(t *testing.T) {
 			t.Errorf("/dashboard/%s at 390 px scrolls sideways by %d px", path, w)
 			shot("phone-wide-" + strings.ReplaceAll(path, "/", "-"))
 		}
-		if path == "" {
+		switch path {
+		case "":
 			shot("phone-home")
+		case "payments":
+			// What a merchant looks for first, amount and status, is in
+			// view without scrolling the table.
+			right := value(t, ctx, chromedp.Evaluate[float64](`(() => { const th = [...document.querySelectorAll('th')].find(h => h.textContent === 'Status'); return th ? th.getBoundingClientRect().right : 1e9 })()`))
+			if right > 390 {
+				t.Errorf("the payments table's Status column ends at %.0f px of 390", right)
+			}
+			shot("phone-payments")
 		}
 	}
 	run(t, ctx, chromedp.EmulateViewport(1280, 900))
