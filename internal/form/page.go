@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/checkout"
@@ -56,6 +57,10 @@ type page struct {
 	Blocked  bool       `json:"b,omitempty"`
 	Error    *pageError `json:"e,omitempty"`
 }
+
+// maxPageID bounds the page ids echoed back into an expired page's
+// language switch: a sealed page is far shorter.
+const maxPageID = 2048
 
 // errPageGone is a page URL that is damaged, forged or past its life.
 var errPageGone = &pageError{Status: http.StatusGone, Title: "Payment page expired",
@@ -166,6 +171,11 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	p, err := h.openPage(id)
 	if err != nil {
+		// The expired page has the language switch too: switching finds
+		// the page gone again and shows that, in the language chosen.
+		if len(id) <= maxPageID && strings.Trim(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.") == "" {
+			r = withPageID(r, id)
+		}
 		h.renderError(w, r, h.problem(r, nil, err))
 		return
 	}

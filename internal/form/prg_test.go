@@ -394,3 +394,28 @@ func TestResultPageComeBackToSwitchesLanguage(t *testing.T) {
 		t.Errorf("after switching to Swahili:\n%s", page)
 	}
 }
+
+// A page past its life has the language switch too: switching shows it
+// gone again, in the language chosen; an id no page could have is not
+// echoed into the switch.
+func TestExpiredPageSwitchesLanguage(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	const dead = "k0.not-a-page"
+	rec := get(g, "/cardPay/page/"+dead)
+	sw, ok := servertest.ParsePage(rec.Body.String()).FormTo("/cardPay/language")
+	if rec.Code != http.StatusGone || !ok || sw.Values()["page"] != dead {
+		t.Fatalf("the expired page: %d, switch %v %v\n%s", rec.Code, ok, sw.Values(), rec.Body)
+	}
+	switched := g.ServeOnce(post("/cardPay/language", url.Values{"page": {dead}, "language": {"sw"}}))
+	loc := seeOther(t, switched)
+	again := httptest.NewRequest(http.MethodGet, loc, nil)
+	for _, ck := range switched.Result().Cookies() {
+		again.AddCookie(ck)
+	}
+	if body := g.Serve(again).Body.String(); !strings.Contains(body, "Ukurasa wa malipo umeisha muda") {
+		t.Errorf("after switching, the expired page:\n%s", body)
+	}
+	if body := get(g, "/cardPay/page/"+url.PathEscape(`"><x`)).Body.String(); strings.Contains(body, `action="/cardPay/language"`) {
+		t.Error("an id no page could have went into the language switch")
+	}
+}
