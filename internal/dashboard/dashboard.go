@@ -57,7 +57,7 @@ type Store interface {
 	BillsPage(ctx context.Context, f bill.ListFilter) ([]bill.Bill, error)
 	BillByReference(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (bill.Bill, error)
 	PaymentsOfBill(ctx context.Context, billRef string) ([]payment.Payment, error)
-	PaymentTotals(ctx context.Context, merchantCode, mode string, since time.Time, offset time.Duration) ([]payment.DayTotal, error)
+	PaymentTotals(ctx context.Context, merchantCode, mode string, since time.Time) ([]payment.QuarterTotal, error)
 	IPNEvents(ctx context.Context, f ipn.Filter) ([]ipn.Event, error)
 	IPNEvent(ctx context.Context, id string) (ipn.Event, error)
 	IPNAttempts(ctx context.Context, id string) ([]ipn.Attempt, error)

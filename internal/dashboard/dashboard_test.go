@@ -1179,3 +1179,23 @@ func TestPageLoadKeepsAConcurrentModeSwitch(t *testing.T) {
 		t.Error("the page load undid the other tab's switch to live mode")
 	}
 }
+
+// Days on Home are the operator's days on either side of a change from
+// summer time: a payment at 00:30 on 30 October in New York (still summer
+// time then) counts on 30 October, seen in late November (winter time),
+// not on the 29th as with today's offset applied to every day.
+func TestHomeDaysFollowSummerTime(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{TimeZone: "America/New_York"})
+	to := func(at time.Time) { g.Clock.Advance(at.Sub(g.Clock.Now())) }
+	to(time.Date(2026, time.October, 30, 4, 30, 0, 0, time.UTC)) // 00:30 EDT
+	c := g.Onboard("Summer Shop")
+	g.Pay(c, g.Token(c, merchant.Test), "DST1", "10", servertest.Card{Number: visa, CVV: "737"})
+	to(time.Date(2026, time.November, 25, 17, 0, 0, 0, time.UTC)) // noon EST
+	page := signIn(t, g, c).get("/dashboard/").Body.String()
+	if !strings.Contains(page, "<title>30 Oct: 1 approved of 1") || strings.Contains(page, "<title>29 Oct: 1 approved") {
+		t.Errorf("the chart does not count the payment on 30 October:\n%s", page)
+	}
+	if !strings.Contains(page, "<title>25 Nov: 0 approved of 0") || strings.Contains(page, "<title>26 Oct:") {
+		t.Error("the chart's 30 days do not end today, 25 November")
+	}
+}

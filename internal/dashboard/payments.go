@@ -40,15 +40,15 @@ type dayBar struct {
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	v := visitOf(r)
 	now := h.Now().In(h.Location)
-	_, offset := now.Zone()
-	off := time.Duration(offset) * time.Second
-	today := (now.UnixMilli() + off.Milliseconds()) / 86_400_000
-	since := time.UnixMilli((today-29)*86_400_000 - off.Milliseconds())
-	totals, err := h.Store.PaymentTotals(r.Context(), v.Merchant.Code, string(v.Sess.Mode), since, off)
+	today := civilDay(now)
+	y, m, d := now.Date()
+	since := time.Date(y, m, d-29, 0, 0, 0, 0, h.Location) // midnight there, summer time or not
+	quarters, err := h.Store.PaymentTotals(r.Context(), v.Merchant.Code, string(v.Sess.Mode), since)
 	if err != nil {
 		h.internal(w, r, err)
 		return
 	}
+	totals := h.days(quarters)
 	periods := []period{summarize("Today", totals, today), summarize("7 days", totals, today-6), summarize("30 days", totals, today-29)}
 	latest, err := h.Store.BillsPage(r.Context(), bill.ListFilter{MerchantCode: v.Merchant.Code, Mode: v.Sess.Mode, Limit: 10, Now: h.Now()})
 	if err != nil {
@@ -58,8 +58,47 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "home.html", map[string]any{"Periods": periods, "Chart": chart(totals, today), "Bills": latest})
 }
 
+// dayTotal is one day's finished payments of one currency and outcome, in
+// the operator's zone.
+type dayTotal struct {
+	Day      int64 // civilDay
+	Currency string
+	Status   payment.Status
+	Count    int64
+	SumMinor int64
+}
+
+// days adds quarters up into the operator's days.
+func (h *Handler) days(quarters []payment.QuarterTotal) []dayTotal {
+	type key struct {
+		day              int64
+		currency, status string
+	}
+	index := map[key]int{}
+	var out []dayTotal
+	for _, q := range quarters {
+		k := key{civilDay(q.Start.In(h.Location)), q.Currency, string(q.Status)}
+		i, ok := index[k]
+		if !ok {
+			i = len(out)
+			index[k] = i
+			out = append(out, dayTotal{Day: k.day, Currency: q.Currency, Status: q.Status})
+		}
+		out[i].Count += q.Count
+		out[i].SumMinor += q.SumMinor
+	}
+	return out
+}
+
+// civilDay numbers t's date in its own location: days since 1 January
+// 1970 of that calendar.
+func civilDay(t time.Time) int64 {
+	y, m, d := t.Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Unix() / 86_400
+}
+
 // summarize adds up the days from first on.
-func summarize(name string, totals []payment.DayTotal, first int64) period {
+func summarize(name string, totals []dayTotal, first int64) period {
 	p := period{Name: name, Approval: "–"}
 	volume := map[string]int64{}
 	var ok, failed int64
@@ -91,9 +130,9 @@ func summarize(name string, totals []payment.DayTotal, first int64) period {
 
 // chart draws 30 days of approved payments as bars, scaled to the busiest
 // day, server-side: no charting script.
-func chart(totals []payment.DayTotal, today int64) []dayBar {
+func chart(totals []dayTotal, today int64) []dayBar {
 	ok, all := map[int64]int64{}, map[int64]int64{}
-	volume := map[int64][]payment.DayTotal{}
+	volume := map[int64][]dayTotal{}
 	for _, t := range totals {
 		all[t.Day] += t.Count
 		if t.Status == payment.Succeeded {
@@ -109,7 +148,7 @@ func chart(totals []payment.DayTotal, today int64) []dayBar {
 	for i := range bars {
 		day := today - 29 + int64(i)
 		height := int(ok[day] * 100 / peak)
-		bars[i] = dayBar{Label: time.UnixMilli(day * 86_400_000).UTC().Format("2 Jan"), X: i * 10, Y: 100 - height, W: 8, H: height,
+		bars[i] = dayBar{Label: time.Unix(day*86_400, 0).UTC().Format("2 Jan"), X: i * 10, Y: 100 - height, W: 8, H: height,
 			Approved: ok[day], Sent: all[day], Volume: strings.Join(summarize("", volume[day], day).Volume, ", ")}
 	}
 	return bars

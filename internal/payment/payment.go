@@ -151,11 +151,12 @@ var (
 	ErrUnrecorded = errors.New("the card network answered but the outcome is not recorded yet")
 )
 
-// DayTotal is one day's finished payments of one currency and outcome, for
-// the dashboard's charts. Day counts days since the Unix epoch in the
-// operator's zone offset.
-type DayTotal struct {
-	Day      int64
+// QuarterTotal is the finished payments of one currency and outcome in
+// one quarter of an hour, for the dashboard's charts. Every zone's offset
+// from UTC is a whole number of quarters, so they add up into the days of
+// any zone, on either side of a change to or from summer time.
+type QuarterTotal struct {
+	Start    time.Time
 	Currency string
 	Status   Status
 	Count    int64

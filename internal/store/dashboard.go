@@ -129,23 +129,25 @@ func (s *DB) PaymentsOfBill(ctx context.Context, billRef string) ([]payment.Paym
 	return collect(rows, scanPayment)
 }
 
-// PaymentTotals sums a merchant's finished payments since since, by day
-// (days since the epoch, shifted by offset, the operator's zone offset),
-// currency and outcome. Plain integer arithmetic keeps it portable and one
-// index range scan.
-func (s *DB) PaymentTotals(ctx context.Context, merchantCode, mode string, since time.Time, offset time.Duration) ([]payment.DayTotal, error) {
-	rows, err := s.query(ctx, `SELECT (updated_at + ?) / 86400000 AS day, currency, status, COUNT(*), SUM(amount_minor)
+// PaymentTotals sums a merchant's finished payments since since, by
+// quarter of an hour, currency and outcome: the caller adds the quarters
+// up into its own zone's days (a day of a zone with summer time is not
+// one fixed offset from UTC). Plain integer arithmetic keeps it portable
+// and one index range scan.
+func (s *DB) PaymentTotals(ctx context.Context, merchantCode, mode string, since time.Time) ([]payment.QuarterTotal, error) {
+	rows, err := s.query(ctx, `SELECT updated_at / 900000 AS quarter, currency, status, COUNT(*), SUM(amount_minor)
 		FROM payments WHERE merchant_code = ? AND mode = ? AND updated_at >= ? AND status IN (?, ?)
-		GROUP BY day, currency, status ORDER BY day`,
-		offset.Milliseconds(), merchantCode, mode, ms(since), string(payment.Succeeded), string(payment.Failed))
+		GROUP BY quarter, currency, status ORDER BY quarter`,
+		merchantCode, mode, ms(since), string(payment.Succeeded), string(payment.Failed))
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, func(r scanner) (payment.DayTotal, error) {
-		var t payment.DayTotal
+	return collect(rows, func(r scanner) (payment.QuarterTotal, error) {
+		var t payment.QuarterTotal
+		var quarter int64
 		var status string
-		err := r.Scan(&t.Day, &t.Currency, &status, &t.Count, &t.SumMinor)
-		t.Status = payment.Status(status)
+		err := r.Scan(&quarter, &t.Currency, &status, &t.Count, &t.SumMinor)
+		t.Start, t.Status = time.UnixMilli(quarter*900_000), payment.Status(status)
 		return t, err
 	})
 }

@@ -48,7 +48,7 @@ type Store interface {
 	UseTOTPStep(ctx context.Context, code string, step int64) (bool, error)
 	BillsPage(ctx context.Context, f bill.ListFilter) ([]bill.Bill, error)
 	PaymentsOfBill(ctx context.Context, billRef string) ([]payment.Payment, error)
-	PaymentTotals(ctx context.Context, merchantCode, mode string, since time.Time, offset time.Duration) ([]payment.DayTotal, error)
+	PaymentTotals(ctx context.Context, merchantCode, mode string, since time.Time) ([]payment.QuarterTotal, error)
 	Ping(ctx context.Context) error
 	Close() error
 }

@@ -1655,27 +1655,27 @@ func testBillsPage(t *testing.T, s store.Store) {
 func testPaymentTotals(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	f := addMerchant(t, s, base)
-	for i, st := range []payment.Status{payment.Succeeded, payment.Failed, payment.Succeeded} {
+	// base is 09:26:53: the first three fall in the quarter from 09:15, the
+	// fourth in the one from 09:45.
+	for i, at := range []time.Duration{0, time.Second, 2 * time.Second, 20 * time.Minute} {
+		st := payment.Succeeded
+		if i == 1 {
+			st = payment.Failed
+		}
 		b := addBill(t, s, f.m.Code, merchant.Test, base)
-		p := startPayment(t, s, b, base.Add(time.Duration(i)*time.Second))
-		done, ev := finish(p, st, base.Add(time.Duration(i)*time.Second))
+		p := startPayment(t, s, b, base.Add(at))
+		done, ev := finish(p, st, base.Add(at))
 		must(t, "FinishPayment", s.FinishPayment(ctx, done, 5, ev))
 	}
-	totals, err := s.PaymentTotals(ctx, f.m.Code, string(merchant.Test), base.Add(-time.Hour), 3*time.Hour)
+	totals, err := s.PaymentTotals(ctx, f.m.Code, string(merchant.Test), base.Add(-time.Hour))
 	must(t, "PaymentTotals", err)
-	var ok, failed, sum int64
+	got := map[string][2]int64{}
 	for _, tt := range totals {
-		if tt.Status == payment.Succeeded {
-			ok += tt.Count
-			sum += tt.SumMinor
-		} else {
-			failed += tt.Count
-		}
-		if want := (base.UnixMilli() + (3 * time.Hour).Milliseconds()) / 86_400_000; tt.Day != want {
-			t.Errorf("day %d, want %d", tt.Day, want)
-		}
+		got[tt.Start.UTC().Format("15:04")+" "+string(tt.Status)] = [2]int64{tt.Count, tt.SumMinor}
 	}
-	equal(t, "approved, failed, volume", []int64{ok, failed, sum}, []int64{2, 1, 2 * 150_075})
+	equal(t, "quarters", got, map[string][2]int64{
+		"09:15 succeeded": {2, 2 * 150_075}, "09:15 failed": {1, 150_075}, "09:45 succeeded": {1, 150_075},
+	})
 }
 
 // newer reports whether bill a sorts before b in a newest-first list.
