@@ -217,15 +217,15 @@ func (h *Handler) signedIn(next http.HandlerFunc, need access) http.HandlerFunc 
 		r = r.WithContext(ctx)
 		switch {
 		case need >= account && v.TOTPOn && !v.verified():
-			next := "/dashboard/"
+			after := "/dashboard/"
 			if reading {
-				next = dashboardPath(r.URL.RequestURI())
+				after = dashboardPath(r.URL.RequestURI())
 			}
-			h.render(w, r, http.StatusOK, "verify.html", map[string]any{"Next": next})
+			h.render(w, r, http.StatusOK, "verify.html", map[string]any{"Next": after})
 			return
 		case need == modeData && v.Sess.Mode == merchant.Live && !v.verified():
-			// A session left in live mode when two-step verification was
-			// turned off for it (kadi merchant reset-access).
+			// A session switched to live mode before live mode asked for
+			// two-step verification (a release before this one).
 			if reading {
 				h.back(w, r, "/dashboard/security", liveNeedsTwoStep)
 				return
@@ -290,7 +290,7 @@ func (h *Handler) setCookie(w http.ResponseWriter, name, value string, maxAge in
 
 // liveNeedsTwoStep is the Security page's note for a merchant sent there
 // from live mode or its switch.
-const liveNeedsTwoStep = "Live mode needs two-step verification: set it up below, then switch to Live."
+const liveNeedsTwoStep = "Live mode needs two-step verification: set it up below first."
 
 // audit records an action of the signed-in merchant.
 func (h *Handler) audit(r *http.Request, action, detail string) {

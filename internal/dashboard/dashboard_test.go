@@ -441,6 +441,11 @@ func TestSignInReturnsToThePageAskedFor(t *testing.T) {
 		{"/evil", "/dashboard/"},
 		{"/dashboard/sign-out", "/dashboard/"},
 		{"javascript:alert(1)//dashboard/", "/dashboard/"},
+		{"/dashboard/../metrics", "/dashboard/"},
+		{"/dashboard/%2e%2e/metrics", "/dashboard/"},
+		{"/dashboard/./sign-out", "/dashboard/"},
+		{"/dashboard//evil", "/dashboard/"},
+		{"/dashboard/payments/", "/dashboard/payments/"},
 	} {
 		b := &browser{t: t, g: g}
 		rec := b.do(http.MethodPost, "/dashboard/sign-in", url.Values{"username": {c.Username}, "password": {c.Password}, "next": {tt.next}}, nil)
@@ -610,7 +615,7 @@ func TestLiveModeNeedsSecondFactor(t *testing.T) {
 		t.Error("the refused switch took")
 	}
 
-	// A session left in live mode (its second factor reset by the operator).
+	// A session switched to live mode under a release that did not ask.
 	sess, err := g.Store.SessionByHash(t.Context(), session.Hash(b.cookie.Value), g.Clock.Now())
 	if err != nil {
 		t.Fatal(err)

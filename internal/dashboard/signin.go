@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -61,12 +62,6 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	if old, err := r.Cookie(h.cookieName()); err == nil {
 		_ = h.Store.DeleteSession(r.Context(), session.Hash(old.Value))
 	}
-	id, sess := session.New(m.Code, h.Now())
-	if err := h.Store.CreateSession(r.Context(), sess); err != nil {
-		h.internal(w, r, err)
-		return
-	}
-	h.setCookie(w, h.cookieName(), id, int(session.MaxAge.Seconds()))
 	// With two-step verification on, the sign-in is not done until the
 	// code: the log says the password was right, and signed_in comes with
 	// the code.
@@ -77,6 +72,12 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	} else if !enabled.IsZero() {
 		action, detail = audit.PasswordAccepted, "two-step code still to come"
 	}
+	id, sess := session.New(m.Code, h.Now())
+	if err := h.Store.CreateSession(r.Context(), sess); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.setCookie(w, h.cookieName(), id, int(session.MaxAge.Seconds()))
 	h.Store.RecordAudit(r.Context(), audit.Event{At: h.Now(), MerchantCode: m.Code, Actor: "dashboard " + clientIP(r), Action: action, Detail: detail})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -87,8 +88,16 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 // comes from a link anyone can write.
 func dashboardPath(next string) string {
 	u, err := url.Parse(next)
-	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Fragment != "" ||
-		!strings.HasPrefix(next, "/dashboard/") || strings.ContainsAny(next, "\\\x00\r\n\t") || strings.HasPrefix(next, "/dashboard/sign") {
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Fragment != "" || strings.ContainsAny(next, "\\\x00\r\n\t") {
+		return "/dashboard/"
+	}
+	// The path as a browser resolves it: no "..", ".", "//" or their
+	// escapes may walk it out of the dashboard or onto sign-out.
+	clean := path.Clean(u.Path)
+	if strings.HasSuffix(u.Path, "/") && clean != "/" {
+		clean += "/"
+	}
+	if clean != u.Path || !strings.HasPrefix(clean, "/dashboard/") || strings.HasPrefix(clean, "/dashboard/sign") {
 		return "/dashboard/"
 	}
 	return next

@@ -572,7 +572,9 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 				cb = u
 			}
 		}
-		blocked := p.Status == payment.Failed && h.billState(r.Context(), t) == bill.Blocked
+		// A stored attempt that spent the bill's last: a refusal of a bill
+		// already blocked says so in its own message.
+		blocked := p.Status == payment.Failed && p.ID != "" && h.billState(r.Context(), t) == bill.Blocked
 		h.finish(w, r, t, cb, callbackFor(t.bill, p, h.Location), blocked)
 	}
 }

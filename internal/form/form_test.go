@@ -636,8 +636,11 @@ func TestAttemptLimitBlocksTheBill(t *testing.T) {
 	if st := billState(t, g, b.Reference); st.State != "blocked" {
 		t.Errorf("after 5 declines the bill is %s", st.State)
 	}
-	cb := callback(t, g.CardPay(servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))))
-	failed(t, cb, b, payment.MsgBlocked)
+	refused := g.CardPay(servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b)))
+	failed(t, callback(t, refused), b, payment.MsgBlocked)
+	if strings.Contains(refused.Body.String(), "cannot take another card") {
+		t.Error("the refusal of a blocked bill says it is blocked twice")
+	}
 	if n := g.CountPayments(b.Reference, ""); n != 5 {
 		t.Errorf("%d payment rows, want the 5 declines only", n)
 	}

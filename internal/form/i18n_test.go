@@ -1,6 +1,7 @@
 package form_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -53,7 +54,7 @@ func TestEveryMessageInEveryLanguage(t *testing.T) {
 			}
 		}
 	}
-	for _, id := range []string{payment.MsgApproved, payment.MsgExpired, payment.MsgBlocked, payment.MsgUnknown,
+	for _, id := range []string{payment.MsgApproved, payment.MsgExpired, payment.MsgBlocked, payment.MsgUnknown, payment.MsgNotReached,
 		payment.MsgChallengeFail, payment.MsgChallengeStale, "Your card was declined", "Your card has insufficient funds",
 		"Your card has expired", "Your card's security code is incorrect",
 		"The card network could not process the payment; nothing was charged, please try again", "must be at most 50 characters"} {
@@ -194,5 +195,36 @@ func TestSwahiliResultOfAnUncataloguedMessage(t *testing.T) {
 	}
 	if body := rec.Body.String(); !strings.Contains(body, `Malipo hayakupita. <span lang="en">Invalid payment details: emailAddress`) {
 		t.Errorf("the Swahili result page:\n%s", body)
+	}
+}
+
+// approvingWithText is a card network whose approvals carry words of its
+// own, which no catalogue has.
+type approvingWithText struct{ payment.Acquirer }
+
+func (approvingWithText) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Result, error) {
+	return payment.Result{Outcome: payment.Approved, NetworkRef: "NETW", ApprovalCode: "A1", Message: "Approved by the issuer"}, nil
+}
+
+// A success whose message is not in the catalogue reads as a success in
+// Swahili too, never "Malipo hayakupita".
+func TestSwahiliSuccessOfAnUncataloguedMessage(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	g.Payments.Acquirers[merchant.Test] = approvingWithText{g.Payments.Acquirers[merchant.Test]}
+	c := g.Onboard("Duka la Dada")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "SWA4", "1500.00")
+	req := servertest.CardPayRequest(servertest.Card{Number: visa, CVV: "123"}.Apply(servertest.FormFields(c, tok, b)))
+	req.Header.Set("Accept-Language", "sw")
+	rec := g.ServeOnce(req)
+	page := httptest.NewRequest(http.MethodGet, rec.Header().Get("Location"), nil)
+	page.Header.Set("Accept-Language", "sw")
+	rec = g.Serve(page)
+	if cb := callback(t, rec); cb["orderStatus"] != "Transaction Successfull" {
+		t.Fatalf("callback %v", cb)
+	}
+	body := rec.Body.String()
+	if strings.Contains(body, "Malipo hayakupita") || !strings.Contains(body, `<span lang="en">Approved by the issuer</span>`) {
+		t.Errorf("the Swahili success page:\n%s", body)
 	}
 }

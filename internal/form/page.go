@@ -260,7 +260,8 @@ func (h *Handler) renderOutcome(w http.ResponseWriter, r *http.Request, t truste
 		}
 	}
 	hd := header(t)
-	h.renderResult(w, r, cb, callbackFor(t.bill, p, h.Location), resultHeader{hd.Amount, hd.Test, false}, r.URL.Query().Has("settled"))
+	blocked := p.Status == payment.Failed && p.ID != "" && t.bill.State == bill.Blocked
+	h.renderResult(w, r, cb, callbackFor(t.bill, p, h.Location), resultHeader{hd.Amount, hd.Test, blocked}, r.URL.Query().Has("settled"))
 }
 
 func withPageID(r *http.Request, id string) *http.Request {

@@ -419,3 +419,43 @@ func TestExpiredPageSwitchesLanguage(t *testing.T) {
 		t.Error("an id no page could have went into the language switch")
 	}
 }
+
+// reconciledAs is a card network that does not answer a charge in time
+// and, asked later, gives outcome.
+type reconciledAs struct {
+	payment.Acquirer
+	outcome payment.Result
+}
+
+func (reconciledAs) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Result, error) {
+	return payment.Result{}, context.DeadlineExceeded
+}
+
+func (a reconciledAs) Lookup(ctx context.Context, id string) (payment.Result, error) { return a.outcome, nil }
+
+// A merchant's own form whose fifth attempt went unanswered and is found
+// declined: the page that followed it says the bill takes no other card.
+func TestLastAttemptReconciledAsDeclinedSaysBlocked(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	g.Payments.WaitInFlight = 50 * time.Millisecond
+	c := g.Onboard("Last Try Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "LAST1", "10")
+	for range 4 {
+		g.CardPay(servertest.Card{Number: cardDeclined, CVV: cvv}.Apply(servertest.FormFields(c, tok, b)))
+	}
+	g.Payments.Acquirers[merchant.Test] = reconciledAs{g.Payments.Acquirers[merchant.Test],
+		payment.Result{Outcome: payment.Declined, DeclineCode: "generic_decline", Message: "Your card was declined"}}
+	loc := seeOther(t, g.ServeOnce(servertest.CardPayRequest(servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b)))))
+	if rec := get(g, loc); rec.Code != http.StatusAccepted {
+		t.Fatalf("the unanswered fifth attempt: %d\n%s", rec.Code, rec.Body)
+	}
+	if err := g.Payments.Reconcile(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	rec := get(g, loc)
+	failed(t, callback(t, rec), b, "declined")
+	if !strings.Contains(rec.Body.String(), "cannot take another card") {
+		t.Errorf("the page of the last attempt, found declined:\n%s", rec.Body)
+	}
+}

@@ -67,6 +67,7 @@ var Swahili = &Lang{Tag: "sw", Name: "Kiswahili", msgs: map[string]string{
 	"The card network did not answer in time; the payment is being confirmed and will not be charged twice":         "Mtandao wa kadi haukujibu kwa wakati; malipo yanathibitishwa na hayatatozwa mara mbili",
 	"Payment cancelled by the customer":                                                                             "Malipo yameghairiwa na mteja",
 	"This bill cannot take another card after too many failed attempts. Return to the shop to start a new payment.": "Bili hii haiwezi kupokea kadi nyingine baada ya majaribio mengi kushindwa. Rudi dukani uanze malipo mapya.",
+	"The payment did not reach the card network; nothing was charged":                                               "Malipo hayakufika kwenye mtandao wa kadi; hakuna pesa iliyotozwa",
 	"The payment did not go through":                                                                                "Malipo hayakupita",
 
 	// Error pages.

@@ -2,7 +2,8 @@ package ipn
 
 import "time"
 
-// ReadClockEvery makes w read the database's clock every d instead of 30 s.
+// ReadClockEvery makes w read the database's clock every d instead of
+// every readClockEvery.
 func (w *Worker) ReadClockEvery(d time.Duration) { w.clockEvery = d }
 
 // LeaseNow is now by the database's clock, as w last read it.

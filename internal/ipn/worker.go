@@ -191,7 +191,7 @@ func (w *Worker) init() {
 	w.held = map[string]string{}
 	w.nudged = map[Endpoint]bool{}
 	if w.clockEvery == 0 {
-		w.clockEvery = clockEvery
+		w.clockEvery = readClockEvery
 	}
 	w.wake = make(chan struct{}, 1)
 	w.nudge = make(chan struct{}, 1)
@@ -206,9 +206,9 @@ func (w *Worker) init() {
 // leaseNow is now by the database's clock, as of its last reading.
 func (w *Worker) leaseNow() time.Time { return w.Now().Add(time.Duration(w.skew.Load())) }
 
-// clockEvery is how often a worker reads the database's clock: a node's
-// time sync can drift or step while it runs.
-const clockEvery = 30 * time.Second
+// readClockEvery is how often a worker reads the database's clock: a
+// node's time sync can drift or step while it runs.
+const readClockEvery = 30 * time.Second
 
 // readClock measures how far the database's clock is from this node's,
 // when the queue is shared between nodes, and warns once the two are more

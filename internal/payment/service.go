@@ -84,6 +84,7 @@ const (
 	MsgBlocked        = "Too many failed payment attempts: this bill is blocked"
 	MsgInFlight       = "A payment for this bill is still being processed"
 	MsgUnknown        = "The card network did not answer in time; the payment is being confirmed and will not be charged twice"
+	MsgNotReached     = "The payment did not reach the card network; nothing was charged"
 	MsgChallengeFail  = "3-D Secure authentication failed"
 	MsgChallengeStale = "3-D Secure authentication was not completed in time"
 )
@@ -278,7 +279,7 @@ func (s *Service) Reconcile(ctx context.Context, olderThan time.Duration) error 
 			continue
 		}
 		if res.Outcome == NotFoundAtBank {
-			res = Result{Outcome: AcquirerError, Message: "The payment did not reach the card network; nothing was charged"}
+			res = Result{Outcome: AcquirerError, Message: MsgNotReached}
 		}
 		if _, err := s.settle(ctx, p, b, m, res); err != nil {
 			return err

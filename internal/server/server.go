@@ -572,13 +572,9 @@ func methodNotAllowed(w http.ResponseWriter, allow string) {
 	_, _ = w.Write(body)
 }
 
-// onlyFrom serves h to peers inside allow and other to everyone else. The
-// peer is the socket's address, never the client a header names. A
-// request that came through a proxy is never a peer's own: a proxy on the
-// same host (the docs' own set-up) connects from loopback, and every
-// outside request it passed on looked local, so /metrics was public
-// behind it. Through a proxy means from one of proxies (--trusted-proxies)
-// or carrying a forwarding header.
+// onlyFrom serves h to peers inside allow that came straight to us
+// (clientaddr's Direct: never through a proxy, whose loopback address
+// would lend itself to everyone behind it), and other to everyone else.
 func onlyFrom(allow []netip.Prefix, addrs clientaddr.Resolver, h, other http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if peer, direct := addrs.Direct(r.RemoteAddr, r.Header); direct && clientaddr.Within(peer, allow) {

@@ -31,7 +31,7 @@ type Session struct {
 	// CSRF is the token every form of this session carries.
 	CSRF string
 	// SecondFactor is when the merchant's TOTP code was checked in this
-	// session (zero: not yet); live-mode actions need it.
+	// session (zero: not yet); live mode needs it.
 	SecondFactor time.Time
 	CreatedAt    time.Time
 	LastSeenAt   time.Time
