@@ -431,7 +431,9 @@ func (reconciledAs) Charge(ctx context.Context, req payment.ChargeRequest) (paym
 	return payment.Result{}, context.DeadlineExceeded
 }
 
-func (a reconciledAs) Lookup(ctx context.Context, id string) (payment.Result, error) { return a.outcome, nil }
+func (a reconciledAs) Lookup(ctx context.Context, id string) (payment.Result, error) {
+	return a.outcome, nil
+}
 
 // A merchant's own form whose fifth attempt went unanswered and is found
 // declined: the page that followed it says the bill takes no other card.
