@@ -234,3 +234,81 @@ func TestCLISetCallbacks(t *testing.T) {
 		t.Errorf("a form to the registered origin: %+v", cb)
 	}
 }
+
+// kadi merchant list and show, as an operator finding a merchant: every
+// merchant listed a page at a time, one shown with its set-up per mode,
+// never a secret, a password or a whole key.
+func TestCLIListAndShowMerchants(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, b := createMerchant(t, dir, "Duka la Mama"), createMerchant(t, dir, "Coffee Roasters Ltd")
+	if out, errOut, err := runKadi(t, "merchant", "set-callbacks", "--data-dir", dir, "--merchant", a.MerchantCode, "--mode", "live", "--origins", "https://shop.example"); err != nil {
+		t.Fatalf("set-callbacks: %v %s %s", err, out, errOut)
+	}
+	if out, errOut, err := runKadi(t, "merchant", "set-ipn", "--data-dir", dir, "--merchant", a.MerchantCode, "--mode", "test",
+		"--url", "https://shop.example/ipn", "--username", "shop", "--password", "ipn-password-1"); err != nil {
+		t.Fatalf("set-ipn: %v %s %s", err, out, errOut)
+	}
+
+	var codes []string
+	for after := ""; ; {
+		out, errOut, err := runKadi(t, "merchant", "list", "--data-dir", dir, "--limit", "1", "--after", after, "--json")
+		if err != nil {
+			t.Fatalf("merchant list: %v %s", err, errOut)
+		}
+		var page []struct {
+			Code string `json:"merchantCode"`
+			Name string `json:"name"`
+		}
+		if err := json.Unmarshal(out, &page); err != nil {
+			t.Fatalf("merchant list --json: %v: %s", err, out)
+		}
+		if len(page) == 0 {
+			break
+		}
+		codes, after = append(codes, page[0].Code), page[0].Code
+	}
+	if want := []string{min(a.MerchantCode, b.MerchantCode), max(a.MerchantCode, b.MerchantCode)}; strings.Join(codes, " ") != strings.Join(want, " ") {
+		t.Errorf("listed %v, want %v", codes, want)
+	}
+	table, _, err := runKadi(t, "merchant", "list", "--data-dir", dir)
+	if err != nil || !strings.Contains(string(table), "Coffee Roasters Ltd") || !strings.Contains(string(table), "Duka la Mama") {
+		t.Errorf("merchant list: %v\n%s", err, table)
+	}
+
+	out, errOut, err := runKadi(t, "merchant", "show", "--data-dir", dir, "--merchant", a.MerchantCode, "--json")
+	if err != nil {
+		t.Fatalf("merchant show: %v %s", err, errOut)
+	}
+	var shown struct {
+		Name    string `json:"name"`
+		TwoStep *bool  `json:"twoStepVerification"`
+		Modes   map[string]struct {
+			APIKeyPrefix    string   `json:"apiKeyPrefix"`
+			IPNURL          string   `json:"ipnUrl"`
+			IPNUsername     string   `json:"ipnUsername"`
+			CallbackOrigins []string `json:"callbackOrigins"`
+		} `json:"modes"`
+	}
+	if err := json.Unmarshal(out, &shown); err != nil {
+		t.Fatalf("merchant show --json: %v: %s", err, out)
+	}
+	test, live := shown.Modes["test"], shown.Modes["live"]
+	if shown.Name != "Duka la Mama" || shown.TwoStep == nil || *shown.TwoStep || test.IPNURL != "https://shop.example/ipn" || test.IPNUsername != "shop" ||
+		len(test.CallbackOrigins) != 0 || strings.Join(live.CallbackOrigins, " ") != "https://shop.example" ||
+		!strings.HasPrefix(a.Test.APIKey, test.APIKeyPrefix) || !strings.HasPrefix(a.Live.APIKey, live.APIKeyPrefix) || len(test.APIKeyPrefix) < 12 {
+		t.Errorf("merchant show: %s", out)
+	}
+	human, _, err := runKadi(t, "merchant", "show", "--data-dir", dir, "--merchant", a.MerchantCode)
+	if err != nil || !strings.Contains(string(human), "https://shop.example/ipn") || !strings.Contains(string(human), "any (none registered)") {
+		t.Errorf("merchant show: %v\n%s", err, human)
+	}
+	for _, secret := range []string{a.Password, a.Test.APIKey, a.Live.APIKey, a.Test.NotificationSecret, a.Live.NotificationSecret, "ipn-password-1"} {
+		if strings.Contains(string(out), secret) || strings.Contains(string(human), secret) || strings.Contains(string(table), secret) {
+			t.Errorf("a secret was printed: %.12s…", secret)
+		}
+	}
+	if _, errOut, err := runKadi(t, "merchant", "show", "--data-dir", dir, "--merchant", "0000000000"); err == nil || !strings.Contains(string(errOut), "no merchant 0000000000") {
+		t.Errorf("merchant show of no such merchant: %v %s", err, errOut)
+	}
+}

@@ -29,6 +29,8 @@ func TestCLIUsageErrors(t *testing.T) {
 			[]string{"https", "usage: kadi merchant set-ipn"}},
 		{[]string{"merchant", "rotate-key", "--mode", "test"}, []string{"--merchant is required", "usage: kadi merchant rotate-key"}},
 		{[]string{"ipn", "list"}, []string{"--merchant is required", "usage: kadi ipn list"}},
+		{[]string{"merchant", "show"}, []string{"--merchant is required", "usage: kadi merchant show"}},
+		{[]string{"merchant", "list", "--limit", "0"}, []string{"--limit must be at least 1", "usage: kadi merchant list"}},
 		{[]string{"merchant", "create", "--bogus"}, []string{"-bogus", "usage: kadi merchant create", "-name"}},
 		{[]string{"serve", "stray"}, []string{"unexpected arguments: stray", "usage: kadi serve"}},
 		{[]string{"version", "stray"}, []string{"unexpected arguments: stray", "usage: kadi version"}},

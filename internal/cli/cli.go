@@ -31,6 +31,8 @@ Usage:
   kadi merchant rotate-key --data-dir DIR --merchant CODE --mode test|live [--json]
   kadi merchant set-callbacks --data-dir DIR --merchant CODE --mode test|live --origins URL,…
   kadi merchant reset-access --data-dir DIR --merchant CODE [--password] [--two-step] [--json]
+  kadi merchant list     --data-dir DIR [--after CODE] [--limit N] [--timezone ZONE] [--json]
+  kadi merchant show     --data-dir DIR --merchant CODE [--timezone ZONE] [--json]
   kadi ipn list   --data-dir DIR --merchant CODE [--mode test|live] [--status pending|parked|delivered|failed] [--limit N] [--before ID] [--timezone ZONE] [--json]
   kadi ipn show   ID --data-dir DIR [--timezone ZONE] [--json]
   kadi ipn replay ID --data-dir DIR
@@ -93,6 +95,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return merchantSetCallbacks(ctx, args[2:], stdout, stderr)
 		case "reset-access":
 			return merchantResetAccess(ctx, args[2:], stdout, stderr)
+		case "list":
+			return merchantList(ctx, args[2:], stdout, stderr)
+		case "show":
+			return merchantShow(ctx, args[2:], stdout, stderr)
 		}
 		return subcommandNeeded("merchant", args[1:], stderr)
 	case "ipn":

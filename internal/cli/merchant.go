@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/kadipay/kadi/internal/form"
@@ -240,4 +241,171 @@ func merchantSetCallbacks(ctx context.Context, args []string, stdout, stderr io.
 	fmt.Fprintf(stdout, "Hosted-form results of merchant %s (%s) go back only to %s; a form naming another callbackUrl is refused (every node within a second).\n",
 		code, m, strings.Join(origins, ", "))
 	return nil
+}
+
+// merchantList prints the merchants, a page at a time in code order: how
+// an operator finds a merchant's code to act on.
+func merchantList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var st storeFlags
+	var after string
+	var limit int
+	var asJSON bool
+	fs := newFlags("merchant list", stderr)
+	st.register(fs)
+	fs.StringVar(&after, "after", "", "a merchant code: list the merchants after it (the next page)")
+	fs.IntVar(&limit, "limit", 100, "merchants to list at most")
+	fs.BoolVar(&asJSON, "json", false, "print a JSON array")
+	tz := zoneFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	loc, err := time.LoadLocation(*tz)
+	if err != nil {
+		return usageErr(fs, fmt.Errorf("--timezone: %w", err))
+	}
+	if limit < 1 {
+		return usageErr(fs, errors.New("--limit must be at least 1"))
+	}
+	db, err := st.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ms, err := db.MerchantsAfter(ctx, after, limit)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		out := make([]merchantJSON, 0, len(ms))
+		for _, m := range ms {
+			out = append(out, merchantJSON{Code: m.Code, Name: m.Name, BillerCode: m.BillerCode, CreatedAt: m.CreatedAt})
+		}
+		return json.NewEncoder(stdout).Encode(out)
+	}
+	if len(ms) == 0 {
+		if after != "" {
+			fmt.Fprintf(stdout, "No merchants after %s.\n", after)
+			return nil
+		}
+		fmt.Fprintln(stdout, "No merchants yet: kadi merchant create adds one.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CODE\tNAME\tBILLER CODE\tCREATED")
+	for _, m := range ms {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Code, oneLine(m.Name, 60), m.BillerCode, stamp(m.CreatedAt, loc))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(ms) == limit {
+		fmt.Fprintf(stdout, "More may follow: kadi merchant list --after %s\n", ms[len(ms)-1].Code)
+	}
+	return nil
+}
+
+// merchantJSON is a merchant as merchant list and show print it: never a
+// secret, a password or a key, only what tells the merchant apart and
+// how it is set up.
+type merchantJSON struct {
+	Code       string              `json:"merchantCode"`
+	Name       string              `json:"name"`
+	BillerCode string              `json:"billerCode"`
+	Outlets    []string            `json:"outlets,omitempty"`
+	CreatedAt  time.Time           `json:"createdAt"`
+	TwoStep    *bool               `json:"twoStepVerification,omitempty"`
+	Modes      map[string]modeJSON `json:"modes,omitempty"`
+}
+
+type modeJSON struct {
+	APIKeyPrefix    string    `json:"apiKeyPrefix"`
+	IPNURL          string    `json:"ipnUrl"`
+	IPNUsername     string    `json:"ipnUsername"`
+	IPNDisabledAt   time.Time `json:"ipnDisabledAt,omitzero"`
+	CallbackOrigins []string  `json:"callbackOrigins"`
+}
+
+// merchantShow prints how one merchant is set up, per mode, without any
+// secret: what an operator checks before and after changing it.
+func merchantShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var st storeFlags
+	var code string
+	var asJSON bool
+	fs := newFlags("merchant show", stderr)
+	st.register(fs)
+	fs.StringVar(&code, "merchant", "", "merchant code (required)")
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object")
+	tz := zoneFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	loc, err := time.LoadLocation(*tz)
+	if err != nil {
+		return usageErr(fs, fmt.Errorf("--timezone: %w", err))
+	}
+	if code == "" {
+		return usageErr(fs, errors.New("--merchant is required"))
+	}
+	db, err := st.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	m, err := db.MerchantByCode(ctx, code)
+	if errors.Is(err, merchant.ErrNotFound) {
+		return fmt.Errorf("no merchant %s in this database", code)
+	} else if err != nil {
+		return err
+	}
+	_, totpOn, err := db.TOTP(ctx, code)
+	if err != nil {
+		return err
+	}
+	twoStep := !totpOn.IsZero()
+	out := merchantJSON{Code: m.Code, Name: m.Name, BillerCode: m.BillerCode, Outlets: m.Outlets, CreatedAt: m.CreatedAt,
+		TwoStep: &twoStep, Modes: map[string]modeJSON{}}
+	for _, mode := range merchant.Modes {
+		key, err := db.ActiveAPIKey(ctx, code, mode)
+		if err != nil && !errors.Is(err, merchant.ErrNotFound) {
+			return err
+		}
+		s, err := db.Settings(ctx, code, mode)
+		if err != nil {
+			return fmt.Errorf("merchant %s %s settings: %w", code, mode, err)
+		}
+		out.Modes[string(mode)] = modeJSON{APIKeyPrefix: key.Prefix, IPNURL: s.IPN.URL, IPNUsername: s.IPN.Username,
+			IPNDisabledAt: s.IPN.DisabledAt, CallbackOrigins: append([]string{}, s.CallbackOrigins...)}
+	}
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(out)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	onOff := map[bool]string{true: "on", false: "off (live mode in the dashboard needs it)"}
+	fmt.Fprintf(tw, "Merchant %s\t%s\n  biller code\t%s\n  outlets\t%s\n  created\t%s\n  two-step verification\t%s\n",
+		m.Code, oneLine(m.Name, 0), m.BillerCode, strings.Join(m.Outlets, ", "), stamp(m.CreatedAt, loc), onOff[twoStep])
+	for _, mode := range merchant.Modes {
+		md := out.Modes[string(mode)]
+		ipnURL, origins := md.IPNURL, strings.Join(md.CallbackOrigins, ", ")
+		switch {
+		case ipnURL == "":
+			ipnURL = "none set"
+		case !md.IPNDisabledAt.IsZero():
+			ipnURL += " (disabled by its 410 Gone at " + stamp(md.IPNDisabledAt, loc) + ")"
+		}
+		if origins == "" {
+			origins = "any (none registered)"
+		}
+		username := md.IPNUsername
+		if username == "" {
+			username = "-"
+		}
+		prefix := md.APIKeyPrefix
+		if prefix == "" {
+			prefix = "none"
+		} else {
+			prefix += "…"
+		}
+		fmt.Fprintf(tw, "%s mode\t\n  API key\t%s\n  IPN URL\t%s\n  IPN username\t%s\n  callback origins\t%s\n", mode, prefix, ipnURL, username, origins)
+	}
+	return tw.Flush()
 }

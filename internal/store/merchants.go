@@ -75,6 +75,23 @@ func (s *DB) MerchantByCode(ctx context.Context, code string) (merchant.Merchant
 // memory may be.
 const merchantMaxAge = time.Second
 
+// MerchantsAfter lists up to limit merchants whose codes sort after
+// after, in code order: the operator's list, a page at a time. Only what
+// a list shows is read (no outlets, no password hash).
+func (s *DB) MerchantsAfter(ctx context.Context, after string, limit int) ([]merchant.Merchant, error) {
+	rows, err := s.query(ctx, `SELECT code, name, biller_code, created_at FROM merchants WHERE code > ? ORDER BY code LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list merchants: %w", err)
+	}
+	return collect(rows, func(r scanner) (merchant.Merchant, error) {
+		var m merchant.Merchant
+		var created int64
+		err := r.Scan(&m.Code, &m.Name, &m.BillerCode, &created)
+		m.CreatedAt = fromMS(created)
+		return m, err
+	})
+}
+
 func (s *DB) loadMerchant(ctx context.Context, code string) (merchant.Merchant, error) {
 	var m merchant.Merchant
 	var created int64

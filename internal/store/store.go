@@ -38,6 +38,8 @@ type Store interface {
 	session.Repo
 	// What a merchant's query reads, in one read.
 	Verification(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (payment.Verification, error)
+	// What the operator's CLI lists.
+	MerchantsAfter(ctx context.Context, after string, limit int) ([]merchant.Merchant, error)
 	// What the dashboard reads and changes beyond the services' needs.
 	ActiveAPIKey(ctx context.Context, code string, mode merchant.Mode) (merchant.APIKey, error)
 	SetNotificationSecret(ctx context.Context, code string, mode merchant.Mode, secret string) error

@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Merchant/UnknownCode", testMerchantUnknown},
 		{"Merchant/CreateIsAtomic", testMerchantCreateAtomic},
 		{"Merchant/Settings", testSettings},
+		{"Merchant/ListInPages", testMerchantsAfter},
 		{"Merchant/SetIPN", testSetIPN},
 		{"Merchant/SetIPNUnknownMerchant", testSetIPNUnknown},
 		{"APIKey/ByHash", testAPIKeyByHash},
@@ -163,6 +164,33 @@ type fixture struct {
 	m        merchant.Merchant
 	settings map[merchant.Mode]merchant.Settings
 	keys     map[merchant.Mode]merchant.APIKey
+}
+
+// testMerchantsAfter pages through every merchant in code order, none
+// twice or left out, with what a list shows.
+func testMerchantsAfter(t *testing.T, s store.Store) {
+	var want []string
+	for range 5 {
+		want = append(want, addMerchant(t, s, base).m.Code)
+	}
+	slices.Sort(want)
+	var got []string
+	after := ""
+	for {
+		page, err := s.MerchantsAfter(t.Context(), after, 2)
+		must(t, "MerchantsAfter", err)
+		if len(page) == 0 {
+			break
+		}
+		for _, m := range page {
+			if m.Name != "Duka la Mama Njeri" || m.BillerCode == "" || !m.CreatedAt.Equal(base.Truncate(time.Millisecond)) || m.PasswordHash != "" {
+				t.Errorf("listed %+v", m)
+			}
+			got = append(got, m.Code)
+		}
+		after = page[len(page)-1].Code
+	}
+	equal(t, "codes", got, want)
 }
 
 func addMerchant(t *testing.T, s store.Store, at time.Time) fixture {
