@@ -413,8 +413,11 @@ func (s *Service) Verify(token string) (Claims, error) {
 	if err != nil {
 		return Claims{}, err
 	}
-	if !now.Before(c.IssuedAt.Add(s.TTL)) || s.Revocations.Revoked(c.KeyID) {
-		return Claims{}, ErrInvalidToken
+	if !now.Before(c.IssuedAt.Add(s.TTL)) {
+		return Claims{}, ErrTokenExpired
+	}
+	if s.Revocations.Revoked(c.KeyID) {
+		return Claims{}, ErrTokenRevoked
 	}
 	return c, nil
 }

@@ -52,6 +52,20 @@ const MaxTokenTTL = 24 * time.Hour
 // tokens alike: RFC 6750 gives them all one answer.
 var ErrInvalidToken = errors.New("the access token is missing, malformed, expired or revoked")
 
+// ErrTokenExpired and ErrTokenRevoked are ErrInvalidToken for a genuine
+// token (its signature checked) past its life or of a regenerated key:
+// saying which saves an integrator hunting a signing bug, and tells
+// nothing to anyone who does not already hold the token.
+var (
+	ErrTokenExpired error = tokenError("the access token has expired: request a new one")
+	ErrTokenRevoked error = tokenError("the access token was revoked: its API key was regenerated; request a new one with the new key")
+)
+
+type tokenError string
+
+func (e tokenError) Error() string        { return string(e) }
+func (e tokenError) Is(target error) bool { return target == ErrInvalidToken }
+
 // Token layout versions. Version 1 had no scope byte; such tokens (issued
 // before scopes existed, for at most MaxTokenTTL) read as ScopeAPI.
 // Version 3 is version 2 with the id of the master key that signed it
@@ -165,7 +179,7 @@ func (s Signer) Parse(token string, now time.Time) (Claims, error) {
 		return Claims{}, ErrInvalidToken
 	}
 	if !now.Before(c.ExpiresAt) {
-		return Claims{}, ErrInvalidToken
+		return Claims{}, ErrTokenExpired
 	}
 	return c, nil
 }
