@@ -325,6 +325,27 @@ func TestSecretRotateSingleNode(t *testing.T) {
 				t.Errorf("kadi %s: %v, stderr %q; want a refusal saying %q", strings.Join(tt.args, " "), err, errOut, tt.want)
 			}
 		}
+		// Another install's key file: refused before it is rotated, and
+		// before a merchant is sealed under it.
+		wrong := filepath.Join(t.TempDir(), "wrong.key")
+		wrongRing := hex.EncodeToString(clusterRandom(t, 32)) + "\n"
+		if err := os.WriteFile(wrong, []byte(wrongRing), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{
+			{"secret", "rotate", "--data-dir", g.DataDir, "--key-file", wrong},
+			{"merchant", "create", "--data-dir", g.DataDir, "--name", "Stray Shop"},
+		} {
+			t.Setenv("KADI_SECRET_KEY_FILE", wrong)
+			_, errOut, err := runKadi(t, args...)
+			t.Setenv("KADI_SECRET_KEY_FILE", "")
+			if err == nil || !strings.Contains(string(errOut), "does not open this database's secrets") {
+				t.Errorf("kadi %s with another install's key: %v, stderr %q", strings.Join(args, " "), err, errOut)
+			}
+		}
+		if after, _ := os.ReadFile(wrong); string(after) != wrongRing {
+			t.Error("another install's key file was rotated")
+		}
 	})
 
 	// operations.md's "a copy of the file each": rotating a copy touches no

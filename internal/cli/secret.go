@@ -121,6 +121,15 @@ then run "kadi secret reseal". Until every node has it, keep the old value every
 	if err != nil {
 		return err
 	}
+	if reseal {
+		// The ring must open what it is to re-seal before it is changed:
+		// a wrong key file was rotated, then the re-seal failed.
+		db, err := server.OpenStoreWithKeys(ctx, f.st.dataDir, f.st.databaseURL, old)
+		if err != nil {
+			return err
+		}
+		db.Close()
+	}
 	next := old.Ring().Rotate(secret.RandomBytes(32))
 	if err := keyring.WriteFile(src.File, next); err != nil {
 		return err

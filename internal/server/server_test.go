@@ -23,6 +23,7 @@ import (
 	"github.com/kadipay/kadi/internal/secret"
 	"github.com/kadipay/kadi/internal/server"
 	"github.com/kadipay/kadi/internal/server/servertest"
+	"github.com/kadipay/kadi/internal/store"
 )
 
 // docs/api.md: every response carries a request id, whoever answers it.
@@ -675,4 +676,47 @@ func TestDrainDelayAnswersNotReadyFirst(t *testing.T) {
 	if err := <-served; err != nil {
 		t.Errorf("Serve: %v", err)
 	}
+}
+
+// A key ring that does not open the database's secrets (another install's
+// key file, a restore with the wrong one) is refused before anything
+// starts: the node reported ready and answered every token request with a
+// 500, and the CLI sealed new merchants under the stray key.
+func TestForeignKeyRingRefused(t *testing.T) {
+	t.Setenv("KADI_SECRET_KEY", "")
+	dir := t.TempDir()
+	right, wrong := filepath.Join(t.TempDir(), "right"), filepath.Join(t.TempDir(), "wrong")
+	for path, key := range map[string]string{right: strings.Repeat("ab", 32), wrong: strings.Repeat("cd", 32)} {
+		if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("KADI_SECRET_KEY_FILE", wrong)
+	empty, err := server.OpenStore(t.Context(), dir, "")
+	if err != nil {
+		t.Fatalf("nothing sealed yet: %v", err)
+	}
+	empty.Close()
+
+	t.Setenv("KADI_SECRET_KEY_FILE", right)
+	db, err := server.OpenStore(t.Context(), dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := merchant.Onboard(t.Context(), db, "Sealed Shop", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	t.Setenv("KADI_SECRET_KEY_FILE", wrong)
+	var foreign *store.ForeignKeysError
+	if _, err := server.OpenStore(t.Context(), dir, ""); !errors.As(err, &foreign) || !strings.Contains(err.Error(), "KADI_SECRET_KEY_FILE") {
+		t.Fatalf("opened with another install's key: %v", err)
+	}
+	t.Setenv("KADI_SECRET_KEY_FILE", right)
+	db, err = server.OpenStore(t.Context(), dir, "")
+	if err != nil {
+		t.Fatalf("the right key again: %v", err)
+	}
+	db.Close()
 }

@@ -149,10 +149,47 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 		return nil, err
 	}
 	s.migrating = false
+	if err := s.checkSealer(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if d.name == "sqlite" {
 		s.writes = startWriter(s)
 	}
 	return s, nil
+}
+
+// ForeignKeysError: the master key ring does not open the database's
+// sealed secrets. KeyID is the key the value tried was sealed under.
+type ForeignKeysError struct{ KeyID string }
+
+func (e *ForeignKeysError) Error() string {
+	return fmt.Sprintf("the master key ring does not open this database's secrets (sealed under key %q): "+
+		"use the key file the gateway was set up with (KADI_SECRET_KEY_FILE, or secret.key in the data dir); nothing was changed", e.KeyID)
+}
+
+// checkSealer opens one sealed value. A ring that cannot (another
+// install's key file, a restore with the wrong one, a key dropped before
+// its values were resealed) would start a node that reports ready and
+// answers every token request with a 500, and let the CLI seal new
+// merchants under a key the rest of the database does not share.
+func (s *DB) checkSealer(ctx context.Context) error {
+	if s.sealer == nil {
+		return nil
+	}
+	var code, mode, v string
+	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT merchant_code, mode, notification_secret FROM merchant_settings
+		WHERE notification_secret <> '' ORDER BY merchant_code, mode LIMIT 1`)).Scan(&code, &mode, &v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // nothing sealed yet
+	} else if err != nil {
+		return fmt.Errorf("read a sealed secret to check the master key: %w", err)
+	}
+	if _, err := s.open(v, code, merchant.Mode(mode), "notification_secret"); err != nil {
+		id, _ := secret.SealedKeyID(v)
+		return &ForeignKeysError{KeyID: id}
+	}
+	return nil
 }
 
 // Ping checks the database answers.
