@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -9,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kadipay/kadi/client"
 )
 
 // panTestCards is every card of docs/hosted-form.md, one more Luhn-valid Visa that
@@ -94,7 +98,24 @@ func TestNoPANAtRest(t *testing.T) {
 	}
 	resp.Body.Close()
 
-	cards := append(append([]string(nil), panTestCards...), typo)
+	// A shop that puts the card in the customer's name or the
+	// description: the bill is refused, and the number is stored nowhere.
+	billProbe := "4556737586899855" // Luhn-valid Visa, used nowhere else
+	for _, field := range []string{"customer.name", "order.description"} {
+		req := s.billRequest("PANFIELD", "15.00")
+		if field == "customer.name" {
+			req.Customer.Name = billProbe
+		} else {
+			req.Order.Description = "card " + billProbe
+		}
+		_, err := s.c.CreateBill(context.Background(), req)
+		var apiErr *client.APIError
+		if !errors.As(err, &apiErr) || len(apiErr.Fields) != 1 || apiErr.Fields[0].Field != field || apiErr.Fields[0].Code != "card_number" {
+			t.Errorf("a card number in %s: %v", field, err)
+		}
+	}
+
+	cards := append(append([]string(nil), panTestCards...), typo, billProbe)
 	scan := func(t *testing.T, when string) {
 		t.Helper()
 		files := append(filesUnder(t, g.DataDir), g.LogFiles()...)

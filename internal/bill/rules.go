@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/kadipay/kadi/internal/card"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/money"
 )
@@ -39,6 +40,7 @@ const (
 	CodeUnknownBiller       = "unknown_biller_code"
 	CodeUnknownOutlet       = "unknown_outlet"
 	CodeInPast              = "in_past"
+	CodeCardNumber          = "card_number"
 )
 
 // ValidationError lists every rule a request broke, all at once.
@@ -149,6 +151,12 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 		}
 		if strings.IndexFunc(v, func(c rune) bool { return !r.allowed(c) }) >= 0 {
 			add(r.field, CodeInvalidCharacters, "may contain only %s", r.what)
+		}
+		// Stored and shown on the dashboard as sent: a card number here
+		// would be one in clear on disk (a shop that put the card in the
+		// customer's name or the description).
+		if r.field != "order.reference" && card.HoldsPAN(v) {
+			add(r.field, CodeCardNumber, "must not hold a card number: card details go only into the hosted payment form")
 		}
 		switch r.field {
 		case "customer.name":

@@ -57,6 +57,10 @@ func TestValidateCustomerName(t *testing.T) {
 		{"length counted after trimming", "  " + strings.Repeat("a", 50) + "  ", "", strings.Repeat("a", 50)},
 		{"leading and trailing spaces trimmed", "  Zoë Wanjiru  ", "", "Zoë Wanjiru"},
 		{"JSON number kept as its text", raw("123"), "", "123"},
+		{"13 digits that are no card", "1234567890123", "", "1234567890123"},
+		{"a card number", "4242424242424242", CodeCardNumber, ""},
+		{"a card number in groups", "Zoe 4242 4242 4242 4242", CodeCardNumber, ""},
+		{"a card number sent as a JSON number", raw("5555555555554444"), CodeCardNumber, ""},
 
 		{"angle bracket", "<b>Zoë</b>", CodeInvalidCharacters, ""},
 		{"at sign", "zoe@example.com", CodeInvalidCharacters, ""},
@@ -80,6 +84,7 @@ func TestValidateCustomerName(t *testing.T) {
 func TestValidateOrderReference(t *testing.T) {
 	runFieldCases(t, "order.reference", func(b Bill) string { return b.OrderReference }, []fieldCase{
 		{"letters and digits", "ORD1001", "", "ORD1001"},
+		{"digits a card number could have", "4242424242424242", "", "4242424242424242"}, // an identifier, not free text
 		{"lower case", "ord1001", "", "ord1001"},
 		{"one character", "7", "", "7"},
 		{"20 characters", strings.Repeat("A", 20), "", strings.Repeat("A", 20)},
@@ -105,6 +110,8 @@ func TestValidateDescription(t *testing.T) {
 	runFieldCases(t, "order.description", func(b Bill) string { return b.Description }, []fieldCase{
 		{"every allowed punctuation", "Order #1001 (2 items): shoes, socks / size 42.", "", "Order #1001 (2 items): shoes, socks / size 42."},
 		{"hyphen", "Pre-order", "", "Pre-order"},
+		{"a long number that passes Luhn but is no card", "Invoice 1000000000000008", "", "Invoice 1000000000000008"},
+		{"a card number", "card 5555-5555-5555-4444", CodeCardNumber, ""},
 		{"unicode letters", "Café crème für Zoë", "", "Café crème für Zoë"},
 		{"one character", "x", "", "x"},
 		{"70 characters", strings.Repeat("x", 70), "", strings.Repeat("x", 70)},

@@ -35,6 +35,20 @@ func Redact(s string) string { return redact(s, isSeparator) }
 // a file's.
 func RedactPath(p string) string { return redact(p, isPathSeparator) }
 
+// HoldsPAN reports whether s holds a card number of a brand we know: a
+// stretch Redact would mask whose digits ParsePAN takes. Narrower than
+// Redact on purpose: it refuses text a merchant sent, where a long order
+// or invoice number that merely passes Luhn must not be turned away.
+func HoldsPAN(s string) bool {
+	found := false
+	eachCardSpan(s, isSeparator, func(from, to int) {
+		if _, err := ParsePAN(stripSeparators(s[from:to])); err == nil {
+			found = true
+		}
+	})
+	return found
+}
+
 func redact(s string, sep func(byte) bool) string {
 	var out []byte // stays nil until the first mask, so clean text costs nothing
 	copied := 0    // s[:copied] is already in out

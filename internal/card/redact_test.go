@@ -207,3 +207,25 @@ func BenchmarkRedact(b *testing.B) {
 		})
 	}
 }
+
+func TestHoldsPAN(t *testing.T) {
+	for _, tt := range []struct {
+		text string
+		want bool
+	}{
+		{"", false},
+		{"Zoe Wanjiru", false},
+		{"4242424242424242", true},
+		{"card 4242 4242 4242 4242 please", true},
+		{"5555-5555-5555-4444", true},
+		{"Amex 378282246310005", true},
+		{"4242424242424241", false},         // fails Luhn
+		{"Invoice 1000000000000008", false}, // passes Luhn, no brand
+		{"order 2026112512", false},         // too short
+		{"42424242424242424242424", false},  // too long for a card
+	} {
+		if got := HoldsPAN(tt.text); got != tt.want {
+			t.Errorf("HoldsPAN(%q) = %v, want %v", tt.text, got, tt.want)
+		}
+	}
+}
