@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/kadipay/kadi/internal/logging"
+	"github.com/kadipay/kadi/internal/money"
 	"github.com/kadipay/kadi/internal/server"
 )
 
@@ -24,7 +25,11 @@ import (
 func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logFlags) {
 	st.register(fs)
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address for the API, the hosted form and /healthz")
-	fs.StringVar(&cfg.PublicURL, "public-url", "", "the URL merchants and customers reach this gateway at (default http://ADDR)")
+	fs.Func("public-url", "the URL merchants and customers reach this gateway at, https://host[:port] (default http://ADDR)", func(v string) error {
+		u, err := parsePublicURL(v)
+		cfg.PublicURL = u
+		return err
+	})
 	fs.BoolVar(&cfg.AllowPrivateIPN, "allow-private-ipn", false, "let test-mode IPN reach loopback and private addresses (local development)")
 	fs.DurationVar(&cfg.TokenTTL, "token-ttl", cfg.TokenTTL, "access token lifetime")
 	fs.DurationVar(&cfg.Bills.TTL, "bill-ttl", cfg.Bills.TTL, "how long an unpaid bill stays payable when it names no order.expiry")
@@ -32,6 +37,11 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 	fs.Int64Var(&cfg.Bills.MaxAmount, "max-amount", cfg.Bills.MaxAmount, "largest bill amount, in major units")
 	fs.Func("currencies", "comma-separated ISO 4217 codes bills may use (default "+strings.Join(cfg.Bills.Currencies, ",")+")", func(v string) error {
 		cfg.Bills.Currencies = strings.Split(strings.ToUpper(strings.ReplaceAll(v, " ", "")), ",")
+		for _, c := range cfg.Bills.Currencies {
+			if _, ok := money.LookupCurrency(c); !ok {
+				return fmt.Errorf("%q is not an ISO 4217 currency code", c)
+			}
+		}
 		return nil
 	})
 	fs.StringVar(&cfg.FormAddr, "form-addr", "", "serve the hosted form ({payment_form_url}) on this address only (default: beside the API)")
@@ -46,6 +56,13 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 	})
 	fs.Func("trusted-proxies", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For or Forwarded header names the client (default none: the socket's peer is the client)", func(v string) error {
 		trusted, err := parsePrefixes(v)
+		for _, p := range trusted {
+			if p.Bits() == 0 {
+				// Every client could then name its own address: the
+				// per-address throttles and lockouts would count nothing.
+				return fmt.Errorf("%s trusts every address: name your proxies' own addresses or subnets", p)
+			}
+		}
 		cfg.TrustedProxies = trusted
 		return err
 	})
@@ -88,6 +105,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg.DataDir, cfg.DatabaseURL = st.dataDir, st.databaseURL
+	if cfg.Bills.MaxAmount < 1 {
+		return usageErr(fs, fmt.Errorf("--max-amount %d would refuse every bill: give the largest amount in major units, e.g. 1000000", cfg.Bills.MaxAmount))
+	}
 	// Empty, as KADI_ADDR= or KADI_DATA_DIR= leave them: an empty address
 	// listened on every interface, an empty data dir failed with
 	// "mkdir : no such file or directory".
@@ -141,6 +161,31 @@ func localURL(ln net.Listener) (string, bool) {
 
 // parsePrefixes reads "10.0.0.0/8, 192.0.2.7, ::1": a bare address is a
 // prefix of one.
+// parsePublicURL reads --public-url: an absolute http or https URL of a
+// host, with no path (the pages' links are absolute from /), query or
+// fragment; scheme and host in lower case and no trailing slash, so that
+// links read "https://pay.example/dashboard/" and an https URL however it
+// is written makes the dashboard's cookies Secure.
+func parsePublicURL(v string) (string, error) {
+	if strings.TrimSpace(v) == "" {
+		return "", nil // http://ADDR, as without the flag
+	}
+	u, err := url.Parse(strings.TrimSpace(v))
+	if err != nil {
+		return "", fmt.Errorf("%q is not a URL: %w", v, err)
+	}
+	scheme := strings.ToLower(u.Scheme)
+	switch {
+	case scheme != "http" && scheme != "https":
+		return "", fmt.Errorf("%q must start with https:// (or http:// for local use)", v)
+	case u.Host == "" || u.User != nil:
+		return "", fmt.Errorf("%q must name a host, and no user", v)
+	case strings.TrimSuffix(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return "", fmt.Errorf("%q must be the gateway's root: no path, query or fragment (its pages link from /)", v)
+	}
+	return scheme + "://" + strings.ToLower(u.Host), nil
+}
+
 func parsePrefixes(v string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, f := range strings.Split(v, ",") {

@@ -241,3 +241,53 @@ func TestEmptyAddressOrDataDirIsRefused(t *testing.T) {
 		})
 	}
 }
+
+func TestParsePublicURL(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"", ""},
+		{"https://pay.example", "https://pay.example"},
+		{"https://pay.example/", "https://pay.example"},
+		{"Https://Pay.Example:8443", "https://pay.example:8443"},
+		{"http://127.0.0.1:8080", "http://127.0.0.1:8080"},
+		{"http://[::1]:8080/", "http://[::1]:8080"},
+		{"pay.example.com", "!"},
+		{"ftp://pay.example", "!"},
+		{"https://", "!"},
+		{"https://user@pay.example", "!"},
+		{"https://pay.example/pay", "!"},
+		{"https://pay.example/?x=1", "!"},
+		{"https://pay.example/#top", "!"},
+	} {
+		got, err := parsePublicURL(tt.in)
+		if tt.want == "!" {
+			if err == nil {
+				t.Errorf("parsePublicURL(%q) = %q, want an error", tt.in, got)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("parsePublicURL(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// Settings that would refuse every bill, or trust every client's word for
+// its address, are refused at start, saying which.
+func TestServeRefusesSettingsThatBreakEverything(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-amount", "0"}, "--max-amount 0 would refuse every bill"},
+		{[]string{"--currencies", "KES,XYZ"}, `"XYZ" is not an ISO 4217 currency code`},
+		{[]string{"--trusted-proxies", "10.0.0.1,0.0.0.0/0"}, "0.0.0.0/0 trusts every address"},
+		{[]string{"--trusted-proxies", "::/0"}, "::/0 trusts every address"},
+		{[]string{"--public-url", "pay.example.com"}, "must start with https://"},
+	} {
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"serve", "--data-dir", t.TempDir(), "--addr", "127.0.0.1:0"}, tt.args...)
+		if code := Main(args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("kadi serve %v: exit %d\n%s", tt.args, code, stderr.String())
+		}
+	}
+}
