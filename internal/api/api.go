@@ -105,6 +105,18 @@ type claimsKey struct{}
 // tokens.
 var errPayOnlyToken = errors.New("a payment-token from POST /token is for the hosted payment form only; use an access token from POST /identity/v2/token")
 
+// errBearerForKey: an access token where the route takes the API key (the
+// notifications API), answered as invalid_client but saying so: "the API
+// key is not valid" sent integrators to regenerate a key that was fine.
+var errBearerForKey error = bearerForKey{}
+
+type bearerForKey struct{}
+
+func (bearerForKey) Error() string {
+	return "this endpoint takes the API key as HTTP Basic (Authorization: Basic <API key>), not a bearer token"
+}
+func (bearerForKey) Is(target error) bool { return target == auth.ErrInvalidClient }
+
 // authenticate admits requests carrying the credential the route takes and
 // hands its claims on.
 func (h *Handler) authenticate(takes credential, next http.HandlerFunc, fail func(http.ResponseWriter, *http.Request, error)) http.HandlerFunc {
@@ -122,6 +134,10 @@ func (h *Handler) authenticate(takes credential, next http.HandlerFunc, fail fun
 				err = errPayOnlyToken
 			}
 		case apiKey:
+			if scheme, _, _ := strings.Cut(r.Header.Get("Authorization"), " "); strings.EqualFold(scheme, "Bearer") {
+				err = errBearerForKey
+				break
+			}
 			c, err = h.Auth.AuthenticateKey(r.Context(), apiKeyFromBasic(r.Header.Get("Authorization")), clientIP(r))
 		}
 		if err != nil {

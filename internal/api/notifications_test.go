@@ -80,6 +80,13 @@ func TestNotificationsAPI(t *testing.T) {
 			t.Errorf("%s: HTTP %d %s", name, rec.Code, rec.Body)
 		}
 	}
+	// An access token where the API key belongs is told so, not "the
+	// API key is not valid".
+	bearer := httptest.NewRequest(http.MethodGet, "/payment/v2/notifications", nil)
+	bearer.Header.Set("Authorization", "Bearer "+token)
+	if rec := checked(t, g, bearer); rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "takes the API key as HTTP Basic") {
+		t.Errorf("an access token on the notifications API: HTTP %d %s", rec.Code, rec.Body)
+	}
 	var otherList struct{ Notifications []api.NotificationResponse }
 	decodeInto(t, checked(t, g, notificationsRequest(http.MethodGet, "/payment/v2/notifications", servertest.Key(other, merchant.Test))), http.StatusOK, &otherList)
 	if len(otherList.Notifications) != 0 {

@@ -67,6 +67,11 @@ func TestTokenResponses(t *testing.T) {
 			multipartBody("/identity/v2/token", [][2]string{{"username", c.Username}, {"password", "wrong-one-1"}, {"password", c.Password}}, false)},
 		{"payment token", "payment_token_200", servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Password, "password")},
 		{"payment token, API key as password", "payment_token_200", servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Test.APIKey, "password")},
+		// The spec's text calls the merchant code the username too.
+		{"payment token, merchant code as username", "payment_token_200",
+			multipartBody("/token", [][2]string{{"username", c.MerchantCode}, {"password", c.Password}, {"grant_type", "password"}}, false)},
+		{"payment token without the merchant code", "payment_token_invalid_request_fields",
+			multipartBody("/token", [][2]string{{"password", c.Password}, {"grant_type", "password"}}, false)},
 
 		{"wrong API key", "token_invalid_client", servertest.TokenRequest("kadi_test_nope", c.Username, c.Password)},
 		{"no Authorization header", "token_invalid_client", servertest.TokenRequest("", c.Username, c.Password)},
