@@ -4,6 +4,7 @@
 package form
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"errors"
@@ -84,11 +85,22 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	h.templates = template.Must(template.New("").Funcs(template.FuncMap{"static": assets.URL}).ParseFS(templateFS, "templates/*.html"))
 	mux.HandleFunc("POST /cardPay", h.cardPay)
 	mux.HandleFunc("POST /cardPay/{$}", h.cardPay) // as the API's paths answer with one trailing slash
+	mux.HandleFunc("GET /cardPay", h.notPosted)
+	mux.HandleFunc("GET /cardPay/{$}", h.notPosted)
 	mux.HandleFunc("GET "+pagePrefix+"{id}", h.servePage)
 	mux.HandleFunc("POST /cardPay/3ds", h.challenge)
 	mux.HandleFunc("POST /cardPay/cancel", h.cancel)
 	mux.HandleFunc("POST /cardPay/language", h.switchLanguage)
 	mux.Handle("GET /static/", assets)
+}
+
+// notPosted answers a shop's form sent by GET (a form without
+// method="post"): our own page, not the API's JSON 405, and nothing of
+// the query, which holds the token, is echoed.
+func (h *Handler) notPosted(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Allow", "POST")
+	h.renderError(w, r, h.problem(r, nil, &pageError{Status: http.StatusMethodNotAllowed, Title: "Payment form not valid", Message: "The shop's payment form is not valid.",
+		Detail: `the shop's form must have method="post": sent by GET, its fields (the token among them) went into the page's address`}))
 }
 
 // pageError is a problem shown on our own error page: the browser is never
@@ -124,6 +136,13 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 		return
 	} else if err != nil {
 		h.fail(w, r, nil, &pageError{Status: http.StatusBadRequest, Title: "Payment form unreadable", Message: "The payment form could not be read."})
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); strings.Contains(strings.ToLower(ct), "json") || bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
+		// Read as form encoding, a JSON body named no field, and the
+		// page blamed the shop's token.
+		h.fail(w, r, nil, &pageError{Status: http.StatusUnsupportedMediaType, Title: "Payment form unreadable", Message: "The payment form could not be read.",
+			Detail: "the shop's form must be posted form-encoded (application/x-www-form-urlencoded or multipart/form-data), as a browser posts an HTML form; this was JSON"})
 		return
 	}
 	var sub Submission

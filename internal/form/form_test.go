@@ -2,6 +2,7 @@ package form_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"mime/multipart"
 	"net/http"
@@ -1037,5 +1038,38 @@ func TestParseCallbackOrigin(t *testing.T) {
 		if got != tt.want || (tt.want == "") != (err != nil) {
 			t.Errorf("ParseCallbackOrigin(%q, %s) = %q, %v; want %q", tt.raw, tt.mode, got, err, tt.want)
 		}
+	}
+}
+
+// A shop's form sent by GET (no method="post") or as JSON gets our own
+// page saying what is wrong with it, never the API's JSON or a page
+// blaming the token; the token sent in the address is not echoed.
+func TestShopFormSentWrongly(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Wrong Form Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "WRONG1", "10")
+	fields := servertest.FormFields(c, tok, b)
+
+	get := httptest.NewRequest(http.MethodGet, "/cardPay?"+fields.Encode(), nil)
+	rec := g.Serve(get)
+	if body := rec.Body.String(); rec.Code != http.StatusMethodNotAllowed || rec.Header().Get("Allow") != "POST" ||
+		!strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") || !strings.Contains(body, `method=&#34;post&#34;`) || strings.Contains(body, tok) {
+		t.Errorf("the form sent by GET: %d %q\n%s", rec.Code, rec.Header().Get("Content-Type"), body)
+	}
+
+	asJSON := map[string]string{}
+	for k := range fields {
+		asJSON[k] = fields.Get(k)
+	}
+	raw, _ := json.Marshal(asJSON)
+	post := httptest.NewRequest(http.MethodPost, "/cardPay", bytes.NewReader(raw))
+	post.Header.Set("Content-Type", "application/json")
+	rec = g.Serve(post)
+	if body := rec.Body.String(); rec.Code != http.StatusUnsupportedMediaType || !strings.Contains(body, "form-encoded") || strings.Contains(body, "session") {
+		t.Errorf("the form sent as JSON: %d\n%s", rec.Code, body)
+	}
+	if n := g.CountPayments(b.Reference, ""); n != 0 {
+		t.Errorf("%d payments", n)
 	}
 }
