@@ -125,7 +125,7 @@ func readFields(r *http.Request) (url.Values, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", bill.ErrUnreadable, err)
 	}
-	body = bytes.TrimSpace(body)
+	body = bytes.TrimSpace(bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))) // a byte order mark, as .NET writes one
 	if len(body) > 0 && body[0] == '{' {
 		var m map[string]any
 		dec := json.NewDecoder(bytes.NewReader(body))

@@ -54,6 +54,8 @@ func TestTokenResponses(t *testing.T) {
 			jsonBody(`{"username":"` + c.Username + `","password":"` + c.Password + `"}`)},
 		// PHP's json_encode writes a merchant code held as an integer as
 		// a JSON number: the same digits.
+		{"access token, JSON body after a byte order mark", "token_200",
+			jsonBody("\xef\xbb\xbf" + `{"username":"` + c.Username + `","password":"` + c.Password + `"}`)},
 		{"access token, JSON number as username", "token_200",
 			jsonBody(`{"username":` + c.Username + `,"password":"` + c.Password + `"}`)},
 		// What PHP's cURL sends for an array body, and fetch for FormData.

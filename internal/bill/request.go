@@ -71,6 +71,12 @@ func DecodeRequest(r io.Reader) (Request, error) {
 	if err != nil {
 		return req, fmt.Errorf("%w: %w", ErrUnreadable, err)
 	}
+	// A byte order mark, as .NET's default UTF-8 encoder writes one: not
+	// JSON, but no doubt about what follows it.
+	body = bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
+	if gzipped := len(body) > 1 && body[0] == 0x1f && body[1] == 0x8b; gzipped {
+		return req, fmt.Errorf("%w: the body is gzip-compressed; send it uncompressed (no Content-Encoding)", ErrMalformed)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(&req); err != nil {

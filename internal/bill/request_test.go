@@ -42,6 +42,8 @@ func TestDecodeRequestMalformed(t *testing.T) {
 		{"repeated name, escaped", `{"customer":{"name":"a","n\u0061me":"b"}}`},
 		{"repeated name, another case", `{"order":{"amount":"1","AMOUNT":"1500"}}`},
 		{"repeated name, long s", `{"customer":{"name":"a"},"cuſtomer":{"name":"b"}}`},
+		{"gzip-compressed", "\x1f\x8b\x08\x00\x00\x00\x00\x00"},
+		{"two byte order marks", "\xef\xbb\xbf\xef\xbb\xbf{}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,6 +89,8 @@ func TestDecodeRequestAccepts(t *testing.T) {
 		{"wrong type is flagged, not fatal", `{"customer":{"name":{}},"order":{"reference":"R1"}}`,
 			func(r Request) bool { return r.Customer.Name.BadType && r.Order.Reference.Value == "R1" }},
 		{"escaped string", `{"customer":{"name":"Zo\u00eb"}}`, func(r Request) bool { return r.Customer.Name.Value == "Zoë" }},
+		// .NET's default UTF-8 encoder writes a byte order mark first.
+		{"byte order mark", "\xef\xbb\xbf{\"order\":{\"reference\":\"R1\"}}", func(r Request) bool { return r.Order.Reference.Value == "R1" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
