@@ -85,8 +85,6 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	h.templates = template.Must(template.New("").Funcs(template.FuncMap{"static": assets.URL}).ParseFS(templateFS, "templates/*.html"))
 	mux.HandleFunc("POST /cardPay", h.cardPay)
 	mux.HandleFunc("POST /cardPay/{$}", h.cardPay) // as the API's paths answer with one trailing slash
-	mux.HandleFunc("GET /cardPay", h.notPosted)
-	mux.HandleFunc("GET /cardPay/{$}", h.notPosted)
 	mux.HandleFunc("GET "+pagePrefix+"{id}", h.servePage)
 	mux.HandleFunc("POST /cardPay/3ds", h.challenge)
 	mux.HandleFunc("POST /cardPay/cancel", h.cancel)
@@ -94,10 +92,12 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.Handle("GET /static/", assets)
 }
 
-// notPosted answers a shop's form sent by GET (a form without
+// NotPosted answers a shop's form sent by GET (a form without
 // method="post"): our own page, not the API's JSON 405, and nothing of
-// the query, which holds the token, is echoed.
-func (h *Handler) notPosted(w http.ResponseWriter, r *http.Request) {
+// the query, which holds the token, is echoed. The server sends it the
+// GETs of /cardPay its 405 would answer: a route of its own would make
+// the endpoint's Allow list GET.
+func (h *Handler) NotPosted(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Allow", "POST")
 	h.renderError(w, r, h.problem(r, nil, &pageError{Status: http.StatusMethodNotAllowed, Title: "Payment form not valid", Message: "The shop's payment form is not valid.",
 		Detail: `the shop's form must have method="post": sent by GET, its fields (the token among them) went into the page's address`}))

@@ -294,6 +294,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		Help: "Nodes sharing the database that sign with a master key this node's ring lacks (PostgreSQL): their tokens are refused here. Not 0: give this node the current ring."})
 	g.Metrics.MustRegister(g.peerKeysMissing)
 	g.ready.stopping = g.draining.Load
+	var forms *form.Handler // set below; the catch-all sends it a shop form sent by GET
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
@@ -306,6 +307,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		m.Handle("GET /{$}", home{publicURL: cfg.PublicURL, dashboard: cfg.DashboardAddr == ""})
 		m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 			if allow := allowedMethods(m, r); allow != "" {
+				if notPosted := shopFormByGET(r); notPosted && forms != nil {
+					forms.NotPosted(w, r) // a shopper's browser: a page, not JSON
+					return
+				}
 				methodNotAllowed(w, allow)
 				return
 			}
@@ -331,8 +336,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		st.Close()
 		return nil, err
 	}
-	(&form.Handler{Auth: g.Auth, Bills: st, Checkouts: st, Payments: g.Payments, Location: loc, Log: log, Now: now,
-		HSTS: strings.HasPrefix(cfg.PublicURL, "https://"), DefaultRegion: cfg.DefaultRegion, Sealer: pages}).Register(formMux)
+	forms = &form.Handler{Auth: g.Auth, Bills: st, Checkouts: st, Payments: g.Payments, Location: loc, Log: log, Now: now,
+		HSTS: strings.HasPrefix(cfg.PublicURL, "https://"), DefaultRegion: cfg.DefaultRegion, Sealer: pages}
+	forms.Register(formMux)
 	dashMux := mux
 	if cfg.DashboardAddr != "" {
 		dashMux = newMux()
@@ -562,6 +568,12 @@ func allowedMethods(mux *http.ServeMux, r *http.Request) string {
 		allow = append(allow, http.MethodHead)
 	}
 	return strings.Join(allow, ", ")
+}
+
+// shopFormByGET reports a shop's payment form sent by GET, a form
+// without method="post", as browsers do.
+func shopFormByGET(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && (r.URL.Path == "/cardPay" || r.URL.Path == "/cardPay/")
 }
 
 func methodNotAllowed(w http.ResponseWriter, allow string) {
