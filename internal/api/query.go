@@ -53,6 +53,13 @@ func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 	p := v.Payment
 	if p.ID != "" {
 		resp.Date, resp.Narration = p.UpdatedAt.In(h.Location).Format(isoOffset), p.Message
+		switch {
+		case p.Message != "":
+		case p.Status == payment.Challenge:
+			resp.Narration = msgAwaitingChallenge
+		case p.Status == payment.Processing:
+			resp.Narration = payment.MsgInFlight
+		}
 	}
 	switch {
 	case p.Status == payment.Succeeded:
@@ -67,6 +74,10 @@ func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
+
+// msgAwaitingChallenge narrates a bill whose attempt waits for the
+// shopper's 3-D Secure code (an empty narration told the merchant nothing).
+const msgAwaitingChallenge = "Awaiting the customer's 3-D Secure authentication"
 
 // isoOffset is ISO 8601 with a numeric offset, as the spec's date field asks.
 const isoOffset = "2006-01-02T15:04:05-07:00"

@@ -16,6 +16,7 @@ import (
 
 const (
 	approvingCard = "4242424242424242"
+	challengeCard = "4000000000003220"
 	decliningCard = "4000000000000002"
 )
 
@@ -230,4 +231,24 @@ func flip(s string) string {
 		}
 	}
 	return string(out)
+}
+
+// A bill whose attempt is with the network, or waits for the shopper's
+// 3-D Secure code, says so: its narration was empty.
+func TestQueryNarratesAnAttemptUnderWay(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Pending Shop")
+	token := g.Token(c, merchant.Test)
+	challenged := g.CreateBill(c, token, "3DS1", "80")
+	if rec := g.CardPay(servertest.Card{Number: challengeCard, CVV: "737"}.Apply(servertest.FormFields(c, token, challenged))); !strings.Contains(rec.Body.String(), "/cardPay/3ds") {
+		t.Fatalf("no challenge page:\n%s", rec.Body)
+	}
+	if got := g.Query(token, challenged.Reference); got.Status || got.Narration != "Awaiting the customer's 3-D Secure authentication" {
+		t.Errorf("a bill waiting for its 3-D Secure code: %+v", got)
+	}
+	inFlight := g.CreateBill(c, token, "FLIGHT1", "10")
+	g.PaymentInFlight(inFlight.Reference, "pay_inflight")
+	if got := g.Query(token, inFlight.Reference); got.Status || got.Narration != payment.MsgInFlight {
+		t.Errorf("a bill whose attempt is with the network: %+v", got)
+	}
 }
