@@ -149,8 +149,11 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 		if n := utf8.RuneCountInString(v); n > r.max {
 			add(r.field, CodeTooLong, "must be at most %d characters, got %d", r.max, n)
 		}
-		if strings.IndexFunc(v, func(c rune) bool { return !r.allowed(c) }) >= 0 {
-			add(r.field, CodeInvalidCharacters, "may contain only %s", r.what)
+		if i := strings.IndexFunc(v, func(c rune) bool { return !r.allowed(c) }); i >= 0 {
+			// Named: a typographic ’ or – looks like the ' or - allowed.
+			bad, _ := utf8.DecodeRuneInString(v[i:])
+			add(r.field, CodeInvalidCharacters, "may contain only %s (character %d is %s)",
+				r.what, utf8.RuneCountInString(v[:i])+1, strconv.QuoteRuneToASCII(bad))
 		}
 		// Stored and shown on the dashboard as sent: a card number here
 		// would be one in clear on disk (a shop that put the card in the

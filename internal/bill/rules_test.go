@@ -3,12 +3,14 @@ package bill
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/money"
 )
 
@@ -714,4 +716,25 @@ func TestRequestHashIsStable(t *testing.T) {
 	if got := requestHash(b, "2026-12-01T10:00:00+03:00"); got != want {
 		t.Errorf("requestHash = %s, want %s", got, want)
 	}
+}
+
+// A refused character is named, and where it is: a typographic ’ or –
+// looks like the ' or - allowed.
+func TestInvalidCharacterIsNamed(t *testing.T) {
+	req := Request{}
+	req.Customer.Name = Text{Value: "Men’s Shop", Present: true}
+	_, err := Validate(req, merchant.Merchant{Code: "1"}, Policy{Currencies: []string{"KES"}, MaxAmount: 1000, TTL: time.Hour, MaxTTL: time.Hour}, time.Now())
+	var v *ValidationError
+	if !errors.As(err, &v) {
+		t.Fatalf("Validate: %v", err)
+	}
+	for _, f := range v.Fields {
+		if f.Field == "customer.name" {
+			if want := `(character 4 is '\u2019')`; !strings.HasSuffix(f.Message, want) {
+				t.Errorf("message %q, want it to end %s", f.Message, want)
+			}
+			return
+		}
+	}
+	t.Errorf("customer.name not refused: %v", v.Fields)
 }
