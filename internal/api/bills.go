@@ -47,6 +47,16 @@ func (h *Handler) createBill(w http.ResponseWriter, r *http.Request) {
 	remarks := "Bill created successfully"
 	if replay {
 		remarks = "Bill already created for this order reference; returning the original"
+		// A retry after a timeout must not send a shopper to a bill that
+		// can no longer take a payment without saying so.
+		switch b.DisplayState(h.Auth.Now()) {
+		case bill.Paid:
+			remarks += ", which is paid"
+		case bill.Expired:
+			remarks += ", which has expired: create a new bill under another order reference"
+		case bill.Blocked:
+			remarks += ", which is blocked after too many failed attempts: create a new bill under another order reference"
+		}
 	}
 	writeJSON(w, http.StatusOK, billResponse(b, m, remarks))
 }

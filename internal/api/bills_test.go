@@ -250,3 +250,25 @@ func TestBillExpiryIsCapped(t *testing.T) {
 		}
 	}
 }
+
+// A retry of a bill that can no longer take a payment says so: a merchant
+// retrying after a timeout would otherwise send its shopper to it.
+func TestRetryOfADeadBillSaysSo(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Retry Shop")
+	token := g.Token(c, merchant.Test)
+	g.Pay(c, token, "PAIDRETRY", "10", servertest.Card{Number: approvingCard, CVV: "737"})
+	if got := g.MustBill(token, servertest.BillBody(c, "PAIDRETRY", "10")); !strings.HasSuffix(got.Remarks, "returning the original, which is paid") {
+		t.Errorf("retry of a paid bill: %q", got.Remarks)
+	}
+	short := servertest.BillBody(c, "SHORTRETRY", "10")
+	servertest.Order(short)["expiry"] = g.Clock.Now().Add(time.Hour).Format(time.RFC3339)
+	if got := g.MustBill(token, short); got.Remarks != "Bill created successfully" {
+		t.Fatalf("create: %q", got.Remarks)
+	}
+	g.Clock.Advance(2 * time.Hour)
+	token = g.Token(c, merchant.Test)
+	if got := g.MustBill(token, short); !strings.Contains(got.Remarks, "which has expired: create a new bill") {
+		t.Errorf("retry of an expired bill: %q", got.Remarks)
+	}
+}
