@@ -37,7 +37,9 @@ type Delivery struct {
 	ID        string
 	PaymentID string
 	Status    string // one of the Delivery* statuses
-	// Attempts counts requests made to the receiver, across replays.
+	// Attempts counts the requests of the current round: a replay starts
+	// a new round at 0. Replays counts the rounds a replay started;
+	// History holds every request of every round.
 	Attempts int
 	Replays  int
 	// CreatedAt is when the payment queued it. NextAttemptAt is set only

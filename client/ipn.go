@@ -92,8 +92,9 @@ func (n Notification) Successful() bool { return n.Transaction.Status == "SUCCES
 // IPNConfig is what a receiver needs to verify notifications for one mode
 // (test or live): the secrets are per mode.
 type IPNConfig struct {
-	// Secret is the mode's notification secret ("whsec_…"), from
-	// onboarding or the /token response's notification-secret.
+	// Secret is the mode's notification secret ("whsec_…"), printed at
+	// onboarding (kadi merchant create) and shown on the dashboard's
+	// Developers page; POST /token also answers it as notification-secret.
 	Secret string
 	// Username and Password are the Basic credentials configured for the
 	// IPN in the dashboard. Leave both empty to rely on the signature
