@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -32,6 +33,8 @@ func merchantCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 	if name == "" {
 		return usageErr(fs, errors.New("--name is required"))
 	}
+	_, statErr := os.Stat(server.DatabaseURL(st.dataDir, ""))
+	newDataDir := st.databaseURL == "" && errors.Is(statErr, os.ErrNotExist)
 	db, err := st.open(ctx, true)
 	if err != nil {
 		return err
@@ -60,6 +63,11 @@ func merchantCreate(ctx context.Context, args []string, stdout, stderr io.Writer
   live notification secret  %s
 `, name, redactURL(server.DatabaseURL(st.dataDir, st.databaseURL)), creds.MerchantCode, creds.Password, creds.BillerCode, creds.OutletCode, creds.ServiceID, creds.SystemCode,
 		creds.SettlementAccount, creds.Test.APIKey, creds.Test.NotificationSecret, creds.Live.APIKey, creds.Live.NotificationSecret)
+	if newDataDir {
+		// A mistyped --data-dir makes a new install: credentials no
+		// running gateway knows. Said where it cannot be missed.
+		fmt.Fprintf(stdout, "\nThis made a NEW data dir, %s, with its own database and master key: kadi serve must run with --data-dir %s for this merchant to work.\n", st.dataDir, st.dataDir)
+	}
 	return nil
 }
 
@@ -299,7 +307,11 @@ func merchantList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	if len(ms) == limit {
-		fmt.Fprintf(stdout, "More may follow: kadi merchant list --after %s\n", ms[len(ms)-1].Code)
+		where := "--data-dir " + st.dataDir
+		if st.databaseURL != "" {
+			where = "--database-url …" // its password stays off the screen
+		}
+		fmt.Fprintf(stdout, "More may follow: kadi merchant list %s --limit %d --after %s\n", where, limit, ms[len(ms)-1].Code)
 	}
 	return nil
 }

@@ -291,3 +291,21 @@ func TestServeRefusesSettingsThatBreakEverything(t *testing.T) {
 		}
 	}
 }
+
+// merchant create into a directory with no database says it made a new
+// install (a mistyped --data-dir hands out credentials no gateway knows);
+// into an existing one it does not.
+func TestMerchantCreateSaysWhenItMadeANewDataDir(t *testing.T) {
+	t.Setenv("KADI_SECRET_KEY", "")
+	t.Setenv("KADI_SECRET_KEY_FILE", "")
+	dir := filepath.Join(t.TempDir(), "data")
+	for i, want := range []bool{true, false} {
+		var stdout, stderr bytes.Buffer
+		if code := Main([]string{"merchant", "create", "--data-dir", dir, "--name", "Shop"}, &stdout, &stderr); code != 0 {
+			t.Fatalf("create %d: exit %d %s", i, code, stderr.String())
+		}
+		if got := strings.Contains(stdout.String(), "This made a NEW data dir, "+dir); got != want {
+			t.Errorf("create %d: says it made a new data dir: %v, want %v\n%s", i, got, want, stdout.String())
+		}
+	}
+}

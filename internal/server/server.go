@@ -209,10 +209,10 @@ type Gateway struct {
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	loc, err := time.LoadLocation(cfg.TimeZone)
 	if err != nil {
-		return nil, fmt.Errorf("time zone %q: %w", cfg.TimeZone, err)
+		return nil, fmt.Errorf("--timezone %q: %w", cfg.TimeZone, err)
 	}
 	if cfg.TokenTTL < time.Second || cfg.TokenTTL > auth.MaxTokenTTL {
-		return nil, fmt.Errorf("token lifetime must be between 1s and %s", auth.MaxTokenTTL)
+		return nil, fmt.Errorf("--token-ttl %s: a token's lifetime must be between 1s and %s", cfg.TokenTTL, auth.MaxTokenTTL)
 	}
 	if err := cfg.IPN.Validate(); err != nil {
 		return nil, err
