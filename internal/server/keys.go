@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -67,7 +68,11 @@ func keyRing(cfg Config) (*keyring.Keyring, error) {
 // sealed the next secret under it, that merchant's tokens failed with a
 // 500, and backups copied the stray key as the master key.
 func dataDirKeyRing(dataDir, path string) (*keyring.Keyring, error) {
-	if _, err := os.Stat(path); err == nil {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrPermission) {
+		// Read as "no key": a read-only command run as another user
+		// said it failed to write a new master key.
+		return nil, fmt.Errorf("cannot read %s (permission denied): run as the user kadi serve runs as (sudo -u kadi …)", dataDir)
+	} else if err == nil {
 		if err := os.Chmod(path, 0o600); err != nil {
 			return nil, fmt.Errorf("make %s private: %w", path, err)
 		}
