@@ -204,7 +204,7 @@ func TestServingIsSaidOnlyWhenServing(t *testing.T) {
 	defer taken.Close()
 	var stdout, stderr bytes.Buffer
 	code := Main([]string{"serve", "--data-dir", t.TempDir(), "--addr", "127.0.0.1:0", "--metrics-addr", taken.Addr().String(), "--log-format", "text"}, &stdout, &stderr)
-	if code == 0 || !strings.Contains(stderr.String(), "metrics listen") || strings.Contains(stderr.String(), "kadi serving") || strings.Contains(stdout.String(), "ready") {
+	if code == 0 || !strings.Contains(stderr.String(), "metrics listen") || !strings.Contains(stderr.String(), "pass --metrics-addr with a free address") || strings.Contains(stderr.String(), "kadi serving") || strings.Contains(stdout.String(), "ready") {
 		t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
 	}
 }

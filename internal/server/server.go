@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 	_ "time/tzdata" // the operator's zone must resolve on minimal hosts too
 
@@ -409,9 +410,10 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	servers := []*http.Server{g.newHTTPServer(g.Handler)}
 	listeners := []net.Listener{ln}
 	for _, extra := range []struct {
-		addr, what string
-		h          http.Handler
-	}{{g.cfg.FormAddr, "hosted form", g.FormHandler}, {g.cfg.DashboardAddr, "dashboard", g.DashboardHandler}, {g.cfg.MetricsAddr, "metrics", g.MetricsListener()}} {
+		addr, what, flag string
+		h                http.Handler
+	}{{g.cfg.FormAddr, "hosted form", "--form-addr", g.FormHandler}, {g.cfg.DashboardAddr, "dashboard", "--dashboard-addr", g.DashboardHandler},
+		{g.cfg.MetricsAddr, "metrics", "--metrics-addr", g.MetricsListener()}} {
 		if extra.addr == "" {
 			continue
 		}
@@ -419,6 +421,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		if err != nil {
 			for _, l := range listeners[1:] {
 				l.Close()
+			}
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("%s listen: %s is in use; pass %s with a free address", extra.what, extra.addr, extra.flag)
 			}
 			return fmt.Errorf("%s listen: %w", extra.what, err)
 		}
@@ -451,6 +456,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		if serr := srv.Shutdown(sctx); err == nil {
 			err = serr
 		}
+	}
+	if err == nil {
+		g.log.Info("stopped: every request answered and every IPN delivery in flight recorded")
 	}
 	return err
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -644,7 +645,8 @@ func TestDrainDelayAnswersNotReadyFirst(t *testing.T) {
 	cfg := server.Defaults()
 	cfg.DataDir, cfg.MasterKey = t.TempDir(), secret.RandomBytes(32)
 	cfg.DrainDelay = time.Second
-	g, err := server.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	logs := &syncWriter{w: &bytes.Buffer{}}
+	g, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,6 +678,28 @@ func TestDrainDelayAnswersNotReadyFirst(t *testing.T) {
 	if err := <-served; err != nil {
 		t.Errorf("Serve: %v", err)
 	}
+	// An operator watching the log sees the end, not only the start.
+	if !strings.Contains(logs.String(), "stopped: every request answered") {
+		t.Errorf("no line says the shutdown finished:\n%s", logs.String())
+	}
+}
+
+// syncWriter lets the gateway's goroutines share one buffer.
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.String()
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // A key ring that does not open the database's secrets (another install's
