@@ -21,6 +21,7 @@ import (
 func TestTokenResponses(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Token Shop")
+	other := g.Onboard("Other Token Shop")
 	jsonBody := func(body string) *http.Request {
 		req := httptest.NewRequest(http.MethodPost, "/identity/v2/token", strings.NewReader(body))
 		req.Header.Set("Authorization", "Basic "+c.Test.APIKey)
@@ -80,7 +81,10 @@ func TestTokenResponses(t *testing.T) {
 		{"wrong API key on /token", "payment_token_invalid_client", servertest.PaymentTokenRequest("kadi_test_nope", c.MerchantCode, c.Password, "password")},
 		{"wrong password", "token_invalid_grant", servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password+"x")},
 		// Answers never reveal whether a merchant exists.
-		{"unknown username", "token_invalid_grant", servertest.TokenRequest(c.Test.APIKey, "1234567890", c.Password)},
+		// A key beside another code is told so, whether that code exists
+		// or not.
+		{"unknown username", "token_invalid_grant_key_elsewhere", servertest.TokenRequest(c.Test.APIKey, "1234567890", c.Password)},
+		{"another merchant's code", "token_invalid_grant_key_elsewhere", servertest.TokenRequest(c.Test.APIKey, other.Username, c.Password)},
 		{"missing password", "token_invalid_request", servertest.TokenRequest(c.Test.APIKey, c.Username, "")},
 		{"missing username", "token_invalid_request", servertest.TokenRequest(c.Test.APIKey, "", c.Password)},
 		{"unreadable JSON body", "token_invalid_request_body", jsonBody(`{"username":`)},

@@ -87,6 +87,12 @@ var (
 	ErrInvalidClient = errors.New("the API key is not valid")
 	// ErrInvalidGrant: the username (merchant code) or password is wrong.
 	ErrInvalidGrant = errors.New("the username or password is not valid")
+	// ErrKeyElsewhere: a genuine API key of another merchant than the
+	// code sent. A set-up mistake (one merchant's key beside another's
+	// code), not a password guess: said as such, counted against the
+	// client address only, and telling the key's holder reveals nothing
+	// it lacks (the answer is the same whether the code exists or not).
+	ErrKeyElsewhere = fmt.Errorf("%w: this API key belongs to another merchant code than the one sent", ErrInvalidGrant)
 	// ErrBusy: every password-hashing slot stayed taken for the whole
 	// queue wait. The caller should come back in a second.
 	ErrBusy = errors.New("the gateway is busy checking other sign-ins; try again in a moment")
@@ -177,6 +183,9 @@ func (s *Service) Issue(ctx context.Context, g Grant) (Issued, error) {
 		return Issued{}, s.throttle(ctx, now, ErrInvalidClient, g.ClientIP)
 	} else if err != nil {
 		return Issued{}, fmt.Errorf("look up API key: %w", err)
+	}
+	if g.Username != key.MerchantCode {
+		return Issued{}, s.throttle(ctx, now, ErrKeyElsewhere, g.ClientIP)
 	}
 	// The key is genuine: failures from here on are its merchant's too.
 	err = s.guarded(ctx, now, "merchant:"+key.MerchantCode, g.ClientIP, key.MerchantCode, func() (bool, error) {

@@ -92,9 +92,9 @@ func TestIssue(t *testing.T) {
 		{"API key hash instead of the key", func(g *Grant) { g.APIKey = secret.HashAPIKey(keyATest) }, ErrInvalidClient, "", "", ""},
 		{"wrong password", func(g *Grant) { g.Password = passwordA + "x" }, ErrInvalidGrant, "", "", ""},
 		{"password in another case", func(g *Grant) { g.Password = strings.ToUpper(passwordA) }, ErrInvalidGrant, "", "", ""},
-		{"username of another merchant, with its password", func(g *Grant) { g.Username, g.Password = codeB, passwordB }, ErrInvalidGrant, "", "", ""},
-		{"username of another merchant, with this one's password", func(g *Grant) { g.Username = codeB }, ErrInvalidGrant, "", "", ""},
-		{"unknown username", func(g *Grant) { g.Username = "4999999999" }, ErrInvalidGrant, "", "", ""},
+		{"username of another merchant, with its password", func(g *Grant) { g.Username, g.Password = codeB, passwordB }, ErrKeyElsewhere, "", "", ""},
+		{"username of another merchant, with this one's password", func(g *Grant) { g.Username = codeB }, ErrKeyElsewhere, "", "", ""},
+		{"unknown username", func(g *Grant) { g.Username = "4999999999" }, ErrKeyElsewhere, "", "", ""},
 		{"no username", func(g *Grant) { g.Username = "" }, nil, "invalid_request", "", ""},
 		{"no password", func(g *Grant) { g.Password = "" }, nil, "invalid_request", "", ""},
 		{"API key as password, not allowed here", func(g *Grant) { g.Password = keyATest }, ErrInvalidGrant, "", "", ""},
@@ -102,7 +102,7 @@ func TestIssue(t *testing.T) {
 		{"account password where the key is also allowed", func(g *Grant) { g.KeyAsPassword = true }, nil, "", "key_a_test", "whsec_a_test"},
 		{"another merchant's key as password", func(g *Grant) { g.Password, g.KeyAsPassword = keyBTest, true }, ErrInvalidGrant, "", "", ""},
 		{"this merchant's other key as password", func(g *Grant) { g.Password, g.KeyAsPassword = keyALive, true }, ErrInvalidGrant, "", "", ""},
-		{"API key as password for another merchant's username", func(g *Grant) { g.Username, g.Password, g.KeyAsPassword = codeB, keyATest, true }, ErrInvalidGrant, "", "", ""},
+		{"API key as password for another merchant's username", func(g *Grant) { g.Username, g.Password, g.KeyAsPassword = codeB, keyATest, true }, ErrKeyElsewhere, "", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,7 +113,8 @@ func TestIssue(t *testing.T) {
 			switch {
 			case tt.err != nil:
 				// The same value, hence the same message, whichever of
-				// username and password was wrong.
+				// the password or the key's merchant was wrong, and
+				// whether or not the code named exists.
 				if err != tt.err {
 					t.Fatalf("Issue = %+v, %v; want %v", got, err, tt.err)
 				}
