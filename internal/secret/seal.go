@@ -148,6 +148,12 @@ func (s *Sealer) CurrentKeyID() string {
 	return id
 }
 
+// HasKey reports whether the ring holds a key of that id.
+func (s *Sealer) HasKey(id string) bool {
+	_, ok := s.keys.Key(id)
+	return ok
+}
+
 // SealedKeyID says which key v was sealed under; ok is false for a value
 // that is not sealed (empty, or stored before sealing existed).
 func SealedKeyID(v string) (id string, ok bool) {

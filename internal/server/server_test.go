@@ -25,6 +25,7 @@ import (
 	"github.com/kadipay/kadi/internal/server"
 	"github.com/kadipay/kadi/internal/server/servertest"
 	"github.com/kadipay/kadi/internal/store"
+	"github.com/kadipay/kadi/internal/store/storetest"
 )
 
 // docs/api.md: every response carries a request id, whoever answers it.
@@ -743,4 +744,42 @@ func TestForeignKeyRingRefused(t *testing.T) {
 		t.Fatalf("the right key again: %v", err)
 	}
 	db.Close()
+}
+
+// On a shared database a ring lacking the key that sealed a secret is a
+// node behind a rotation: it starts (the nodes' key check takes it out of
+// the balancer when the others are ahead). A ring holding that key id
+// with other bytes is another install's: refused there too.
+func TestForeignKeyRingOnPostgreSQL(t *testing.T) {
+	base := os.Getenv("KADI_TEST_DATABASE_URL")
+	if base == "" {
+		t.Skip("KADI_TEST_DATABASE_URL is not set")
+	}
+	dsn := storetest.FreshSchema(t, base)
+	t.Setenv("KADI_SECRET_KEY_FILE", "")
+	old, fresh, other := strings.Repeat("ab", 32), strings.Repeat("cd", 32), strings.Repeat("ef", 32)
+	open := func(ring string) error {
+		t.Setenv("KADI_SECRET_KEY", ring)
+		db, err := server.OpenStore(t.Context(), "", dsn)
+		if err == nil {
+			db.Close()
+		}
+		return err
+	}
+	t.Setenv("KADI_SECRET_KEY", "k1 "+fresh+", k0 "+old)
+	db, err := server.OpenStore(t.Context(), "", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := merchant.Onboard(t.Context(), db, "Rotated Shop", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if err := open("k0 " + old); err != nil {
+		t.Errorf("a node behind the rotation: %v", err)
+	}
+	var foreign *store.ForeignKeysError
+	if err := open("k1 " + other); !errors.As(err, &foreign) {
+		t.Errorf("another install's ring with the same key id: %v", err)
+	}
 }
