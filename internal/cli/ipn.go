@@ -125,6 +125,14 @@ func ipnList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	} else if err != nil {
 		return err
 	}
+	if f.Before != "" {
+		// Else a mistyped id answered "No IPN events.": all is well.
+		if ev, err := db.IPNEvent(ctx, f.Before); errors.Is(err, ipn.ErrNotFound) || (err == nil && ev.MerchantCode != code) {
+			return fmt.Errorf("--before %s: no such IPN event of merchant %s", f.Before, code)
+		} else if err != nil {
+			return err
+		}
+	}
 	evs, err := db.IPNEvents(ctx, f)
 	if err != nil {
 		return err

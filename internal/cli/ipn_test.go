@@ -108,6 +108,10 @@ func TestIPNList(t *testing.T) {
 	if err != nil || !strings.Contains(out, "No IPN events.") {
 		t.Fatalf("the page after the only event: %v\n%s", err, out)
 	}
+	// A mistyped id is not "No IPN events.": all would look well.
+	if out, err := ipnRun(t, "ipn", "list", "--data-dir", dir, "--merchant", code, "--before", "msg_nope"); err == nil || !strings.Contains(err.Error(), "no such IPN event") {
+		t.Errorf("--before an id that does not exist: %v\n%s", err, out)
+	}
 	out, err = ipnRun(t, "ipn", "list", "--data-dir", dir, "--merchant", code, "--mode", "test", "--status", "pending", "--json")
 	if err != nil {
 		t.Fatal(err)
