@@ -397,6 +397,14 @@ func TestNodeBehindARotationIsNotReady(t *testing.T) {
 	if _, errOut, err := runKadi(t, "merchant", "create", "--database-url", dbURL, "--name", "Stale Ring Shop"); err != nil {
 		t.Fatalf("kadi merchant create: %v\nstderr: %s", err, errOut)
 	}
+	// Rotating from the copy that missed the rotation would give a new
+	// key the id k1 the newer ring already uses: refused, file untouched.
+	if _, errOut, err := runKadi(t, "secret", "rotate", "--database-url", dbURL, "--key-file", fileB); err == nil || !strings.Contains(string(errOut), "missed a rotation") {
+		t.Errorf("kadi secret rotate from a ring behind: %v %s", err, errOut)
+	}
+	if got, _ := os.ReadFile(fileB); string(got) != old+"\n" {
+		t.Errorf("the ring behind was rewritten: %q", got)
+	}
 	a := clusterStartNode(t, "A", dbURL, "")
 	t.Setenv("KADI_SECRET_KEY_FILE", fileB)
 	b := clusterStartNode(t, "B", dbURL, "")

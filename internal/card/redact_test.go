@@ -219,6 +219,9 @@ func TestHoldsPAN(t *testing.T) {
 		{"card 4242 4242 4242 4242 please", true},
 		{"5555-5555-5555-4444", true},
 		{"Amex 378282246310005", true},
+		{"4242 4242 4242 4242 01 25 100", true}, // with its expiry and CVV
+		{"card 4242/4242/4242/4242", true},
+		{"5555-5555-5555-4444-12-27-737", true},
 		{"4242424242424241", false},         // fails Luhn
 		{"Invoice 1000000000000008", false}, // passes Luhn, no brand
 		{"order 2026112512", false},         // too short

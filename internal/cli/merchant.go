@@ -307,7 +307,7 @@ func merchantList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	if len(ms) == limit {
-		where := "--data-dir " + st.dataDir
+		where := fmt.Sprintf("--data-dir %q", st.dataDir)
 		if st.databaseURL != "" {
 			where = "--database-url …" // its password stays off the screen
 		}

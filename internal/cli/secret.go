@@ -128,7 +128,11 @@ then run "kadi secret reseal". Until every node has it, keep the old value every
 		if err != nil {
 			return err
 		}
+		behind := db.BehindKey()
 		db.Close()
+		if behind != "" {
+			return fmt.Errorf("this ring lacks key %q, which sealed stored secrets: it missed a rotation; rotate from the current ring (nothing was changed)", behind)
+		}
 	}
 	next := old.Ring().Rotate(secret.RandomBytes(32))
 	if err := keyring.WriteFile(src.File, next); err != nil {

@@ -159,8 +159,6 @@ func localURL(ln net.Listener) (string, bool) {
 	return "http://" + ln.Addr().String(), false
 }
 
-// parsePrefixes reads "10.0.0.0/8, 192.0.2.7, ::1": a bare address is a
-// prefix of one.
 // parsePublicURL reads --public-url: an absolute http or https URL of a
 // host, with no path (the pages' links are absolute from /), query or
 // fragment; scheme and host in lower case and no trailing slash, so that
@@ -186,6 +184,8 @@ func parsePublicURL(v string) (string, error) {
 	return scheme + "://" + strings.ToLower(u.Host), nil
 }
 
+// parsePrefixes reads "10.0.0.0/8, 192.0.2.7, ::1": a bare address is a
+// prefix of one.
 func parsePrefixes(v string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, f := range strings.Split(v, ",") {

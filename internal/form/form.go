@@ -12,6 +12,7 @@ import (
 	"html/template"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/url"
 	"slices"
@@ -138,7 +139,10 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, nil, &pageError{Status: http.StatusBadRequest, Title: "Payment form unreadable", Message: "The payment form could not be read."})
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); strings.Contains(strings.ToLower(ct), "json") || bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
+	// The media type, not the whole header: a multipart boundary is
+	// random text and may spell "json".
+	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if strings.HasSuffix(mediaType, "json") || bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
 		// Read as form encoding, a JSON body named no field, and the
 		// page blamed the shop's token.
 		h.fail(w, r, nil, &pageError{Status: http.StatusUnsupportedMediaType, Title: "Payment form unreadable", Message: "The payment form could not be read.",

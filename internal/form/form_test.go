@@ -1072,4 +1072,20 @@ func TestShopFormSentWrongly(t *testing.T) {
 	if n := g.CountPayments(b.Reference, ""); n != 0 {
 		t.Errorf("%d payments", n)
 	}
+	// A multipart form whose random boundary happens to spell "json" is a
+	// form all the same.
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	if err := mw.SetBoundary("----WebKitFormBoundaryjsonA1b2C3d4"); err != nil {
+		t.Fatal(err)
+	}
+	for k := range fields {
+		_ = mw.WriteField(k, fields.Get(k))
+	}
+	_ = mw.Close()
+	form := httptest.NewRequest(http.MethodPost, "/cardPay", &body)
+	form.Header.Set("Content-Type", mw.FormDataContentType())
+	if rec := g.Serve(form); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `id="cardNumber"`) {
+		t.Errorf("a multipart form with json in its boundary: %d\n%s", rec.Code, rec.Body)
+	}
 }

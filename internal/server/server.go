@@ -458,6 +458,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	if err == nil {
+		<-ipnDone // the deferred wait, here so that the line below is true
 		g.log.Info("stopped: every request answered and every IPN delivery in flight recorded")
 	}
 	return err

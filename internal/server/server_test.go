@@ -778,6 +778,12 @@ func TestForeignKeyRingOnPostgreSQL(t *testing.T) {
 	if err := open("k0 " + old); err != nil {
 		t.Errorf("a node behind the rotation: %v", err)
 	}
+	t.Setenv("KADI_SECRET_KEY", "k0 "+old)
+	if db, err := server.OpenStore(t.Context(), "", dsn); err != nil || db.BehindKey() != "k1" {
+		t.Errorf("behind the rotation: BehindKey %q, %v", db.BehindKey(), err)
+	} else {
+		db.Close()
+	}
 	var foreign *store.ForeignKeysError
 	if err := open("k1 " + other); !errors.As(err, &foreign) {
 		t.Errorf("another install's ring with the same key id: %v", err)

@@ -63,7 +63,9 @@ type DB struct {
 	db     *sql.DB
 	d      dialect
 	sealer *secret.Sealer
-	pool   Pool
+	// behindKey: see BehindKey.
+	behindKey string
+	pool      Pool
 	// writes commits SQLite's writes in groups (writer.go); nil on
 	// PostgreSQL and while migrating.
 	writes *writer
@@ -159,6 +161,11 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	return s, nil
 }
 
+// BehindKey is the key that sealed a stored secret when this ring lacks
+// it (PostgreSQL, a copy of the ring that missed a rotation), else "".
+// Rotating from such a copy would reuse the newer key's id for another key.
+func (s *DB) BehindKey() string { return s.behindKey }
+
 // ForeignKeysError: the master key ring does not open the database's
 // sealed secrets. KeyID is the key the value tried was sealed under.
 type ForeignKeysError struct{ KeyID string }
@@ -192,6 +199,7 @@ func (s *DB) checkSealer(ctx context.Context) error {
 			// the ring lacks the new key): it starts, and the nodes' key
 			// check (node_keys) tells, and takes it out of the balancer
 			// when the others are ahead, until its file catches up.
+			s.behindKey = id
 			return nil
 		}
 		return &ForeignKeysError{KeyID: id}
