@@ -93,10 +93,7 @@ func ipnList(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	loc, err := time.LoadLocation(*tz)
-	if err != nil {
-		return usageErr(fs, fmt.Errorf("--timezone: %w", err))
-	}
+	loc := *tz
 	f := ipn.Filter{MerchantCode: code, Status: ipn.Status(status), Limit: limit, Before: *before}
 	if code == "" {
 		return usageErr(fs, errors.New("--merchant is required"))
@@ -176,10 +173,7 @@ func ipnShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	loc, err := time.LoadLocation(*tz)
-	if err != nil {
-		return usageErr(fs, fmt.Errorf("--timezone: %w", err))
-	}
+	loc := *tz
 	db, err := st.open(ctx, false)
 	if err != nil {
 		return err
@@ -285,9 +279,23 @@ func parseWithID(fs *flag.FlagSet, args []string) (string, error) {
 }
 
 // zoneFlag registers --timezone, the zone times are shown in: the one
-// kadi serve writes callbacks and IPN in (KADI_TIMEZONE is shared).
-func zoneFlag(fs *flag.FlagSet) *string {
-	return fs.String("timezone", server.Defaults().TimeZone, "IANA time zone to show times in")
+// kadi serve writes callbacks and IPN in (KADI_TIMEZONE is shared). An
+// unknown zone is a usage mistake, caught as the flags are parsed.
+func zoneFlag(fs *flag.FlagSet) **time.Location {
+	name := server.Defaults().TimeZone
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		loc = time.UTC // a system without zone data; a flag given says which
+	}
+	p := &loc
+	fs.Func("timezone", "IANA time zone to show times in (default "+name+")", func(v string) error {
+		l, err := time.LoadLocation(v)
+		if err == nil {
+			*p = l
+		}
+		return err
+	})
+	return p
 }
 
 func stamp(t time.Time, loc *time.Location) string {

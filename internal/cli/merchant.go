@@ -267,10 +267,7 @@ func merchantList(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	loc, err := time.LoadLocation(*tz)
-	if err != nil {
-		return usageErr(fs, fmt.Errorf("--timezone: %w", err))
-	}
+	loc := *tz
 	if limit < 1 {
 		return usageErr(fs, errors.New("--limit must be at least 1"))
 	}
@@ -351,10 +348,7 @@ func merchantShow(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	loc, err := time.LoadLocation(*tz)
-	if err != nil {
-		return usageErr(fs, fmt.Errorf("--timezone: %w", err))
-	}
+	loc := *tz
 	if code == "" {
 		return usageErr(fs, errors.New("--merchant is required"))
 	}
