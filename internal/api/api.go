@@ -41,6 +41,10 @@ type Handler struct {
 	Notifications Notifications
 	Location      *time.Location
 	Log           *slog.Logger
+	// LiveCharges: a live connector is configured. Without one a live
+	// bill is refused when created, where the merchant's engineers see
+	// it, not when its shopper pays.
+	LiveCharges bool
 }
 
 // credential is what a route takes as proof of who is calling.

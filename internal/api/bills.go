@@ -8,6 +8,7 @@ import (
 
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/payment"
 )
 
 // BillResponse is spec 2.3. Status is the string "1" on success and the
@@ -32,6 +33,10 @@ func (h *Handler) createBill(w http.ResponseWriter, r *http.Request) {
 	req, err := bill.DecodeRequest(r.Body)
 	if err != nil {
 		h.failBill(w, r, req, err)
+		return
+	}
+	if c.Mode == merchant.Live && !h.LiveCharges {
+		h.failBill(w, r, req, payment.ErrLiveDisabled)
 		return
 	}
 	m, err := h.Merchants.MerchantByCode(r.Context(), c.MerchantCode)

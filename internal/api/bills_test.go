@@ -3,6 +3,8 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/kadipay/kadi/internal/acquirer/sim"
+	"github.com/kadipay/kadi/internal/secret"
 	"net/http"
 	"strings"
 	"testing"
@@ -180,7 +182,7 @@ func TestBillLenientFields(t *testing.T) {
 
 // docs/security.md: test and live are separate worlds.
 func TestModesAreSeparate(t *testing.T) {
-	g := servertest.Start(t, servertest.Options{})
+	g := servertest.Start(t, servertest.Options{LiveAcquirer: sim.New(secret.RandomBytes(32), nil)})
 	c := g.Onboard("Two Worlds")
 	testToken, liveToken := g.Token(c, merchant.Test), g.Token(c, merchant.Live)
 
@@ -270,5 +272,21 @@ func TestRetryOfADeadBillSaysSo(t *testing.T) {
 	token = g.Token(c, merchant.Test)
 	if got := g.MustBill(token, short); !strings.Contains(got.Remarks, "which has expired: create a new bill") {
 		t.Errorf("retry of an expired bill: %q", got.Remarks)
+	}
+}
+
+// Without a live connector a live bill is refused when it is created,
+// where the merchant's engineers see it, not when its shopper pays.
+func TestLiveBillsNeedALiveConnector(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Not Live Yet")
+	req := servertest.BillRequest(g.Token(c, merchant.Live), servertest.BillBody(c, "LIVE1", "10"))
+	rec := g.Serve(req)
+	checkGolden(t, "bill_503_live_disabled", req, rec, known(c))
+	if rec.Header().Get("Retry-After") != "" {
+		t.Error("a live_disabled refusal asks to be retried")
+	}
+	if got := g.MustBill(g.Token(c, merchant.Test), servertest.BillBody(c, "TEST1", "10")); got.Status != "1" {
+		t.Errorf("test mode: %+v", got)
 	}
 }

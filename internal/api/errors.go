@@ -11,6 +11,7 @@ import (
 	"github.com/kadipay/kadi/internal/logging"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/outage"
+	"github.com/kadipay/kadi/internal/payment"
 )
 
 // Error is docs/api.md's error body; every error body has a message.
@@ -56,6 +57,8 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusServiceUnavailable, "temporarily_unavailable", err.Error()
 	case errors.Is(err, errPayOnlyToken):
 		return http.StatusForbidden, "insufficient_scope", err.Error()
+	case errors.Is(err, payment.ErrLiveDisabled):
+		return http.StatusServiceUnavailable, "live_disabled", err.Error() + ": live bills cannot be paid here yet; ask the gateway's operator"
 	case errors.As(err, &req):
 		return http.StatusBadRequest, req.Code, req.Message
 	case errors.Is(err, auth.ErrInvalidClient):

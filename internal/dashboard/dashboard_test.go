@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/kadipay/kadi/internal/acquirer/sim"
 	"html"
 	"image/png"
 	"log/slog"
@@ -601,7 +602,7 @@ func TestReplaceNotificationSecret(t *testing.T) {
 // (decisions.md §2): the switch leads to Security instead, and a session
 // already in live mode without it sees no live page and changes nothing.
 func TestLiveModeNeedsSecondFactor(t *testing.T) {
-	g := servertest.Start(t, servertest.Options{})
+	g := servertest.Start(t, servertest.Options{LiveAcquirer: sim.New(secret.RandomBytes(32), nil)})
 	c := g.Onboard("Live Shop")
 	b := signIn(t, g, c)
 	rec := b.do(http.MethodPost, "/dashboard/mode", url.Values{"mode": {"live"}, "csrf": {b.csrf}}, nil)
