@@ -3,6 +3,7 @@ package audit
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -39,6 +40,12 @@ const (
 	// CallbacksChanged: the origins hosted-form results may go back to.
 	CallbacksChanged = "callbacks.configured"
 )
+
+// Details of actions on one mode's keys and settings begin with the mode
+// ("live: https://shop.example/ipn as shop", "live key replaced by …").
+// LiveDetail tells live ones apart: live mode's settings are shown only to
+// a session that passed two-step verification (decisions.md §2).
+func LiveDetail(detail string) bool { return strings.HasPrefix(detail, "live") }
 
 type actorKey struct{}
 

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"html/template"
@@ -144,7 +145,10 @@ func (h *Handler) confirmTOTP(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
-	h.render(w, r, http.StatusOK, "security.html", map[string]any{"RecoveryCodes": codes, "Enabled": true,
+	// The page shows the factor on: the visit was read before it was.
+	v.TOTPOn = true
+	r = r.WithContext(context.WithValue(r.Context(), visitKey{}, v))
+	h.render(w, r, http.StatusOK, "security.html", map[string]any{"RecoveryCodes": codes,
 		"Note": "Every other session is signed out."})
 }
 

@@ -217,11 +217,13 @@ func (h *Handler) signedIn(next http.HandlerFunc, need access) http.HandlerFunc 
 		r = r.WithContext(ctx)
 		switch {
 		case need >= account && v.TOTPOn && !v.verified():
-			after := "/dashboard/"
-			if reading {
-				after = dashboardPath(r.URL.RequestURI())
+			if !reading {
+				// A form posted before the code: said, not shown a 200.
+				h.render(w, r, http.StatusForbidden, "verify.html", map[string]any{"Next": "/dashboard/",
+					"Error": "Enter the code from your app first: nothing was changed."})
+				return
 			}
-			h.render(w, r, http.StatusOK, "verify.html", map[string]any{"Next": after})
+			h.render(w, r, http.StatusOK, "verify.html", map[string]any{"Next": dashboardPath(r.URL.RequestURI())})
 			return
 		case need == modeData && v.Sess.Mode == merchant.Live && !v.verified():
 			// A session switched to live mode before live mode asked for

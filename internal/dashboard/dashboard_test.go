@@ -691,13 +691,61 @@ func TestSecondFactor(t *testing.T) {
 		t.Errorf("live key regeneration with the second factor: %d", rec.Code)
 	}
 
-	// A recovery code stands in for the app once.
+	// A recovery code stands in for the app once, and the log says one
+	// was spent.
 	for i, want := range []int{http.StatusSeeOther, http.StatusUnauthorized} {
 		other := signIn(t, g, c)
 		if rec := other.post("/dashboard/verify", url.Values{"code": {recovery}}); rec.Code != want {
 			t.Errorf("recovery code, use %d: %d, want %d", i+1, rec.Code, want)
 		}
 	}
+	if n := g.Count(`SELECT COUNT(*) FROM audit_events WHERE merchant_code = ? AND action = ? AND detail = ?`,
+		c.MerchantCode, audit.SignedIn, "password and a recovery code"); n != 1 {
+		t.Errorf("%d sign-ins logged as made with a recovery code, want 1", n)
+	}
+}
+
+// The audit log covers both modes: the live settings it names are shown
+// only to a session that passed two-step verification, as live mode is.
+func TestAuditLogHidesLiveDetailsWithoutSecondFactor(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Audit Modes Shop")
+	const liveURL = "https://93.184.215.14/live-ipn"
+	if _, err := g.Store.SetIPN(t.Context(), c.MerchantCode, merchant.Live, merchant.IPNConfig{URL: liveURL, Username: "liveuser", Password: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Store.SetIPN(t.Context(), c.MerchantCode, merchant.Test, merchant.IPNConfig{URL: "https://shop.example/test-ipn", Username: "u", Password: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	page := signIn(t, g, c).get("/dashboard/audit").Body.String()
+	if strings.Contains(page, liveURL) || strings.Contains(page, "liveuser") || !strings.Contains(page, "(live mode: shown after two-step verification)") ||
+		!strings.Contains(page, "https://shop.example/test-ipn") {
+		t.Errorf("the audit log without a second factor:\n%s", page)
+	}
+	if page := signInTwoStep(t, g, c).get("/dashboard/audit").Body.String(); !strings.Contains(page, liveURL) {
+		t.Errorf("the audit log with the second factor does not show the live settings:\n%s", page)
+	}
+}
+
+// A tab whose session ended, reloaded after signing in elsewhere, goes on
+// to its page; a form posted before the code changes nothing and says so.
+func TestSignedInTabFollowsNextAndPendingFormsAreRefused(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Next Shop")
+	b := signIn(t, g, c)
+	if rec := b.get("/dashboard/?next=" + url.QueryEscape("/dashboard/ipn?status=failed")); rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/dashboard/ipn?status=failed" {
+		t.Errorf("a signed-in session with next: %d to %q", rec.Code, rec.Header().Get("Location"))
+	}
+	if rec := b.get("/dashboard/?next=https://evil.example/"); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "Overview") {
+		t.Errorf("a signed-in session with a foreign next: %d to %q", rec.Code, rec.Header().Get("Location"))
+	}
+	enableTOTP(t, g, c)
+	pending := signIn(t, g, c)
+	rec := pending.post("/dashboard/developers/regenerate", url.Values{"confirm": {"yes"}, "password": {c.Password}})
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "nothing was changed") {
+		t.Errorf("a form posted before the code: %d", rec.Code)
+	}
+	g.Token(c, merchant.Test) // the test key still works
 }
 
 // A form from a page shown in test mode, posted after another tab switched
@@ -882,6 +930,11 @@ func TestSecondFactorEnrolment(t *testing.T) {
 	rec := b.post("/dashboard/security/totp/confirm", url.Values{"secret": {secret}, "code": {code}, "password": {c.Password}})
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `id="recovery-codes"`) {
 		t.Fatalf("confirmed: %d\n%s", rec.Code, rec.Body)
+	}
+	// The page that shows the codes says the factor is on, not "Off" with
+	// a button to set it up again.
+	if body := rec.Body.String(); !strings.Contains(body, "<p>On. Live mode needs it.</p>") || strings.Contains(body, `id="start-totp"`) {
+		t.Errorf("the page after turning it on contradicts itself:\n%s", body)
 	}
 	if rec := other.get("/dashboard/payments"); rec.Code != http.StatusSeeOther {
 		t.Errorf("another session after enrolment: %d, want signed out", rec.Code)

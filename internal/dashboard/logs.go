@@ -110,6 +110,15 @@ func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
+	if !v.verified() {
+		// The log covers both modes; live settings it names are for a
+		// session that passed two-step verification, as live mode is.
+		for i := range evs {
+			if audit.LiveDetail(evs[i].Detail) {
+				evs[i].Detail = "(live mode: shown after two-step verification)"
+			}
+		}
+	}
 	next := ""
 	if len(evs) == auditLogPage {
 		last := evs[len(evs)-1]

@@ -95,13 +95,13 @@ func (h *Handler) saveIPNSettings(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) testIPN(w http.ResponseWriter, r *http.Request) {
 	v := visitOf(r)
 	a, err := h.IPN.Test(context.WithoutCancel(r.Context()), v.Merchant.Code, v.Sess.Mode)
-	detail := a.URL + " answered " + a.Error
+	detail := string(v.Sess.Mode) + ": " + a.URL + " answered " + a.Error
 	if err != nil {
 		h.renderIPNSettings(w, r, http.StatusOK, map[string]any{"TestError": err.Error()})
 		return
 	}
 	if a.StatusCode > 0 {
-		detail = a.URL + " answered HTTP " + itoa(a.StatusCode)
+		detail = string(v.Sess.Mode) + ": " + a.URL + " answered HTTP " + itoa(a.StatusCode)
 	}
 	h.audit(r, audit.IPNTested, detail)
 	a.Latency = a.Latency.Round(time.Microsecond) // as the log keeps attempts' latencies

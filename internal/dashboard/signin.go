@@ -21,8 +21,15 @@ import (
 
 // home is the sign-in page without a session, the overview with one.
 func (h *Handler) home(w http.ResponseWriter, r *http.Request) {
+	next := dashboardPath(r.URL.Query().Get("next"))
 	if _, err := h.session(r, h.Now()); err != nil {
-		h.render(w, r, http.StatusOK, "signin.html", map[string]any{"Next": dashboardPath(r.URL.Query().Get("next"))})
+		h.render(w, r, http.StatusOK, "signin.html", map[string]any{"Next": next})
+		return
+	}
+	if next != "/dashboard/" {
+		// An ended session's tab reloaded after signing in elsewhere: on
+		// to the page it was on.
+		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
 	h.signedIn(h.overview, modeData)(w, r)
@@ -108,9 +115,14 @@ func dashboardPath(next string) string {
 func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
 	v := visitOf(r)
 	code, err := formValue(r, "code", 32)
+	how := "password and two-step code"
 	if err == nil {
 		err = h.Auth.SecondFactor(r.Context(), v.Merchant.Code, clientIP(r), func() (bool, error) {
-			return h.checkSecondFactor(r, v.Merchant, code)
+			ok, recovery, err := h.checkSecondFactor(r, v.Merchant, code)
+			if recovery {
+				how = "password and a recovery code" // spent: the merchant should know
+			}
+			return ok, err
 		})
 	}
 	var locked *auth.LockedError
@@ -121,12 +133,12 @@ func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
 			h.internal(w, r, err)
 			return
 		}
-		h.audit(r, audit.SignedIn, "password and two-step code")
+		h.audit(r, audit.SignedIn, how)
 		http.Redirect(w, r, dashboardPath(r.PostForm.Get("next")), http.StatusSeeOther)
 		return
 	case errors.As(err, &locked):
 		h.render(w, r, http.StatusTooManyRequests, "verify.html", map[string]any{"Next": dashboardPath(r.PostForm.Get("next")),
-			"Error": "Too many wrong codes. Try again after " + h.Now().Add(locked.RetryAfter).In(h.Location).Format("15:04 MST, 2 Jan") + ", or sign in again then."})
+			"Error": "Too many wrong codes. Try again after " + h.Now().Add(locked.RetryAfter).In(h.Location).Format("15:04 MST on 2 Jan") + " (signing in again then if this session has ended)."})
 		return
 	case errors.Is(err, auth.ErrBusy):
 		w.Header().Set("Retry-After", "1")
@@ -143,16 +155,19 @@ func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
 // checkSecondFactor accepts the TOTP code of the current time step or the
 // one either side, once (a code already used, here or in another session,
 // is refused), or an unused recovery code, which it spends.
-func (h *Handler) checkSecondFactor(r *http.Request, m merchant.Merchant, code string) (bool, error) {
+// recovery says the code was a recovery code, now spent.
+func (h *Handler) checkSecondFactor(r *http.Request, m merchant.Merchant, code string) (ok, recovery bool, err error) {
 	secret, enabled, err := h.Store.TOTP(r.Context(), m.Code)
 	if err != nil || secret == "" || enabled.IsZero() {
-		return false, err
+		return false, false, err
 	}
 	code = strings.ReplaceAll(code, " ", "")
-	if step, ok := totpStep(secret, code, h.Now()); ok {
-		return h.Store.UseTOTPStep(r.Context(), m.Code, step)
+	if step, found := totpStep(secret, code, h.Now()); found {
+		ok, err := h.Store.UseTOTPStep(r.Context(), m.Code, step)
+		return ok, false, err
 	}
-	return h.Store.UseRecoveryCode(r.Context(), m.Code, recoveryHash(code), h.Now())
+	ok, err = h.Store.UseRecoveryCode(r.Context(), m.Code, recoveryHash(code), h.Now())
+	return ok, ok, err
 }
 
 // totpStep finds the time step, within totpOpts' skew of now, whose code
