@@ -122,6 +122,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageErr(fs, err)
 	}
 	tuneCollector(log)
+	dataDirGiven := false
+	fs.Visit(func(f *flag.Flag) { dataDirGiven = dataDirGiven || f.Name == "data-dir" })
+	if cfg.DatabaseURL != "" && dataDirGiven {
+		// Nothing reads it then (the key ring comes from KADI_SECRET_KEY
+		// or KADI_SECRET_KEY_FILE): said, in case the operator thinks it
+		// holds the node's state.
+		log.Warn("--data-dir is not used with --database-url: the database holds the state, and the key ring comes from KADI_SECRET_KEY_FILE or KADI_SECRET_KEY", "data_dir", cfg.DataDir)
+	}
 	ln, err := listen(cfg.Addr, "kadi serve", "--addr")
 	if err != nil {
 		return err

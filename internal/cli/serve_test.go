@@ -309,3 +309,22 @@ func TestMerchantCreateSaysWhenItMadeANewDataDir(t *testing.T) {
 		}
 	}
 }
+
+// --data-dir beside --database-url is said to be unused: an operator may
+// think it holds the node's state.
+func TestDataDirBesideDatabaseURLIsSaidUnused(t *testing.T) {
+	t.Setenv("KADI_SECRET_KEY", "")
+	t.Setenv("KADI_SECRET_KEY_FILE", "")
+	t.Setenv("KADI_DATA_DIR", "")
+	os.Unsetenv("KADI_DATA_DIR") // restored by t.Setenv's cleanup
+	var stdout, stderr bytes.Buffer
+	Main([]string{"serve", "--addr", "127.0.0.1:0", "--database-url", "postgres://127.0.0.1:1/none?connect_timeout=1", "--data-dir", t.TempDir(), "--log-format", "text"}, &stdout, &stderr)
+	if !strings.Contains(stderr.String(), "--data-dir is not used with --database-url") {
+		t.Errorf("no warning:\n%s", stderr.String())
+	}
+	stderr.Reset()
+	Main([]string{"serve", "--addr", "127.0.0.1:0", "--database-url", "postgres://127.0.0.1:1/none?connect_timeout=1", "--log-format", "text"}, &stdout, &stderr)
+	if strings.Contains(stderr.String(), "--data-dir is not used") {
+		t.Errorf("a warning without --data-dir:\n%s", stderr.String())
+	}
+}
