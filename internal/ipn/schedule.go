@@ -33,6 +33,9 @@ func (s Schedule) String() string {
 
 // Set parses a comma-separated list of positive durations.
 func (s *Schedule) Set(v string) error {
+	if strings.TrimSpace(v) == "" {
+		return errors.New("give at least one wait, such as 1m,5m,30m")
+	}
 	var out Schedule
 	for _, p := range strings.Split(v, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(p))

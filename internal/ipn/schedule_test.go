@@ -2,6 +2,7 @@ package ipn
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -32,6 +33,10 @@ func TestScheduleSet(t *testing.T) {
 		if err := s.Set(bad); err == nil {
 			t.Errorf("Set(%q) accepted", bad)
 		}
+	}
+	// An empty schedule says what to give, not "invalid duration".
+	if err := s.Set("  "); err == nil || !strings.Contains(err.Error(), "at least one wait") {
+		t.Errorf("Set of nothing: %v", err)
 	}
 }
 
