@@ -324,13 +324,11 @@ func (s *DB) RecordIPN(ctx context.Context, r ipn.Result) error {
 			return ipn.ErrLeaseLost
 		}
 		if a := r.Attempt; a != nil {
-			var seq int
-			if err := t.queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM ipn_attempts WHERE event_id = ?`, r.EventID).Scan(&seq); err != nil {
-				return fmt.Errorf("number IPN attempt: %w", err)
-			}
+			// Numbered in the same statement: one round trip less for
+			// every delivery.
 			_, err := t.exec(ctx, `INSERT INTO ipn_attempts (event_id, seq, attempted_at, url, status_code, latency_us, error, response)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-				r.EventID, seq, ms(a.At), a.URL, a.StatusCode, a.Latency.Microseconds(), a.Error, a.Response)
+				SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ?, ? FROM ipn_attempts WHERE event_id = ?`,
+				r.EventID, ms(a.At), a.URL, a.StatusCode, a.Latency.Microseconds(), a.Error, a.Response, r.EventID)
 			if err != nil {
 				return fmt.Errorf("insert IPN attempt: %w", err)
 			}
