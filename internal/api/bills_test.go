@@ -70,6 +70,8 @@ func TestBillResponses(t *testing.T) {
 		{"expiry in the past", "bill_400_expiry_past", body(func(o, b map[string]any) { o["expiry"] = "2020-01-01T00:00:00+03:00" })},
 		{"expiry in an unknown format", "bill_400_expiry_format", body(func(o, b map[string]any) { o["expiry"] = "2099-01-01 10:00" })},
 		{"expiry without offset, past", "bill_400_expiry_local_past", body(func(o, b map[string]any) { o["expiry"] = "2020-01-17T00:00:00" })},
+		// Reported with the other rules (invalid_type), not as a body that
+		// is not JSON.
 		{"customer not an object", "bill_400_customer_not_object", body(func(o, b map[string]any) { b["customer"] = "Jane" })},
 		{"truncated JSON", "bill_400_malformed", `{"customer":`},
 		{"empty body", "bill_400_empty", ``},

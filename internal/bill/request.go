@@ -15,19 +15,55 @@ import (
 // the wire so that one wrongly typed field is reported with the others
 // instead of failing the whole decode.
 type Request struct {
-	Customer struct {
-		Name Text `json:"name"`
-	} `json:"customer"`
-	Order struct {
-		BillerCode  Text `json:"billerCode"`
-		Reference   Text `json:"reference"`
-		Amount      Text `json:"amount"`
-		Currency    Text `json:"currency"`
-		Description Text `json:"description"`
-		Channel     Text `json:"channel"`
-		Outlet      Text `json:"outlet"`
-		Expiry      Text `json:"expiry"`
-	} `json:"order"`
+	Customer Customer `json:"customer"`
+	Order    Order    `json:"order"`
+}
+
+// Customer is the request's customer object.
+type Customer struct {
+	Name Text `json:"name"`
+	// BadType: "customer" was not an object (a string, an array…).
+	BadType bool `json:"-"`
+}
+
+// Order is the request's order object.
+type Order struct {
+	BillerCode  Text `json:"billerCode"`
+	Reference   Text `json:"reference"`
+	Amount      Text `json:"amount"`
+	Currency    Text `json:"currency"`
+	Description Text `json:"description"`
+	Channel     Text `json:"channel"`
+	Outlet      Text `json:"outlet"`
+	Expiry      Text `json:"expiry"`
+	// BadType: "order" was not an object.
+	BadType bool `json:"-"`
+}
+
+// UnmarshalJSON flags a customer that is not an object, to be reported
+// with every other broken rule (invalid_type), not as a body that is not
+// JSON.
+func (c *Customer) UnmarshalJSON(b []byte) error {
+	type fields Customer
+	return objectOrFlag(b, (*fields)(c), &c.BadType)
+}
+
+// UnmarshalJSON flags an order that is not an object, as Customer's does.
+func (o *Order) UnmarshalJSON(b []byte) error {
+	type fields Order
+	return objectOrFlag(b, (*fields)(o), &o.BadType)
+}
+
+// objectOrFlag decodes b into v when it is an object, leaves v empty for
+// null, and sets bad for anything else.
+func objectOrFlag(b []byte, v any, bad *bool) error {
+	switch b = bytes.TrimSpace(b); {
+	case len(b) > 0 && b[0] == '{':
+		return json.Unmarshal(b, v)
+	case string(b) != "null":
+		*bad = true
+	}
+	return nil
 }
 
 // Text is a JSON value the spec calls a string. Integrations also send

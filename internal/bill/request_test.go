@@ -32,9 +32,6 @@ func TestDecodeRequestMalformed(t *testing.T) {
 		{"two objects", `{}{}`},
 		{"object then garbage", `{} x`},
 		{"object then number", `{"order":{}} 1`},
-		{"customer is a string", `{"customer":"Zoë"}`},
-		{"order is an array", `{"order":[]}`},
-		{"order is a number", `{"order":1500}`},
 		{"form-encoded", `customer[name]=Zoe&order[amount]=1500`},
 		// One body, two readings: refused (docs/security.md).
 		{"repeated amount", `{"order":{"amount":"1","amount":"1500"}}`},
@@ -89,6 +86,11 @@ func TestDecodeRequestAccepts(t *testing.T) {
 		{"wrong type is flagged, not fatal", `{"customer":{"name":{}},"order":{"reference":"R1"}}`,
 			func(r Request) bool { return r.Customer.Name.BadType && r.Order.Reference.Value == "R1" }},
 		{"escaped string", `{"customer":{"name":"Zo\u00eb"}}`, func(r Request) bool { return r.Customer.Name.Value == "Zoë" }},
+		// Not an object: flagged, to be reported with the other rules.
+		{"customer is a string", `{"customer":"Zoë","order":{"reference":"R1"}}`,
+			func(r Request) bool { return r.Customer.BadType && !r.Order.BadType && r.Order.Reference.Value == "R1" }},
+		{"order is an array", `{"order":[]}`, func(r Request) bool { return r.Order.BadType }},
+		{"order is a number", `{"order":1500}`, func(r Request) bool { return r.Order.BadType }},
 		// .NET's default UTF-8 encoder writes a byte order mark first.
 		{"byte order mark", "\xef\xbb\xbf{\"order\":{\"reference\":\"R1\"}}", func(r Request) bool { return r.Order.Reference.Value == "R1" }},
 	}
@@ -188,13 +190,14 @@ func FuzzValidateFields(f *testing.F) {
 }
 
 var knownFields = []string{
-	"customer.name", "order.billerCode", "order.reference", "order.amount", "order.currency",
+	"customer", "order", "customer.name", "order.billerCode", "order.reference", "order.amount", "order.currency",
 	"order.description", "order.channel", "order.outlet", "order.expiry",
 }
 
 var knownCodes = []string{
 	CodeRequired, CodeInvalidType, CodeTooLong, CodeInvalidCharacters, CodeInvalidFormat, CodeInvalidPrecision,
 	CodeNotPositive, CodeTooLarge, CodeUnsupportedCurrency, CodeInvalidChannel, CodeUnknownBiller, CodeUnknownOutlet, CodeInPast,
+	CodeCardNumber,
 }
 
 // checkValidation runs Validate and checks the outcome against docs/api.md

@@ -124,8 +124,18 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 	add := func(field, code, format string, args ...any) {
 		errs = append(errs, FieldError{Field: field, Code: code, Message: fmt.Sprintf(format, args...)})
 	}
+	for _, parent := range []struct {
+		name string
+		bad  bool
+	}{{"customer", req.Customer.BadType}, {"order", req.Order.BadType}} {
+		if parent.bad {
+			add(parent.name, CodeInvalidType, "must be an object")
+		}
+	}
 	text := func(field string, t Text) (string, bool) {
 		switch {
+		case strings.HasPrefix(field, "customer.") && req.Customer.BadType, strings.HasPrefix(field, "order.") && req.Order.BadType:
+			return "", false // said once, for the object
 		case t.BadType:
 			add(field, CodeInvalidType, "must be a string")
 		case trimSpaces(t.Value) == "":

@@ -738,3 +738,28 @@ func TestInvalidCharacterIsNamed(t *testing.T) {
 	}
 	t.Errorf("customer.name not refused: %v", v.Fields)
 }
+
+// A customer or order that is not an object is one error, said once for
+// the object, beside the other objects' errors.
+func TestObjectOfAnotherType(t *testing.T) {
+	var req Request
+	if err := json.Unmarshal([]byte(`{"customer":"Jane","order":{"currency":"XYZ"}}`), &req); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Validate(req, testMerchant, DefaultPolicy(), testNow)
+	var v *ValidationError
+	if !errors.As(err, &v) {
+		t.Fatalf("Validate: %v", err)
+	}
+	var customer []FieldError
+	currency := false
+	for _, f := range v.Fields {
+		if strings.HasPrefix(f.Field, "customer") {
+			customer = append(customer, f)
+		}
+		currency = currency || f.Field == "order.currency"
+	}
+	if len(customer) != 1 || customer[0] != (FieldError{Field: "customer", Code: CodeInvalidType, Message: "must be an object"}) || !currency {
+		t.Errorf("errors %+v", v.Fields)
+	}
+}
