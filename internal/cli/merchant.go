@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -72,25 +73,23 @@ func merchantCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 func merchantSetIPN(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var st storeFlags
-	var code, mode string
+	var ef endpointFlags
 	var cfg merchant.IPNConfig
 	fs := newFlags("merchant set-ipn", stderr)
-	st.register(fs)
-	fs.StringVar(&code, "merchant", "", "merchant code (required)")
-	fs.StringVar(&mode, "mode", "", "test or live (required)")
+	ef.register(fs)
 	fs.StringVar(&cfg.URL, "url", "", "the merchant's IPN receiver URL (required)")
 	fs.StringVar(&cfg.Username, "username", "", "Basic auth username sent with every IPN (required)")
 	fs.StringVar(&cfg.Password, "password", "", "Basic auth password sent with every IPN (required)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	m, err := merchant.ParseMode(mode)
+	m, err := ef.check(fs)
 	if err != nil {
-		return usageErr(fs, err)
+		return err
 	}
-	if code == "" || cfg.Username == "" || cfg.Password == "" {
-		return usageErr(fs, errors.New("--merchant, --url, --username and --password are required"))
+	code, st := ef.code, ef.st
+	if cfg.Username == "" || cfg.Password == "" {
+		return usageErr(fs, errors.New("--url, --username and --password are required"))
 	}
 	if err := ipn.CheckTarget(ctx, cfg.URL, m, net.DefaultResolver); err != nil {
 		return usageErr(fs, err)
@@ -120,25 +119,20 @@ func merchantSetIPN(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 func merchantRotateKey(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var st storeFlags
-	var code, mode string
+	var ef endpointFlags
 	var asJSON bool
 	fs := newFlags("merchant rotate-key", stderr)
-	st.register(fs)
-	fs.StringVar(&code, "merchant", "", "merchant code (required)")
-	fs.StringVar(&mode, "mode", "", "test or live (required)")
+	ef.register(fs)
 	fs.BoolVar(&asJSON, "json", false, `print {"apiKey": …}`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	m, err := merchant.ParseMode(mode)
+	m, err := ef.check(fs)
 	if err != nil {
-		return usageErr(fs, err)
+		return err
 	}
-	if code == "" {
-		return usageErr(fs, errors.New("--merchant is required"))
-	}
-	db, err := st.open(ctx, false)
+	code := ef.code
+	db, err := ef.st.open(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -213,28 +207,24 @@ func merchantResetAccess(ctx context.Context, args []string, stdout, stderr io.W
 // may go back to; none (an empty --origins) lets any callbackUrl through,
 // as before.
 func merchantSetCallbacks(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var st storeFlags
-	var code, mode, list string
+	var ef endpointFlags
+	var list string
 	fs := newFlags("merchant set-callbacks", stderr)
-	st.register(fs)
-	fs.StringVar(&code, "merchant", "", "merchant code (required)")
-	fs.StringVar(&mode, "mode", "", "test or live (required)")
+	ef.register(fs)
 	fs.StringVar(&list, "origins", "", `the shop's origins, comma- or space-separated ("https://shop.example,https://www.shop.example"); empty: any callbackUrl`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	m, err := merchant.ParseMode(mode)
+	m, err := ef.check(fs)
 	if err != nil {
-		return usageErr(fs, err)
+		return err
 	}
-	if code == "" {
-		return usageErr(fs, errors.New("--merchant is required"))
-	}
+	code := ef.code
 	origins, err := form.ParseCallbackOrigins(list, m)
 	if err != nil {
 		return usageErr(fs, err)
 	}
-	db, err := st.open(ctx, false)
+	db, err := ef.st.open(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -414,4 +404,30 @@ func merchantShow(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(tw, "%s mode\t\n  API key\t%s\n  IPN URL\t%s\n  IPN username\t%s\n  callback origins\t%s\n", mode, prefix, ipnURL, username, origins)
 	}
 	return tw.Flush()
+}
+
+// endpointFlags are what every command acting on one mode of one merchant
+// takes: the store's flags, --merchant and --mode.
+type endpointFlags struct {
+	st         storeFlags
+	code, mode string
+}
+
+func (e *endpointFlags) register(fs *flag.FlagSet) {
+	e.st.register(fs)
+	fs.StringVar(&e.code, "merchant", "", "merchant code (required)")
+	fs.StringVar(&e.mode, "mode", "", "test or live (required)")
+}
+
+// check reads --mode and requires --merchant, after parsing; a mistake is
+// a usage error.
+func (e *endpointFlags) check(fs *flag.FlagSet) (merchant.Mode, error) {
+	m, err := merchant.ParseMode(e.mode)
+	if err != nil {
+		return "", usageErr(fs, err)
+	}
+	if e.code == "" {
+		return "", usageErr(fs, errors.New("--merchant is required"))
+	}
+	return m, nil
 }
