@@ -518,3 +518,20 @@ func BenchmarkVerifyBaseline(b *testing.B) {
 		_ = m.Sum(nil)
 	}
 }
+
+// A genuine key beside another code counts against the client address
+// only (docs/api.md): however many come, from however many addresses, the
+// key's own merchant is not locked out of its right grant.
+func TestKeyElsewhereDoesNotLockTheMerchant(t *testing.T) {
+	s, _, _ := newTestService(t)
+	for i := range 2 * 10 {
+		g := grantA()
+		g.Username, g.ClientIP = codeB, fmt.Sprintf("192.0.2.%d", i+1)
+		if _, err := s.Issue(context.Background(), g); err != ErrKeyElsewhere {
+			t.Fatalf("mismatch %d: %v", i, err)
+		}
+	}
+	if _, err := s.Issue(context.Background(), grantA()); err != nil {
+		t.Errorf("the key's merchant after %d mismatches: %v", 20, err)
+	}
+}

@@ -151,6 +151,10 @@ type visit struct {
 // verified says the session has passed two-step verification.
 func (v visit) verified() bool { return v.TOTPOn && !v.Sess.SecondFactor.IsZero() }
 
+// pending says the session still owes the second factor the merchant
+// turned on.
+func (v visit) pending() bool { return v.TOTPOn && !v.verified() }
+
 // access is what a route asks of a session beyond a password sign-in.
 type access int
 
@@ -207,7 +211,6 @@ func (h *Handler) signedIn(next http.HandlerFunc, need access) http.HandlerFunc 
 			return
 		}
 		v := visit{Sess: sess, Merchant: m, TOTPOn: !enabled.IsZero()}
-		sess.LastSeenAt = now
 		if err := h.Store.SeenSession(r.Context(), sess.IDHash, now); err != nil {
 			h.internal(w, r, err)
 			return
@@ -216,7 +219,7 @@ func (h *Handler) signedIn(next http.HandlerFunc, need access) http.HandlerFunc 
 		ctx = audit.WithActor(ctx, "dashboard "+clientIP(r))
 		r = r.WithContext(ctx)
 		switch {
-		case need >= account && v.TOTPOn && !v.verified():
+		case need >= account && v.pending():
 			if !reading {
 				// A form posted before the code: said, not shown a 200.
 				h.render(w, r, http.StatusForbidden, "verify.html", map[string]any{"Next": "/dashboard/",
@@ -316,7 +319,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	data["Path"] = r.URL.Path
 	// Before its second factor a session is shown no navigation or mode
 	// switch: nothing there would open for it.
-	data["Pending"] = v.TOTPOn && !v.verified()
+	data["Pending"] = v.pending()
 	var buf bytes.Buffer
 	if err := h.pages.ExecuteTemplate(&buf, name, data); err != nil {
 		h.Log.ErrorContext(r.Context(), "render dashboard page", "page", name, "err", err)

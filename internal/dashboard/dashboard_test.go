@@ -717,9 +717,24 @@ func TestAuditLogHidesLiveDetailsWithoutSecondFactor(t *testing.T) {
 	if _, err := g.Store.SetIPN(t.Context(), c.MerchantCode, merchant.Test, merchant.IPNConfig{URL: "https://shop.example/test-ipn", Username: "u", Password: "p"}); err != nil {
 		t.Fatal(err)
 	}
+	const liveOrigin = "https://live-shop.example"
+	if err := g.Store.SetCallbackOrigins(t.Context(), c.MerchantCode, merchant.Live, []string{liveOrigin}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := merchant.RotateKey(t.Context(), g.Store, c.MerchantCode, merchant.Live, g.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	liveKey, err := g.Store.ActiveAPIKey(t.Context(), c.MerchantCode, merchant.Live)
+	if err != nil {
+		t.Fatal(err)
+	}
 	page := signIn(t, g, c).get("/dashboard/audit").Body.String()
-	if strings.Contains(page, liveURL) || strings.Contains(page, "liveuser") || !strings.Contains(page, "(live mode: shown after two-step verification)") ||
-		!strings.Contains(page, "https://shop.example/test-ipn") {
+	for _, live := range []string{liveURL, "liveuser", liveOrigin, liveKey.ID} {
+		if strings.Contains(page, live) {
+			t.Errorf("the audit log without a second factor shows %q", live)
+		}
+	}
+	if strings.Count(page, "(live mode: shown after two-step verification)") != 3 || !strings.Contains(page, "https://shop.example/test-ipn") {
 		t.Errorf("the audit log without a second factor:\n%s", page)
 	}
 	if page := signInTwoStep(t, g, c).get("/dashboard/audit").Body.String(); !strings.Contains(page, liveURL) {

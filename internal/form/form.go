@@ -73,7 +73,6 @@ type Handler struct {
 	Sealer *secret.Sealer
 
 	templates *template.Template
-	assets    *asset.Files
 }
 
 // Register adds the pages' routes to mux.
@@ -82,7 +81,6 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	if err != nil {
 		panic(err) // embedded at build time: a test sees it first
 	}
-	h.assets = assets
 	h.templates = template.Must(template.New("").Funcs(template.FuncMap{"static": assets.URL}).ParseFS(templateFS, "templates/*.html"))
 	mux.HandleFunc("POST /cardPay", h.cardPay)
 	mux.HandleFunc("POST /cardPay/{$}", h.cardPay) // as the API's paths answer with one trailing slash
@@ -252,6 +250,20 @@ func (h *Handler) trust(ctx context.Context, sub Submission) (trusted, error) {
 	if err != nil {
 		return t, err
 	}
+	// Checked on the shop's post only: a checkout session's callback was
+	// checked when it started, and a merchant changing its origins meanwhile
+	// must not stop a shopper who already paid from seeing the result.
+	settings, err := h.Bills.RecentSettings(ctx, c.MerchantCode, c.Mode)
+	if err != nil {
+		return t, err
+	}
+	if origin := CallbackOrigin(t.callback); len(settings.CallbackOrigins) > 0 && !slices.Contains(settings.CallbackOrigins, origin) {
+		// Anyone who reads a shop's page holds a token that pays its
+		// bills: without this, a genuine payment page would send its
+		// result, and the shopper, to a site of their choosing.
+		return trusted{}, &pageError{Status: http.StatusBadRequest, Title: "Payment form not valid", Message: "The shop's payment form is not valid.",
+			Detail: "The shop's callbackUrl is on " + origin + ", which is not one of the callback origins the merchant registered for " + string(c.Mode) + " mode."}
+	}
 	var mismatch []string
 	if sub.OutletCode != t.bill.Outlet {
 		mismatch = append(mismatch, "outletCode")
@@ -286,7 +298,7 @@ func (h *Handler) resume(ctx context.Context, posted Submission) (Submission, tr
 }
 
 // load finds the bill and merchant a payment is for and checks the
-// callback it will go back to.
+// callback URL it will go back to (its origin is trust's to check).
 func (h *Handler) load(ctx context.Context, code string, mode merchant.Mode, billRef, callbackURL string) (trusted, error) {
 	b, err := h.Bills.BillByReference(ctx, code, mode, billRef)
 	if errors.Is(err, bill.ErrNotFound) {
@@ -301,17 +313,6 @@ func (h *Handler) load(ctx context.Context, code string, mode merchant.Mode, bil
 	cb, err := CheckCallbackURL(callbackURL, mode)
 	if err != nil {
 		return trusted{}, &pageError{Status: http.StatusBadRequest, Title: "Payment form not valid", Message: "The shop's payment form is not valid.", Detail: "The shop's " + err.Error() + "."}
-	}
-	settings, err := h.Bills.RecentSettings(ctx, code, mode)
-	if err != nil {
-		return trusted{}, err
-	}
-	if origin := CallbackOrigin(cb); len(settings.CallbackOrigins) > 0 && !slices.Contains(settings.CallbackOrigins, origin) {
-		// Anyone who reads a shop's page holds a token that pays its
-		// bills: without this, a genuine payment page would send its
-		// result, and the shopper, to a site of their choosing.
-		return trusted{}, &pageError{Status: http.StatusBadRequest, Title: "Payment form not valid", Message: "The shop's payment form is not valid.",
-			Detail: "The shop's callbackUrl is on " + origin + ", which is not one of the callback origins the merchant registered for " + string(mode) + " mode."}
 	}
 	if h.Payments.Acquirers[mode] == nil {
 		return trusted{}, &pageError{Status: http.StatusServiceUnavailable, Title: "Card payments unavailable", Message: "Card payments are not available here yet. Nothing was charged.", Detail: payment.ErrLiveDisabled.Error() + "."}
@@ -582,24 +583,38 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 		// reconciler may yet find charged; the page follows the payment
 		// and posts its result once known.
 		h.fail(w, r, &t, errInProgress)
-	case p.Status == payment.Failed && t.entry && h.canRetry(r.Context(), t):
-		h.again(w, r, t, t.typed, nil, p.Message)
+	case p.Status == payment.Failed:
+		// The bill as the attempt left it, read once: a decline,
+		// insufficient funds, a failed 3-D Secure code or an acquirer error
+		// need not end a checkout on our card page while the bill is open
+		// (as hosted checkouts do); otherwise the shop hears the result,
+		// and the page says when a stored attempt was the bill's last (a
+		// refusal of a bill already blocked says so in its own message).
+		b, err := h.Bills.BillByID(r.Context(), t.bill.Reference)
+		if t.entry && err == nil && b.State == bill.Open && !b.Expired(h.Now()) {
+			h.again(w, r, t, t.typed, nil, p.Message)
+			return
+		}
+		h.result(w, r, t, p, p.ID != "" && err == nil && b.State == bill.Blocked)
 	default:
-		if p.UpdatedAt.IsZero() {
-			p.UpdatedAt = h.Now() // refused before any attempt was stored
-		}
-		cb := t.callback
-		if p.CallbackURL != "" {
-			// A replay goes where the first result went.
-			if u, err := url.Parse(p.CallbackURL); err == nil {
-				cb = u
-			}
-		}
-		// A stored attempt that spent the bill's last: a refusal of a bill
-		// already blocked says so in its own message.
-		blocked := p.Status == payment.Failed && p.ID != "" && h.billState(r.Context(), t) == bill.Blocked
-		h.finish(w, r, t, cb, callbackFor(t.bill, p, h.Location), blocked)
+		h.result(w, r, t, p, false)
 	}
+}
+
+// result shows the page that posts p's outcome to the shop; blocked says
+// the attempt was the bill's last.
+func (h *Handler) result(w http.ResponseWriter, r *http.Request, t trusted, p payment.Payment, blocked bool) {
+	if p.UpdatedAt.IsZero() {
+		p.UpdatedAt = h.Now() // refused before any attempt was stored
+	}
+	cb := t.callback
+	if p.CallbackURL != "" {
+		// A replay goes where the first result went.
+		if u, err := url.Parse(p.CallbackURL); err == nil {
+			cb = u
+		}
+	}
+	h.finish(w, r, t, cb, callbackFor(t.bill, p, h.Location), blocked)
 }
 
 // errInProgress is what a shopper sees while another attempt on the bill
@@ -615,27 +630,6 @@ var errInProgress = &pageError{Status: http.StatusAccepted, Title: "Payment bein
 // be stored shows errInProgress instead).
 var errUnavailable = &pageError{Status: http.StatusServiceUnavailable, Title: "Payments paused for a moment", Retry: true,
 	Message: "We could not reach our payment records, so your card was not charged. Please try again in a minute."}
-
-// canRetry reports whether the shopper may stay on our card page after a
-// failed attempt: a decline, insufficient funds, a failed 3-D Secure code
-// or an acquirer error need not end the checkout, as hosted checkouts do,
-// while the bill is open. Once it is blocked, paid or expired the shop
-// hears the result.
-func (h *Handler) canRetry(ctx context.Context, t trusted) bool {
-	b, err := h.Bills.BillByID(ctx, t.bill.Reference)
-	return err == nil && b.State == bill.Open && !b.Expired(h.Now())
-}
-
-// billState is checkout t's bill's state now, after an attempt moved it
-// on (empty when it cannot be read: the page then says no more than the
-// callback).
-func (h *Handler) billState(ctx context.Context, t trusted) bill.State {
-	b, err := h.Bills.BillByID(ctx, t.bill.Reference)
-	if err != nil {
-		return ""
-	}
-	return b.State
-}
 
 // again shows checkout t's card page once more, with the field problems
 // or the decline, and what the shopper typed that may be shown again:

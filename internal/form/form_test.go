@@ -1093,3 +1093,21 @@ func TestShopFormSentWrongly(t *testing.T) {
 		t.Errorf("a multipart form with json in its boundary: %d\n%s", rec.Code, rec.Body)
 	}
 }
+
+// Origins are checked on the shop's post: a checkout started before the
+// merchant changed them goes on (its callback was checked when it
+// started), and the shopper pays and sees the result.
+func TestCallbackOriginsChangedDuringACheckout(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Changing Origins Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "MIDWAY1", "10")
+	id := g.OpenCheckout(servertest.FormFields(c, tok, b))
+	if err := g.Store.SetCallbackOrigins(t.Context(), c.MerchantCode, merchant.Test, []string{"https://elsewhere.example"}); err != nil {
+		t.Fatal(err)
+	}
+	g.Clock.Advance(2 * time.Second) // past the settings cache
+	if cb := callback(t, g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv}))); cb["orderStatus"] != "Transaction Successfull" {
+		t.Errorf("the checkout after the origins changed: %v", cb)
+	}
+}

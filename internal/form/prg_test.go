@@ -305,18 +305,6 @@ func jsonStrings(t *testing.T, doc []byte) []string {
 	return out
 }
 
-// silentAcquirer never answers a charge in time; asked later, it says
-// the charge went through. It stands in for a card network timing out.
-type silentAcquirer struct{ payment.Acquirer }
-
-func (silentAcquirer) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Result, error) {
-	return payment.Result{}, context.DeadlineExceeded
-}
-
-func (silentAcquirer) Lookup(ctx context.Context, id string) (payment.Result, error) {
-	return payment.Result{Outcome: payment.Approved, NetworkRef: "NETLATE", ApprovalCode: "A1"}, nil
-}
-
 // A charge the card network did not answer may yet be found charged: the
 // shopper is told it is being confirmed, the shop hears nothing until it
 // is known (never "Transaction Failed" of a card that was charged), and
@@ -326,7 +314,8 @@ func TestUnansweredChargeIsBeingConfirmed(t *testing.T) {
 	for _, entryPage := range []bool{true, false} {
 		g := servertest.Start(t, servertest.Options{})
 		g.Payments.WaitInFlight = 50 * time.Millisecond
-		g.Payments.Acquirers[merchant.Test] = silentAcquirer{g.Payments.Acquirers[merchant.Test]}
+		g.Payments.Acquirers[merchant.Test] = reconciledAs{g.Payments.Acquirers[merchant.Test],
+			payment.Result{Outcome: payment.Approved, NetworkRef: "NETLATE", ApprovalCode: "A1"}}
 		c := g.Onboard("Silent Shop")
 		tok := g.Token(c, merchant.Test)
 		b := g.CreateBill(c, tok, "SILENT1", "10")
@@ -421,7 +410,7 @@ func TestExpiredPageSwitchesLanguage(t *testing.T) {
 }
 
 // reconciledAs is a card network that does not answer a charge in time
-// and, asked later, gives outcome.
+// and, asked later, gives outcome: one timing out.
 type reconciledAs struct {
 	payment.Acquirer
 	outcome payment.Result
