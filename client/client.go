@@ -153,6 +153,32 @@ func (c *Client) doBearer(ctx context.Context, method, path string, query url.Va
 	}
 }
 
+// doKey sends a request authenticated by the API key, as the token
+// endpoints and the delivery log ask: query, if any, goes in the URL and
+// form, unless nil, is the body. It returns a 2xx answer or the gateway's
+// error.
+func (c *Client) doKey(ctx context.Context, method, path string, query, form url.Values) (*response, error) {
+	target := c.base + path
+	if len(query) > 0 {
+		target += "?" + query.Encode()
+	}
+	// The gateway takes the raw API key here, not base64(user:pass).
+	header := http.Header{"Authorization": {"Basic " + c.apiKey}}
+	var payload []byte
+	if form != nil {
+		header.Set("Content-Type", "application/x-www-form-urlencoded")
+		payload = []byte(form.Encode())
+	}
+	resp, err := c.send(ctx, method, target, header, payload)
+	if err != nil {
+		return nil, err
+	}
+	if resp.status/100 != 2 {
+		return nil, c.apiError(resp)
+	}
+	return resp, nil
+}
+
 // invalidToken reports whether a 401 carries RFC 6750's invalid_token, the
 // one refusal a fresh token can cure. Other 401s would only fail again.
 func invalidToken(h http.Header) bool {

@@ -123,11 +123,7 @@ func (c *Client) Deliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, 
 	if f.PaymentID != "" {
 		q.Set("paymentId", f.PaymentID)
 	}
-	target := c.base + deliveriesPath
-	if len(q) > 0 {
-		target += "?" + q.Encode()
-	}
-	resp, err := c.doKey(ctx, http.MethodGet, target)
+	resp, err := c.doKey(ctx, http.MethodGet, deliveriesPath, q, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +160,7 @@ func (c *Client) oneDelivery(ctx context.Context, method, id, suffix string) (*D
 	if id == "" {
 		return nil, errors.New("kadi: a delivery needs its ID")
 	}
-	resp, err := c.doKey(ctx, method, c.base+deliveriesPath+"/"+url.PathEscape(id)+suffix)
+	resp, err := c.doKey(ctx, method, deliveriesPath+"/"+url.PathEscape(id)+suffix, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -177,19 +173,6 @@ func (c *Client) oneDelivery(ctx context.Context, method, id, suffix string) (*D
 		return nil, malformed(resp, err.Error())
 	}
 	return &d, nil
-}
-
-// doKey sends a request authenticated by the API key, as the gateway's
-// delivery log asks, and returns a 2xx answer or the gateway's error.
-func (c *Client) doKey(ctx context.Context, method, target string) (*response, error) {
-	resp, err := c.send(ctx, method, target, http.Header{"Authorization": {"Basic " + c.apiKey}}, nil)
-	if err != nil {
-		return nil, err
-	}
-	if resp.status/100 != 2 {
-		return nil, c.apiError(resp)
-	}
-	return resp, nil
 }
 
 func (b deliveryBody) delivery() (Delivery, error) {

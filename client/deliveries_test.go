@@ -37,6 +37,16 @@ func TestDeliveriesRequest(t *testing.T) {
 	if got.URL.EscapedPath() != "/payment/v2/notifications/msg_1%2Freplay" || got.Method != http.MethodGet {
 		t.Errorf("Delivery sent %s %s: the id must stay one path segment", got.Method, got.URL.EscapedPath())
 	}
+
+	// A replay posts nothing: the id in the path says it all.
+	if _, err := c.Redeliver(context.Background(), "msg_1"); err == nil {
+		t.Error("a replay answered without a delivery reached a success")
+	}
+	if got.Method != http.MethodPost || got.URL.Path != "/payment/v2/notifications/msg_1/replay" || got.URL.RawQuery != "" ||
+		got.ContentLength != 0 || got.Header.Get("Content-Type") != "" || got.Header.Get("Authorization") != "Basic "+testAPIKey {
+		t.Errorf("Redeliver sent %s %s, %d bytes of %q, Authorization %q", got.Method, got.URL, got.ContentLength,
+			got.Header.Get("Content-Type"), got.Header.Get("Authorization"))
+	}
 }
 
 func TestDeliveryDecoding(t *testing.T) {

@@ -159,7 +159,7 @@ type tokenResponse struct {
 }
 
 func (c *Client) requestToken(ctx context.Context) (string, time.Duration, error) {
-	resp, err := c.postCredentials(ctx, tokenPath, url.Values{"username": {c.username}, "password": {c.password}})
+	resp, err := c.doKey(ctx, http.MethodPost, tokenPath, nil, url.Values{"username": {c.username}, "password": {c.password}})
 	if err != nil {
 		return "", 0, err
 	}
@@ -188,7 +188,7 @@ func (c *Client) requestPaymentToken(ctx context.Context) (string, time.Duration
 	c.mu.Lock()
 	lifetime := c.access.lifetime
 	c.mu.Unlock()
-	resp, err := c.postCredentials(ctx, paymentTokenPath, url.Values{"merchantCode": {c.username}, "password": {c.password}, "grant_type": {"password"}})
+	resp, err := c.doKey(ctx, http.MethodPost, paymentTokenPath, nil, url.Values{"merchantCode": {c.username}, "password": {c.password}, "grant_type": {"password"}})
 	if err != nil {
 		return "", 0, err
 	}
@@ -197,24 +197,6 @@ func (c *Client) requestPaymentToken(ctx context.Context) (string, time.Duration
 		return "", 0, malformed(resp, "token response without payment-token")
 	}
 	return pr.PaymentToken, lifetime, nil
-}
-
-// postCredentials posts form to a token endpoint with the API key, and
-// returns a 2xx answer or the gateway's error.
-func (c *Client) postCredentials(ctx context.Context, path string, form url.Values) (*response, error) {
-	header := http.Header{
-		// The gateway takes the raw API key here, not base64(user:pass).
-		"Authorization": {"Basic " + c.apiKey},
-		"Content-Type":  {"application/x-www-form-urlencoded"},
-	}
-	resp, err := c.send(ctx, http.MethodPost, c.base+path, header, []byte(form.Encode()))
-	if err != nil {
-		return nil, err
-	}
-	if resp.status/100 != 2 {
-		return nil, c.apiError(resp)
-	}
-	return resp, nil
 }
 
 // malformed reports a success status with a body that cannot be used, with
