@@ -71,7 +71,8 @@ type DeliveryAttempt struct {
 // newest 100 of every status.
 type DeliveryFilter struct {
 	Status string // one of the Delivery* statuses; empty: all
-	// Limit is 1 to 500; 0 means the gateway's default, 100.
+	// Limit is 1 to 500, checked by the gateway (any other is an
+	// invalid_request there); 0 means the gateway's default, 100.
 	Limit int
 	// Before is the ID of the last delivery of a page: the next page
 	// starts after it.

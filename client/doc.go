@@ -36,12 +36,13 @@
 // Independently of the browser, the gateway POSTs a signed notification to
 // the IPN URL configured for the merchant and mode after every successful
 // payment, retrying for about three days until it gets a 2xx. Unlike the
-// callback it is authenticated: [NewIPNHandler] checks the Basic
-// credentials and the Standard Webhooks signature (made with the mode's
-// notification secret, within a ±5 minute window) before handing the
-// merchant's function a [Notification], and answers 2xx only if that
-// function returns nil. A notification can arrive more than once: record
-// it idempotently, by [Notification.ID] or the bill number.
+// callback it is authenticated: [NewIPNHandler] checks the Basic credentials
+// and the Standard Webhooks signature (made with the mode's notification
+// secret, and timestamped within [DefaultIPNTolerance] of the receiver's
+// clock) before handing the merchant's function a [Notification], and
+// answers 2xx only if that function returns nil. A notification can arrive
+// more than once: record it idempotently, by [Notification.ID] or the bill
+// number.
 //
 // The gateway keeps a delivery log of every notification and each request it
 // made to the receiver: [Client.Deliveries] lists it (the failed ones, or one
