@@ -92,9 +92,16 @@ func TestNotificationsAPI(t *testing.T) {
 	if len(otherList.Notifications) != 0 {
 		t.Errorf("another merchant lists %d of this merchant's notifications", len(otherList.Notifications))
 	}
-	for _, q := range []string{"status=lost", "before=msg_%27", "before=pay_1", "paymentId=pay%27x"} {
+	// The bounds docs/api.md and the Go client's DeliveryFilter state.
+	for _, q := range []string{"status=lost", "before=msg_%27", "before=pay_1", "paymentId=pay%27x",
+		"limit=0", "limit=501", "limit=-1", "limit=ten"} {
 		if rec := checked(t, g, notificationsRequest(http.MethodGet, "/payment/v2/notifications?"+q, key)); rec.Code != http.StatusBadRequest {
 			t.Errorf("%s: HTTP %d", q, rec.Code)
+		}
+	}
+	for _, q := range []string{"limit=1", "limit=500"} {
+		if rec := checked(t, g, notificationsRequest(http.MethodGet, "/payment/v2/notifications?"+q, key)); rec.Code != http.StatusOK {
+			t.Errorf("%s: HTTP %d %s", q, rec.Code, rec.Body)
 		}
 	}
 	// Past the newest page, and one payment's event.
