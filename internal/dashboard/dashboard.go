@@ -82,11 +82,9 @@ type Handler struct {
 	Log      *slog.Logger
 	Now      func() time.Time
 	// PublicURL is where merchants reach the API and the hosted form
-	// (--public-url), shown on the Developers page.
+	// (--public-url), shown on the Developers page. When it is https the
+	// dashboard's cookies are Secure and take the __Host- prefix.
 	PublicURL string
-	// Secure marks an https public URL: the session cookie is then Secure
-	// and takes the __Host- prefix.
-	Secure bool
 	// AllowPrivateIPN mirrors --allow-private-ipn for the settings' checks.
 	AllowPrivateIPN bool
 
@@ -277,10 +275,14 @@ func (h *Handler) cookieName() string { return h.cookie("kadi_session") }
 // noteCookie carries back's note to the next page.
 func (h *Handler) noteCookie() string { return h.cookie("kadi_note") }
 
+// secure says the dashboard is served over https (--public-url is
+// normalised to a lower-case scheme).
+func (h *Handler) secure() bool { return strings.HasPrefix(h.PublicURL, "https://") }
+
 // cookie names one of the dashboard's cookies: __Host- when served over
 // https, so no subdomain can set or read it.
 func (h *Handler) cookie(name string) string {
-	if h.Secure {
+	if h.secure() {
 		return "__Host-" + name
 	}
 	return name
@@ -290,7 +292,7 @@ func (h *Handler) cookie(name string) string {
 // never readable by script, sent only to this site.
 func (h *Handler) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge,
-		HttpOnly: true, Secure: h.Secure, SameSite: http.SameSiteStrictMode})
+		HttpOnly: true, Secure: h.secure(), SameSite: http.SameSiteStrictMode})
 }
 
 // liveNeedsTwoStep is the Security page's note for a merchant sent there
