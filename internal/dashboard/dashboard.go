@@ -433,6 +433,22 @@ func funcs(h *Handler) template.FuncMap {
 	}
 }
 
+// cursor is where a keyset page's next link starts: the last row's time
+// in milliseconds, an underscore, its id.
+func cursor(at time.Time, id string) string { return strconv.FormatInt(at.UnixMilli(), 10) + "_" + id }
+
+// parseCursor reads a cursor as cursor wrote it, for rows whose ids have
+// the shape idOK asks; anything else is errBadInput. At most 15 digits of
+// milliseconds (the year 33658): no sign, no overflow.
+func parseCursor(s string, idOK func(string) bool) (time.Time, string, error) {
+	msText, id, _ := strings.Cut(s, "_")
+	if msText == "" || len(msText) > 15 || strings.ContainsFunc(msText, func(r rune) bool { return r < '0' || r > '9' }) || !idOK(id) {
+		return time.Time{}, "", errBadInput
+	}
+	n, _ := strconv.ParseInt(msText, 10, 64) // 15 digits always fit
+	return time.UnixMilli(n), id, nil
+}
+
 // cloneQuery copies q, so a link can change one parameter.
 func cloneQuery(q url.Values) url.Values {
 	out := url.Values{}

@@ -1273,3 +1273,33 @@ func TestHomeDaysFollowSummerTime(t *testing.T) {
 		t.Error("the chart's 30 days do not end today, 25 November")
 	}
 }
+
+// The payments list (and its CSV) and the audit log read their next-page
+// cursors alike: the last row's milliseconds, an underscore, its id. Any
+// other cursor is a 400, never a 500 nor a page from somewhere else.
+func TestPageCursors(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	b := signIn(t, g, g.Onboard("Cursor Shop"))
+	aud := "aud_" + strings.Repeat("0a", 12)
+	for _, tt := range []struct {
+		path, id, otherCase string
+	}{
+		{"/dashboard/payments?after=", "ABCDEFGH2345", "abcdefgh2345"},
+		{"/dashboard/payments.csv?after=", "ABCDEFGH2345", "abcdefgh2345"},
+		{"/dashboard/audit?before=", aud, strings.ToUpper(aud)},
+	} {
+		for _, good := range []string{"0_" + tt.id, "1767225600000_" + tt.id, "999999999999999_" + tt.id, "007_" + tt.id} {
+			if rec := b.get(tt.path + url.QueryEscape(good)); rec.Code != http.StatusOK {
+				t.Errorf("%s%s: %d, want 200", tt.path, good, rec.Code)
+			}
+		}
+		for _, bad := range []string{"x", "12", "12_", "_" + tt.id, "12" + tt.id, "-1_" + tt.id, "+1_" + tt.id, " 1_" + tt.id,
+			"1.5_" + tt.id, "1e3_" + tt.id, "1000000000000000_" + tt.id, "99999999999999999999_" + tt.id,
+			"1_" + tt.otherCase, "1_" + tt.id + "_", "1_" + tt.id + "0", "1_" + tt.id[:len(tt.id)-1], "1__" + tt.id,
+			"1_msg_" + strings.Repeat("0a", 12), "1_nope", "1_\xff", "\xff_" + tt.id, "1_" + tt.id + "\x00"} {
+			if rec := b.get(tt.path + url.QueryEscape(bad)); rec.Code != http.StatusBadRequest {
+				t.Errorf("%s%q: %d, want 400", tt.path, bad, rec.Code)
+			}
+		}
+	}
+}

@@ -2,13 +2,9 @@ package dashboard
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/kadipay/kadi/internal/audit"
 	"github.com/kadipay/kadi/internal/ipn"
@@ -94,15 +90,12 @@ func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request) {
 	var evs []audit.Event
 	var err error
 	if before := r.URL.Query().Get("before"); before != "" {
-		// A page's last row, as its link wrote it: milliseconds, an
-		// underscore, the event's id.
-		msText, id, _ := strings.Cut(before, "_")
-		n, perr := strconv.ParseInt(msText, 10, 64)
-		if perr != nil || n < 0 || !auditID.MatchString(id) {
+		at, id, perr := parseCursor(before, auditID.MatchString)
+		if perr != nil {
 			h.fail(w, r, http.StatusBadRequest, "Page not understood", "Go back to the audit log and follow its links.")
 			return
 		}
-		evs, err = h.Store.AuditEventsBefore(r.Context(), v.Merchant.Code, time.UnixMilli(n), id, auditLogPage)
+		evs, err = h.Store.AuditEventsBefore(r.Context(), v.Merchant.Code, at, id, auditLogPage)
 	} else {
 		evs, err = h.Store.AuditEvents(r.Context(), v.Merchant.Code, auditLogPage)
 	}
@@ -122,7 +115,7 @@ func (h *Handler) auditLog(w http.ResponseWriter, r *http.Request) {
 	next := ""
 	if len(evs) == auditLogPage {
 		last := evs[len(evs)-1]
-		next = "/dashboard/audit?" + url.Values{"before": {fmt.Sprintf("%d_%s", last.At.UnixMilli(), last.ID)}}.Encode()
+		next = "/dashboard/audit?" + url.Values{"before": {cursor(last.At, last.ID)}}.Encode()
 	}
 	h.render(w, r, http.StatusOK, "audit.html", map[string]any{"Events": evs, "Next": next})
 }

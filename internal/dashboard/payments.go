@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -163,8 +162,6 @@ func sortedKeys(m map[string]int64) []string {
 	return out
 }
 
-var cursorShape = regexp.MustCompile(`^([0-9]{1,15})_([A-Z0-9]{1,20})$`)
-
 // listFilter reads the payments list's query: status, from, to (dates in
 // the operator's zone), q (bill or order reference, or a card's last four)
 // and after (the keyset cursor).
@@ -195,12 +192,11 @@ func (h *Handler) listFilter(r *http.Request) (bill.ListFilter, url.Values, erro
 		return f, q, errBadInput
 	}
 	if a := q.Get("after"); a != "" {
-		m := cursorShape.FindStringSubmatch(a)
-		if m == nil {
-			return f, q, errBadInput
+		at, ref, err := parseCursor(a, bill.CouldBeReference)
+		if err != nil {
+			return f, q, err
 		}
-		n, _ := strconv.ParseInt(m[1], 10, 64)
-		f.After = &bill.Cursor{CreatedAt: time.UnixMilli(n), Reference: m[2]}
+		f.After = &bill.Cursor{CreatedAt: at, Reference: ref}
 	}
 	return f, q, nil
 }
@@ -222,7 +218,7 @@ func (h *Handler) payments(w http.ResponseWriter, r *http.Request) {
 		bills = bills[:pageSize]
 		last := bills[pageSize-1]
 		nq := cloneQuery(q)
-		nq.Set("after", fmt.Sprintf("%d_%s", last.CreatedAt.UnixMilli(), last.Reference))
+		nq.Set("after", cursor(last.CreatedAt, last.Reference))
 		next = "/dashboard/payments?" + nq.Encode()
 	}
 	csvq := cloneQuery(q)
