@@ -43,28 +43,15 @@ func RedactPath(p string) string { return redact(p, isPathSeparator) }
 // sent, where a long order or invoice number that merely passes Luhn must
 // not be turned away.
 func HoldsPAN(s string) bool {
-	var groupsArray [16]digitGroup
-	for i := 0; i < len(s); {
-		if !isDigit(s[i]) {
-			i++
-			continue
-		}
-		groups, digits, end := scanChain(s, i, isPathSeparator, groupsArray[:0])
-		i = end
-		if digits < minRedactDigits {
-			continue
-		}
-		for a := range groups {
-			n := 0
-			for b := a; b < len(groups); b++ {
-				if n += groups[b].end - groups[b].start; n > maxRedactDigits {
-					break
-				}
-				text := s[groups[a].start:groups[b].end]
-				if n >= minRedactDigits && luhnSum(text)%10 == 0 && brandOf(stripSeparators(text)) != "" {
-					return true
-				}
-			}
+	var buf [16]digitGroup
+	for groups, i := nextChain(s, 0, isPathSeparator, buf[:0]); groups != nil; groups, i = nextChain(s, i, isPathSeparator, buf[:0]) {
+		branded := false
+		eachLuhnRun(s, groups, func(a, b, _ int) bool {
+			branded = brandOf(stripSeparators(s[groups[a].start:groups[b].end])) != ""
+			return !branded
+		})
+		if branded {
+			return true
 		}
 	}
 	return false
@@ -90,17 +77,42 @@ func redact(s string, sep func(byte) bool) string {
 // eachCardSpan calls mask(from, to), left to right, for every stretch of s
 // that Redact must mask, with sep telling the separators that join groups.
 func eachCardSpan(s string, sep func(byte) bool, mask func(from, to int)) {
-	i := 0
-	var groupsArray [16]digitGroup
+	var buf [16]digitGroup
+	for groups, i := nextChain(s, 0, sep, buf[:0]); groups != nil; groups, i = nextChain(s, i, sep, buf[:0]) {
+		maskCardsInChain(s, groups, mask)
+	}
+}
+
+// nextChain finds the first chain at or after s[i] with digits enough for
+// a card number, collected in buf, and the index just past it; no groups
+// when there is none. Redact and HoldsPAN walk s alike with it.
+func nextChain(s string, i int, sep func(byte) bool, buf []digitGroup) ([]digitGroup, int) {
 	for i < len(s) {
 		if !isDigit(s[i]) {
 			i++
 			continue
 		}
-		groups, digits, end := scanChain(s, i, sep, groupsArray[:0])
-		i = end
-		if digits >= minRedactDigits {
-			maskCardsInChain(s, groups, mask)
+		groups, digits, end := scanChain(s, i, sep, buf)
+		if i = end; digits >= minRedactDigits {
+			return groups, i
+		}
+	}
+	return nil, i
+}
+
+// eachLuhnRun calls f(a, b, digits) for every run of whole groups in a
+// chain, groups[a..b], of 13 to 19 digits that passes Luhn, until f
+// returns false: the runs Redact masks from and HoldsPAN looks through.
+func eachLuhnRun(s string, groups []digitGroup, f func(a, b, digits int) bool) {
+	for a := range groups {
+		digits := 0
+		for b := a; b < len(groups); b++ {
+			if digits += groups[b].end - groups[b].start; digits > maxRedactDigits {
+				break
+			}
+			if digits >= minRedactDigits && luhnSum(s[groups[a].start:groups[b].end])%10 == 0 && !f(a, b, digits) {
+				return
+			}
 		}
 	}
 }
@@ -160,19 +172,10 @@ type candidate struct {
 // had been chosen most of the real number would be left readable.
 func maskCardsInChain(s string, groups []digitGroup, mask func(from, to int)) {
 	var found []candidate
-	for a := range groups {
-		digits := 0
-		for b := a; b < len(groups); b++ {
-			digits += groups[b].end - groups[b].start
-			if digits > maxRedactDigits {
-				break
-			}
-			text := s[groups[a].start:groups[b].end]
-			if digits >= minRedactDigits && luhnSum(text)%10 == 0 {
-				found = append(found, candidate{a, b, digits, brandOf(stripSeparators(text)) != ""})
-			}
-		}
-	}
+	eachLuhnRun(s, groups, func(a, b, digits int) bool {
+		found = append(found, candidate{a, b, digits, brandOf(stripSeparators(s[groups[a].start:groups[b].end])) != ""})
+		return true
+	})
 	if len(found) == 0 {
 		return
 	}

@@ -138,7 +138,25 @@ func FuzzRedact(f *testing.F) {
 		}{{"Redact", Redact, isSeparator}, {"RedactPath", RedactPath, isPathSeparator}} {
 			checkRedaction(t, r.name, in, r.redact(in), r.sep)
 		}
+		// HoldsPAN walks the chains RedactPath does, and asks a brand too.
+		want := false
+		for _, run := range cardLikeRuns(in, isPathSeparator) {
+			want = want || brandOf(digitsOf(in[run[0]:run[1]])) != ""
+		}
+		if got := HoldsPAN(in); got != want {
+			t.Fatalf("HoldsPAN(%q) = %v, want %v", in, got, want)
+		}
 	})
+}
+
+// digitsOf is s without its separators.
+func digitsOf(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return r
+		}
+		return -1
+	}, s)
 }
 
 func checkRedaction(t *testing.T, name, in, out string, sep func(byte) bool) {
@@ -152,12 +170,7 @@ func checkRedaction(t *testing.T, name, in, out string, sep func(byte) bool) {
 			t.Fatalf("%s(%q): span %v out of order after %d", name, in, span, copied)
 		}
 		want.WriteString(in[copied:from])
-		digits := strings.Map(func(r rune) rune {
-			if r >= '0' && r <= '9' {
-				return r
-			}
-			return -1
-		}, in[from:to])
+		digits := digitsOf(in[from:to])
 		if len(digits) < 13 {
 			t.Fatalf("%s(%q): span %q is too short to be a card", name, in, in[from:to])
 		}
@@ -230,5 +243,20 @@ func TestHoldsPAN(t *testing.T) {
 		if got := HoldsPAN(tt.text); got != tt.want {
 			t.Errorf("HoldsPAN(%q) = %v, want %v", tt.text, got, tt.want)
 		}
+	}
+}
+
+func BenchmarkHoldsPAN(b *testing.B) {
+	for _, bench := range []struct{ name, text string }{
+		{"name", "Jane Wanjiru"},
+		{"order", "ORD-2026-000123 1500.00"},
+		{"card", "card 4242 4242 4242 4242 01 25 123"},
+	} {
+		b.Run(bench.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = HoldsPAN(bench.text)
+			}
+		})
 	}
 }
