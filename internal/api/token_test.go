@@ -75,6 +75,11 @@ func TestTokenResponses(t *testing.T) {
 			multipartBody("/token", [][2]string{{"username", c.MerchantCode}, {"password", c.Password}, {"grant_type", "password"}}, false)},
 		{"payment token without the merchant code", "payment_token_invalid_request_fields",
 			multipartBody("/token", [][2]string{{"password", c.Password}, {"grant_type", "password"}}, false)},
+		{"payment token without the password", "payment_token_invalid_request_fields",
+			servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, "", "password")},
+		// The key is judged first: without one, the answer is about the key.
+		{"payment token without the key or the merchant code", "payment_token_invalid_client",
+			servertest.PaymentTokenRequest("", "", c.Password, "password")},
 
 		{"wrong API key", "token_invalid_client", servertest.TokenRequest("kadi_test_nope", c.Username, c.Password)},
 		{"no Authorization header", "token_invalid_client", servertest.TokenRequest("", c.Username, c.Password)},

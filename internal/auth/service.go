@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -137,8 +138,11 @@ type Service struct {
 type Grant struct {
 	APIKey   string
 	Username string // the merchant code
-	Password string
-	ClientIP string
+	// UsernameField is what the request calls Username, for the message
+	// when it is missing; "username" if empty.
+	UsernameField string
+	Password      string
+	ClientIP      string
 	// KeyAsPassword lets Password be the API key, as the /token form's text
 	// allows.
 	KeyAsPassword bool
@@ -161,7 +165,7 @@ func (s *Service) Issue(ctx context.Context, g Grant) (Issued, error) {
 		return Issued{}, ErrInvalidClient
 	}
 	if g.Username == "" || g.Password == "" {
-		return Issued{}, &RequestError{Code: "invalid_request", Message: "username and password are required"}
+		return Issued{}, &RequestError{Code: "invalid_request", Message: cmp.Or(g.UsernameField, "username") + " and password are required"}
 	}
 	// Outside text reaches the database below: refuse what no credential
 	// can contain (PostgreSQL rejects invalid UTF-8 and NUL outright).

@@ -146,6 +146,23 @@ func TestIssue(t *testing.T) {
 	}
 }
 
+// A missing credential is named as the request named it: /token calls
+// the username merchantCode.
+func TestIssueNamesTheMissingField(t *testing.T) {
+	s, _, _ := newTestService(t)
+	for _, tt := range []struct{ field, want string }{
+		{"", "username and password are required"},
+		{"merchantCode", "merchantCode and password are required"},
+	} {
+		g := grantA()
+		g.Username, g.UsernameField = "", tt.field
+		var re *RequestError
+		if _, err := s.Issue(context.Background(), g); !errors.As(err, &re) || re.Message != tt.want {
+			t.Errorf("UsernameField %q: %v, want %q", tt.field, err, tt.want)
+		}
+	}
+}
+
 func TestLockoutAfterTenFailures(t *testing.T) {
 	s, repo, c := newTestService(t)
 	ctx := context.Background()
