@@ -39,12 +39,12 @@ type Handler struct {
 	Verifications Verifications
 	// Notifications is the IPN delivery log, scoped per merchant and mode.
 	Notifications Notifications
-	Location      *time.Location
-	Log           *slog.Logger
-	// LiveCharges: a live connector is configured. Without one a live
-	// bill is refused when created, where the merchant's engineers see
+	// Payments says which modes can take a card: a bill of one that
+	// cannot is refused when created, where the merchant's engineers see
 	// it, not when its shopper pays.
-	LiveCharges bool
+	Payments *payment.Service
+	Location *time.Location
+	Log      *slog.Logger
 }
 
 // credential is what a route takes as proof of who is calling.

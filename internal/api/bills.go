@@ -35,7 +35,7 @@ func (h *Handler) createBill(w http.ResponseWriter, r *http.Request) {
 		h.failBill(w, r, req, err)
 		return
 	}
-	if c.Mode == merchant.Live && !h.LiveCharges {
+	if !h.Payments.CanCharge(c.Mode) {
 		h.failBill(w, r, req, payment.ErrLiveDisabled)
 		return
 	}

@@ -314,7 +314,7 @@ func (h *Handler) load(ctx context.Context, code string, mode merchant.Mode, bil
 	if err != nil {
 		return trusted{}, &pageError{Status: http.StatusBadRequest, Title: "Payment form not valid", Message: "The shop's payment form is not valid.", Detail: "The shop's " + err.Error() + "."}
 	}
-	if h.Payments.Acquirers[mode] == nil {
+	if !h.Payments.CanCharge(mode) {
 		return trusted{}, &pageError{Status: http.StatusServiceUnavailable, Title: "Card payments unavailable", Message: "Card payments are not available here yet. Nothing was charged.", Detail: payment.ErrLiveDisabled.Error() + "."}
 	}
 	return trusted{merchant: m, bill: b, callback: cb}, nil

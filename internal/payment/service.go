@@ -63,6 +63,10 @@ type Service struct {
 	Metrics        *Metrics // nil: none
 }
 
+// CanCharge says whether mode has a card connector: without one (live, by
+// default) its charges are refused with ErrLiveDisabled.
+func (s *Service) CanCharge(mode merchant.Mode) bool { return s.Acquirers[mode] != nil }
+
 // NodeID is the Node of a run of the node called name.
 func NodeID(name, run string) string { return name + "/" + run }
 

@@ -321,8 +321,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	}
 
 	mux := newMux()
-	(&api.Handler{Auth: g.Auth, Bills: g.Bills, Merchants: st, Verifications: st, Notifications: st, Location: loc, Log: log,
-		LiveCharges: cfg.LiveAcquirer != nil}).Register(mux)
+	(&api.Handler{Auth: g.Auth, Bills: g.Bills, Merchants: st, Verifications: st, Notifications: st, Payments: g.Payments,
+		Location: loc, Log: log}).Register(mux)
 	docs, err := apidocs.New()
 	if err != nil {
 		st.Close()
