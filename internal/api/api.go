@@ -4,9 +4,12 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -155,6 +158,17 @@ func (h *Handler) authenticate(takes credential, next http.HandlerFunc, fail fun
 func claimsOf(r *http.Request) auth.Claims {
 	c, _ := r.Context().Value(claimsKey{}).(auth.Claims)
 	return c
+}
+
+// readBody reads r's body to its end (the server bounds its size), less a
+// byte order mark: .NET's default UTF-8 encoder writes one, and there is
+// no doubt about what follows it.
+func readBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errUnreadable, err)
+	}
+	return bytes.TrimPrefix(body, []byte("\xef\xbb\xbf")), nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -30,7 +30,12 @@ type BillResponse struct {
 
 func (h *Handler) createBill(w http.ResponseWriter, r *http.Request) {
 	c := claimsOf(r)
-	req, err := bill.DecodeRequest(r.Body)
+	body, err := readBody(r)
+	if err != nil {
+		h.failBill(w, r, bill.Request{}, err)
+		return
+	}
+	req, err := bill.DecodeRequest(body)
 	if err != nil {
 		h.failBill(w, r, req, err)
 		return

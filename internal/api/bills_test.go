@@ -98,6 +98,25 @@ func TestBillResponses(t *testing.T) {
 	}
 }
 
+// .NET's default UTF-8 encoder writes a byte order mark before the JSON:
+// taken off, once.
+func TestBillAfterAByteOrderMark(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("BOM Shop")
+	token := g.Token(c, merchant.Test)
+	raw, err := json.Marshal(servertest.BillBody(c, "BOM1", "10"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bom = "\xef\xbb\xbf"
+	if rec := g.Serve(servertest.BillRequest(token, bom+string(raw))); rec.Code != http.StatusOK {
+		t.Errorf("one byte order mark: %d %s", rec.Code, rec.Body)
+	}
+	if rec := g.Serve(servertest.BillRequest(token, bom+bom+string(raw))); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), `"code":"invalid_json"`) {
+		t.Errorf("two byte order marks: %d %s, want 400 invalid_json", rec.Code, rec.Body)
+	}
+}
+
 func TestBillIdenticalRetryReturnsTheOriginal(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Retry Shop")

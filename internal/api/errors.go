@@ -32,6 +32,11 @@ type oauthError struct {
 
 var errBodyTooLarge = errors.New("request body is larger than 64 KiB")
 
+// errUnreadable: the body could not be read to its end (cut short, a bad
+// chunked encoding, a client too slow to send it): the client's doing,
+// not an outage of the gateway's, whatever the error under it says.
+var errUnreadable = errors.New("the request body could not be read to its end")
+
 // statusClientClosed is what the access log shows for a request whose
 // client left before the answer (nginx's 499): nobody reads the answer,
 // and nothing failed.
@@ -76,11 +81,11 @@ func classify(err error) (status int, code, message string) {
 		return http.StatusBadRequest, "invalid_request", "the bill request breaks one or more field rules"
 	case errors.Is(err, bill.ErrMalformed):
 		return http.StatusBadRequest, "invalid_json", err.Error()
-	case errors.Is(err, bill.ErrUnreadable):
+	case errors.Is(err, errUnreadable):
 		// Before outage.Is: a body cut short reads as io.ErrUnexpectedEOF
 		// and a stalled one as a net.Error, which say "database down"
 		// elsewhere.
-		return http.StatusBadRequest, "invalid_request", bill.ErrUnreadable.Error()
+		return http.StatusBadRequest, "invalid_request", errUnreadable.Error()
 	case errors.Is(err, bill.ErrReferenceReused):
 		return http.StatusConflict, "duplicate_reference", err.Error()
 	case errors.Is(err, bill.ErrNotFound):

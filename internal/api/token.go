@@ -5,14 +5,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/kadipay/kadi/internal/auth"
-	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/formdata"
 	"github.com/kadipay/kadi/internal/jsoncheck"
 )
@@ -116,11 +114,11 @@ func apiKeyFromBasic(header string) string {
 // became "3.146610628e+09", a wrong username counted towards the lock).
 // Any other JSON value is not text: 400, not counted.
 func readFields(r *http.Request) (url.Values, error) {
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", bill.ErrUnreadable, err)
+		return nil, err
 	}
-	body = bytes.TrimSpace(bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))) // a byte order mark, as .NET writes one
+	body = bytes.TrimSpace(body)
 	if len(body) > 0 && body[0] == '{' {
 		var m map[string]any
 		dec := json.NewDecoder(bytes.NewReader(body))

@@ -1,7 +1,6 @@
 package bill
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -86,7 +85,7 @@ func (b body) bytes(tb testing.TB) []byte {
 // validate runs b through the same path a handler does: decode, then rules.
 func validate(tb testing.TB, b body, p Policy) (Bill, error) {
 	tb.Helper()
-	req, err := DecodeRequest(bytes.NewReader(b.bytes(tb)))
+	req, err := DecodeRequest(b.bytes(tb))
 	if err != nil {
 		tb.Fatalf("DecodeRequest(%s): %v", b.bytes(tb), err)
 	}

@@ -94,22 +94,11 @@ func (t *Text) UnmarshalJSON(b []byte) error {
 // ErrMalformed is returned when the body is not a JSON object.
 var ErrMalformed = errors.New("request body is not a valid JSON object")
 
-// ErrUnreadable: the body could not be read to its end (cut short, a bad
-// chunked encoding, a client too slow to send it): the client's doing,
-// not an outage of the gateway's, whatever the error under it says.
-var ErrUnreadable = errors.New("the request body could not be read to its end")
-
-// DecodeRequest reads a create-bill body. Content-Type is deliberately not
-// consulted: many integrations post JSON with a form type or none.
-func DecodeRequest(r io.Reader) (Request, error) {
+// DecodeRequest decodes a create-bill body, as the HTTP layer read it
+// (less a byte order mark). Content-Type is deliberately not consulted:
+// many integrations post JSON with a form type or none.
+func DecodeRequest(body []byte) (Request, error) {
 	var req Request
-	body, err := io.ReadAll(r)
-	if err != nil {
-		return req, fmt.Errorf("%w: %w", ErrUnreadable, err)
-	}
-	// A byte order mark, as .NET's default UTF-8 encoder writes one: not
-	// JSON, but no doubt about what follows it.
-	body = bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
 	if gzipped := len(body) > 1 && body[0] == 0x1f && body[1] == 0x8b; gzipped {
 		return req, fmt.Errorf("%w: the body is gzip-compressed; send it uncompressed (no Content-Encoding)", ErrMalformed)
 	}

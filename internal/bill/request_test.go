@@ -1,7 +1,6 @@
 package bill
 
 import (
-	"bytes"
 	"errors"
 	"slices"
 	"strings"
@@ -40,11 +39,12 @@ func TestDecodeRequestMalformed(t *testing.T) {
 		{"repeated name, another case", `{"order":{"amount":"1","AMOUNT":"1500"}}`},
 		{"repeated name, long s", `{"customer":{"name":"a"},"cuſtomer":{"name":"b"}}`},
 		{"gzip-compressed", "\x1f\x8b\x08\x00\x00\x00\x00\x00"},
-		{"two byte order marks", "\xef\xbb\xbf\xef\xbb\xbf{}"},
+		// The HTTP layer removes one; a second is not JSON.
+		{"byte order mark", "\xef\xbb\xbf{}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := DecodeRequest(strings.NewReader(tt.body))
+			_, err := DecodeRequest([]byte(tt.body))
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("DecodeRequest(%q) error = %v, want ErrMalformed", tt.body, err)
 			}
@@ -61,7 +61,7 @@ func TestDecodeRequestMalformed(t *testing.T) {
 // A closing bracket after the object is trailing data like any other.
 func TestDecodeRequestTrailingCloser(t *testing.T) {
 	for _, body := range []string{`{}}`, `{}]`, `{"order":{}}}`} {
-		if _, err := DecodeRequest(strings.NewReader(body)); !errors.Is(err, ErrMalformed) {
+		if _, err := DecodeRequest([]byte(body)); !errors.Is(err, ErrMalformed) {
 			t.Errorf("DecodeRequest(%q) error = %v, want ErrMalformed", body, err)
 		}
 	}
@@ -91,12 +91,10 @@ func TestDecodeRequestAccepts(t *testing.T) {
 			func(r Request) bool { return r.Customer.BadType && !r.Order.BadType && r.Order.Reference.Value == "R1" }},
 		{"order is an array", `{"order":[]}`, func(r Request) bool { return r.Order.BadType }},
 		{"order is a number", `{"order":1500}`, func(r Request) bool { return r.Order.BadType }},
-		// .NET's default UTF-8 encoder writes a byte order mark first.
-		{"byte order mark", "\xef\xbb\xbf{\"order\":{\"reference\":\"R1\"}}", func(r Request) bool { return r.Order.Reference.Value == "R1" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, err := DecodeRequest(strings.NewReader(tt.body))
+			req, err := DecodeRequest([]byte(tt.body))
 			if err != nil {
 				t.Fatalf("DecodeRequest(%q): %v", tt.body, err)
 			}
@@ -111,7 +109,7 @@ func TestDecodeRequestAccepts(t *testing.T) {
 // through a float64 that would turn 1500.10 into 1500.1 or 1e3 into 1000.
 func TestDecodeRequestKeepsNumbersAsText(t *testing.T) {
 	for _, lit := range []string{"1000", "1500.50", "1500.10", "0.1", "-5", "1e3", "1E+3", "12345678901234567890123", "0.30000000000000004"} {
-		req, err := DecodeRequest(strings.NewReader(`{"order":{"amount":` + lit + `}}`))
+		req, err := DecodeRequest([]byte(`{"order":{"amount":` + lit + `}}`))
 		if err != nil {
 			t.Fatalf("amount %s: %v", lit, err)
 		}
@@ -137,7 +135,7 @@ func TestTextTypes(t *testing.T) {
 		{`[]`, Text{Present: true, BadType: true}},
 	}
 	for _, tt := range tests {
-		req, err := DecodeRequest(strings.NewReader(`{"order":{"outlet":` + tt.json + `}}`))
+		req, err := DecodeRequest([]byte(`{"order":{"outlet":` + tt.json + `}}`))
 		if err != nil {
 			t.Fatalf("outlet %s: %v", tt.json, err)
 		}
@@ -156,7 +154,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		req, err := DecodeRequest(bytes.NewReader(data))
+		req, err := DecodeRequest(data)
 		if err != nil {
 			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("DecodeRequest error %v is not ErrMalformed", err)
@@ -181,7 +179,7 @@ func FuzzValidateFields(f *testing.F) {
 			with("order.amount", amount).
 			with("order.currency", currency).
 			with("order.expiry", expiry)
-		req, err := DecodeRequest(bytes.NewReader(b.bytes(t)))
+		req, err := DecodeRequest(b.bytes(t))
 		if err != nil {
 			t.Fatalf("a well-formed body was refused: %v", err)
 		}

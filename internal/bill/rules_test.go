@@ -1,7 +1,6 @@
 package bill
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -418,7 +417,7 @@ func TestValidateRequired(t *testing.T) {
 		}
 	}
 	t.Run("empty object reports every required field", func(t *testing.T) {
-		req, err := DecodeRequest(strings.NewReader(`{}`))
+		req, err := DecodeRequest([]byte(`{}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -680,7 +679,7 @@ func BenchmarkValidate(b *testing.B) {
 	b.SetBytes(int64(len(raw)))
 	b.ReportAllocs()
 	for b.Loop() {
-		req, err := DecodeRequest(bytes.NewReader(raw))
+		req, err := DecodeRequest(raw)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,7 +1,6 @@
 package bill
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"regexp"
@@ -83,7 +82,7 @@ func newService() (*Service, *memRepo, *clock) {
 
 func decode(tb testing.TB, b body) Request {
 	tb.Helper()
-	req, err := DecodeRequest(bytes.NewReader(b.bytes(tb)))
+	req, err := DecodeRequest(b.bytes(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}
