@@ -564,7 +564,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 	case errors.Is(err, payment.ErrUnrecorded):
 		// Charged or not, the acquirer knows: reconciliation will ask it.
 		h.Log.WarnContext(r.Context(), "payment outcome not recorded; left for reconciliation", "err", err)
-		h.fail(w, r, &t, errInProgress)
+		h.inProgress(w, r, t)
 	case err != nil:
 		h.fail(w, r, &t, err)
 	case p.Status == payment.Challenge:
@@ -582,7 +582,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 		// Unknown too: the shop must not hear "failed" of a card the
 		// reconciler may yet find charged; the page follows the payment
 		// and posts its result once known.
-		h.fail(w, r, &t, errInProgress)
+		h.inProgress(w, r, t)
 	case p.Status == payment.Failed:
 		// The bill as the attempt left it, read once: a decline,
 		// insufficient funds, a failed 3-D Secure code or an acquirer error
@@ -599,6 +599,24 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 	default:
 		h.result(w, r, t, p, false)
 	}
+}
+
+// inProgress tells the shopper that the bill's attempt is still with the
+// card network. A merchant-posted form has no checkout session, and a
+// "being confirmed" page sealed as it is would say so for its whole life
+// and never post the result to the shop: a session bound to the payment
+// in flight gives it a page that follows the payment instead. The payment
+// is looked up: an attempt whose outcome was not recorded, or that another
+// submit has in flight past the wait, comes back without its id.
+func (h *Handler) inProgress(w http.ResponseWriter, r *http.Request, t trusted) {
+	if t.checkoutID == "" {
+		if p, err := h.Payments.Repo.LatestPayment(r.Context(), t.bill.Reference); err == nil && p.Status.Pending() {
+			if err := h.startCheckout(r.Context(), &t, p.ID); err != nil {
+				h.Log.WarnContext(r.Context(), "checkout session for a payment in flight", "err", err)
+			}
+		}
+	}
+	h.fail(w, r, &t, errInProgress)
 }
 
 // result shows the page that posts p's outcome to the shop; blocked says

@@ -112,18 +112,6 @@ func (h *Handler) finish(w http.ResponseWriter, r *http.Request, t trusted, to *
 // the result (or the card form again) once there is one. A sealed error
 // page would say "being confirmed" at every reload, for ever.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, t *trusted, err error) {
-	if t != nil && t.checkoutID == "" && t.bill.Reference != "" && errors.Is(err, errInProgress) {
-		// A merchant-posted form whose charge is still with the network
-		// (a double submit, a slow acquirer): a "being confirmed" page
-		// sealed as it is would say so for its whole life and never post
-		// the result to the shop. A session bound to the payment in
-		// flight gives it a page that follows the payment instead.
-		if p, perr := h.Payments.Repo.LatestPayment(r.Context(), t.bill.Reference); perr == nil && p.Status.Pending() {
-			if serr := h.startCheckout(r.Context(), t, p.ID); serr != nil {
-				h.Log.WarnContext(r.Context(), "checkout session for a payment in flight", "err", serr)
-			}
-		}
-	}
 	if t != nil && t.checkoutID != "" && (errors.Is(err, errInProgress) || outage.Is(err)) {
 		logging.Refused(r.Context(), h.Log, "payment page pending; sent to the checkout page, which follows it", "err", err)
 		h.toCheckout(w, r, *t)

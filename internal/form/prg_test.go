@@ -3,6 +3,7 @@ package form_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/form"
+	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/server/servertest"
@@ -282,6 +284,42 @@ func TestDoubleSubmitOfAMerchantFormFollowsThePayment(t *testing.T) {
 	if n := g.CountPayments(b.Reference, ""); n != 1 {
 		t.Errorf("%d payments for one bill submitted twice", n)
 	}
+}
+
+// A merchant's own form whose charge was answered but whose outcome could
+// not be stored: the "being confirmed" page follows the payment, left
+// processing for the reconciler, and posts the result once it is known.
+func TestUnrecordedChargeOfAMerchantFormFollowsThePayment(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	g.Payments.WaitInFlight = 50 * time.Millisecond
+	c := g.Onboard("Unrecorded Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "UNREC1", "10")
+	store := g.Payments.Repo
+	g.Payments.Repo = unrecorded{store}
+	loc := seeOther(t, g.ServeOnce(servertest.CardPayRequest(servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b)))))
+	g.Payments.Repo = store
+	if rec := get(g, loc); rec.Code != http.StatusAccepted || !strings.Contains(rec.Body.String(), "follow.js") {
+		t.Fatalf("the page of an unrecorded charge: %d\n%s", rec.Code, rec.Body)
+	}
+	p, err := g.Store.LatestPayment(t.Context(), b.Reference)
+	if err != nil || p.Status != payment.Processing {
+		t.Fatalf("the unrecorded payment: %+v, %v", p, err)
+	}
+	p.Status, p.NetworkRef, p.Message, p.UpdatedAt = payment.Succeeded, "NETU", payment.MsgApproved, g.Clock.Now()
+	if err := g.Store.FinishPayment(t.Context(), p, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	if cb := callback(t, get(g, loc)); cb["orderStatus"] != "Transaction Successfull" || cb["transactionRef"] != "NETU" {
+		t.Errorf("the page once the payment was recorded: %v", cb)
+	}
+}
+
+// unrecorded is a store that cannot record a charge's outcome.
+type unrecorded struct{ payment.Repo }
+
+func (unrecorded) FinishPayment(context.Context, payment.Payment, int, *ipn.Event) error {
+	return errors.New("connection reset by peer")
 }
 
 // jsonStrings is every string and number in a JSON document, as text.
