@@ -30,7 +30,9 @@ type oauthError struct {
 	Message     string `json:"message"`
 }
 
-var errBodyTooLarge = errors.New("request body is larger than 64 KiB")
+// bodyTooLarge is the 413's message; the server's body bound
+// (http.MaxBytesReader) is what refuses.
+const bodyTooLarge = "request body is larger than 64 KiB"
 
 // errUnreadable: the body could not be read to its end (cut short, a bad
 // chunked encoding, a client too slow to send it): the client's doing,
@@ -54,8 +56,8 @@ func classify(err error) (status int, code, message string) {
 	var locked *auth.LockedError
 	var req *auth.RequestError
 	switch {
-	case errors.As(err, &maxBytes), errors.Is(err, errBodyTooLarge):
-		return http.StatusRequestEntityTooLarge, "body_too_large", errBodyTooLarge.Error()
+	case errors.As(err, &maxBytes):
+		return http.StatusRequestEntityTooLarge, "body_too_large", bodyTooLarge
 	case errors.As(err, &locked):
 		return http.StatusTooManyRequests, "too_many_attempts", locked.Error()
 	case errors.Is(err, auth.ErrBusy):
