@@ -51,20 +51,29 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 	fs.DurationVar(&cfg.MetricsRefresh, "metrics-refresh", cfg.MetricsRefresh, "how often gauges read from the database (IPN queue) are refreshed; scrapes read the last values")
 	fs.Func("metrics-allow", "comma-separated CIDRs or addresses that may read /metrics beside the API (default 127.0.0.0/8,::1; empty: nobody)", func(v string) error {
 		allow, err := parsePrefixes(v)
+		if err != nil {
+			return err
+		}
+		if p, ok := everyAddress(allow); ok {
+			// /metrics tells the business's volumes; a scraper from
+			// anywhere belongs on its own listener.
+			return fmt.Errorf("%s lets anyone read /metrics: name your scrapers' addresses or subnets, or serve metrics on a private --metrics-addr", p)
+		}
 		cfg.MetricsAllow = allow
-		return err
+		return nil
 	})
 	fs.Func("trusted-proxies", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For or Forwarded header names the client (default none: the socket's peer is the client)", func(v string) error {
 		trusted, err := parsePrefixes(v)
-		for _, p := range trusted {
-			if p.Bits() == 0 {
-				// Every client could then name its own address: the
-				// per-address throttles and lockouts would count nothing.
-				return fmt.Errorf("%s trusts every address: name your proxies' own addresses or subnets", p)
-			}
+		if err != nil {
+			return err
+		}
+		if p, ok := everyAddress(trusted); ok {
+			// Every client could then name its own address: the
+			// per-address throttles and lockouts would count nothing.
+			return fmt.Errorf("%s trusts every address: name your proxies' own addresses or subnets", p)
 		}
 		cfg.TrustedProxies = trusted
-		return err
+		return nil
 	})
 	fs.StringVar(&cfg.TimeZone, "timezone", cfg.TimeZone, "IANA time zone of dates in callbacks and IPN, and of an order.expiry without an offset")
 	fs.StringVar(&cfg.DefaultRegion, "default-region", cfg.DefaultRegion, "region (ISO 3166 alpha-2) whose national form customers' mobile numbers may use, e.g. 0712345678 in KE")
@@ -210,6 +219,17 @@ func parsePrefixes(v string) ([]netip.Prefix, error) {
 		}
 	}
 	return out, nil
+}
+
+// everyAddress returns the prefix of ps that holds every address
+// (0.0.0.0/0, ::/0), if one does.
+func everyAddress(ps []netip.Prefix) (netip.Prefix, bool) {
+	for _, p := range ps {
+		if p.Bits() == 0 {
+			return p, true
+		}
+	}
+	return netip.Prefix{}, false
 }
 
 // The Go runtime's collector settings when the environment sets none.
