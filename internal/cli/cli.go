@@ -166,17 +166,29 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 }
 
 // parseFlags reads args into fs (see config.Parse). Every mistake is
-// printed once, with the command's usage, and comes back as errUsage.
+// printed once, with the command's usage line, and comes back as errUsage;
+// -h lists every flag and comes back as flag.ErrHelp.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	err := config.Parse(fs, args)
-	var unprinted *config.Error
+	return quietParse(fs, func() error { return config.Parse(fs, args) })
+}
+
+// quietParse runs parse with the flag package's own printing off, then
+// says what it returned: on a bad value or an unknown flag the flag
+// package printed the one line that mattered above every flag of the
+// command, which buried it.
+func quietParse(fs *flag.FlagSet, parse func() error) error {
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := parse()
+	fs.SetOutput(out)
 	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
 		return err
-	case errors.As(err, &unprinted):
-		return usageErr(fs, err)
 	}
-	return errUsage // the flag package has printed it, with the flags
+	return usageErr(fs, err)
 }
 
 // usageErr prints what is wrong with a command line and how the command

@@ -263,10 +263,8 @@ func ipnReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // at the first argument that is not a flag, so the flags after the ID are
 // parsed in a second pass (environment twins fill the rest).
 func parseWithID(fs *flag.FlagSet, args []string) (string, error) {
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+	if err := quietParse(fs, func() error { return fs.Parse(args) }); err != nil {
 		return "", err
-	} else if err != nil {
-		return "", errUsage // the flag package has printed it
 	}
 	rest := fs.Args()
 	if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {

@@ -15,18 +15,10 @@ func EnvName(flagName string) string {
 	return "KADI_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// Error is a problem Parse found after the flag package had parsed the
-// command line (an environment twin's value, stray arguments): unlike the
-// flag package's own errors, nothing has printed it yet.
-type Error struct{ Err error }
-
-func (e *Error) Error() string { return e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
 // Parse parses args into fs, then fills every flag not given on the command
-// line from its environment twin. Command line beats environment. Errors of
-// the flag package itself (which prints them) come back as they are; the
-// others as *Error.
+// line from its environment twin. Command line beats environment. The flag
+// package prints its own errors to fs.Output() (discard it to print them
+// yourself); a bad environment value or a stray argument is only returned.
 func Parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -51,7 +43,7 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		errs = append(errs, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
 	}
 	if len(errs) > 0 {
-		return &Error{errors.Join(errs...)}
+		return errors.Join(errs...)
 	}
 	return nil
 }

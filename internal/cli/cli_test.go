@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// A bad flag value or an unknown flag is said in one line, with the
+// command's usage line and how to list its flags (exit status 2): the flag
+// package printed every flag of the command after it, which buried it.
+// -h still lists every flag, and exits 0.
+func TestFlagMistakesAreSaidShortly(t *testing.T) {
+	const everyFlag = "flags (each also read from its KADI_* environment twin)"
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--token-ttl", "abc"}, `kadi serve: invalid value "abc" for flag -token-ttl`},
+		{[]string{"serve", "--nope"}, "kadi serve: flag provided but not defined: -nope"},
+		{[]string{"merchant", "create", "--json=maybe"}, `kadi merchant create: invalid boolean value "maybe" for -json`},
+		{[]string{"merchant", "list", "--limit", "many"}, `kadi merchant list: invalid value "many" for flag -limit`},
+		{[]string{"ipn", "show", "--json=maybe", "msg_1"}, `kadi ipn show: invalid boolean value "maybe" for -json`},
+		{[]string{"ipn", "show", "msg_1", "--timezone", "Mars/Olympus"}, `kadi ipn show: invalid value "Mars/Olympus" for flag -timezone`},
+		{[]string{"secret", "rotate", "--reseal=perhaps"}, `kadi secret rotate: invalid boolean value "perhaps" for -reseal`},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := Main(tt.args, &stdout, &stderr)
+		command, _, _ := strings.Cut(tt.want, ":")
+		hint := `Run "` + command + ` -h" for every flag.`
+		out := stderr.String()
+		if code != 2 || !strings.HasPrefix(out, tt.want) || !strings.Contains(out, hint) ||
+			strings.Contains(out, everyFlag) || strings.Count(out, "\n") > 3 || stdout.Len() != 0 {
+			t.Errorf("kadi %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(tt.args, " "), code, stdout.String(), out)
+		}
+	}
+	for _, args := range [][]string{{"serve", "-h"}, {"merchant", "create", "--help"}, {"ipn", "show", "-h"}, {"ipn", "show", "msg_1", "-h"}} {
+		var stdout, stderr bytes.Buffer
+		code := Main(args, &stdout, &stderr)
+		if code != 0 || !strings.Contains(stderr.String(), everyFlag) || !strings.Contains(stderr.String(), "  -data-dir string") {
+			t.Errorf("kadi %s: exit %d\n%s", strings.Join(args, " "), code, stderr.String())
+		}
+	}
+}
