@@ -12,6 +12,7 @@ import (
 	"github.com/kadipay/kadi/internal/keyring"
 	"github.com/kadipay/kadi/internal/secret"
 	"github.com/kadipay/kadi/internal/server"
+	"github.com/kadipay/kadi/internal/store"
 )
 
 // secretFlags are the flags of `kadi secret rotate` and `kadi secret
@@ -117,24 +118,23 @@ then run "kadi secret reseal". Until every node has it, keep the old value every
 		fmt.Fprintf(stdout, "%s='%s'\n", src.Env, next.OneLine())
 		return nil
 	}
-	old, err := keyring.Load(src.File)
+	keys, err := keyring.Load(src.File)
 	if err != nil {
 		return err
 	}
+	var db *store.DB
 	if reseal {
 		// The ring must open what it is to re-seal before it is changed:
 		// a wrong key file was rotated, then the re-seal failed.
-		db, err := server.OpenStoreWithKeys(ctx, f.st.dataDir, f.st.databaseURL, old)
-		if err != nil {
+		if db, err = server.OpenStoreWithKeys(ctx, f.st.dataDir, f.st.databaseURL, keys); err != nil {
 			return err
 		}
-		behind := db.BehindKey()
-		db.Close()
-		if behind != "" {
+		defer db.Close()
+		if behind := db.BehindKey(); behind != "" {
 			return fmt.Errorf("this ring lacks key %q, which sealed stored secrets: it missed a rotation; rotate from the current ring (nothing was changed)", behind)
 		}
 	}
-	next := old.Ring().Rotate(secret.RandomBytes(32))
+	next := keys.Ring().Rotate(secret.RandomBytes(32))
 	if err := keyring.WriteFile(src.File, next); err != nil {
 		return err
 	}
@@ -144,7 +144,15 @@ then run "kadi secret reseal". Until every node has it, keep the old value every
 		fmt.Fprintln(stdout, `Stored secrets not re-sealed yet: copy the ring to every node, then run "kadi secret reseal".`)
 		return nil
 	}
-	return resealWith(ctx, &f, src, stdout)
+	// The open store seals with keys, which follow their file: read back,
+	// the new key is the current one.
+	if _, err := keys.Reload(); err != nil {
+		return err
+	}
+	if id := keys.Ring().Current().ID; id != next.Current().ID {
+		return fmt.Errorf("master key ring %s: read back, its current key is %s, not %s; run kadi secret reseal", src.File, id, next.Current().ID)
+	}
+	return resealWith(ctx, db, keys, stdout)
 }
 
 // secretReseal re-seals the stored secrets under the ring's current key.
@@ -156,10 +164,6 @@ func secretReseal(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	return resealWith(ctx, &f, src, stdout)
-}
-
-func resealWith(ctx context.Context, f *secretFlags, src server.KeySource, stdout io.Writer) error {
 	var keys *keyring.Keyring
 	if src.Env != "" {
 		r, err := keyring.Parse(os.Getenv(src.Env))
@@ -167,17 +171,20 @@ func resealWith(ctx context.Context, f *secretFlags, src server.KeySource, stdou
 			return fmt.Errorf("%s: %w", src.Env, err)
 		}
 		keys = keyring.New(r)
-	} else {
-		var err error
-		if keys, err = keyring.Load(src.File); err != nil {
-			return err
-		}
+	} else if keys, err = keyring.Load(src.File); err != nil {
+		return err
 	}
 	db, err := server.OpenStoreWithKeys(ctx, f.st.dataDir, f.st.databaseURL, keys)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	return resealWith(ctx, db, keys, stdout)
+}
+
+// resealWith re-seals db's stored secrets under the current key of keys,
+// which db seals with.
+func resealWith(ctx context.Context, db *store.DB, keys *keyring.Keyring, stdout io.Writer) error {
 	stats, err := db.Reseal(ctx)
 	if err != nil {
 		return fmt.Errorf("re-seal stored secrets (nothing was changed): %w", err)
