@@ -38,8 +38,8 @@
 // payment, retrying for about three days until it gets a 2xx. Unlike the
 // callback it is authenticated: [NewIPNHandler] checks the Basic credentials
 // and the Standard Webhooks signature (made with the mode's notification
-// secret, and timestamped within [DefaultIPNTolerance] of the receiver's
-// clock) before handing the merchant's function a [Notification], and
+// secret, and timestamped within [DefaultIPNTolerance], by default, of the
+// receiver's clock) before handing the merchant's function a [Notification], and
 // answers 2xx only if that function returns nil. A notification can arrive
 // more than once: record it idempotently, by [Notification.ID] or the bill
 // number.

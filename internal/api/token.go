@@ -70,12 +70,12 @@ func (h *Handler) paymentToken(w http.ResponseWriter, r *http.Request) {
 	}
 	// The spec's text calls the merchant code the username too: take
 	// either name for it.
-	code := fields.Get("merchantCode")
-	if code == "" {
-		code = fields.Get("username")
+	code, named := fields.Get("merchantCode"), "merchantCode"
+	if code == "" && fields.Has("username") {
+		code, named = fields.Get("username"), "username"
 	}
 	issued, err := h.Auth.Issue(r.Context(), auth.Grant{
-		APIKey: apiKeyFromBasic(r.Header.Get("Authorization")), Username: code, UsernameField: "merchantCode",
+		APIKey: apiKeyFromBasic(r.Header.Get("Authorization")), Username: code, UsernameField: named,
 		Password: fields.Get("password"), ClientIP: clientIP(r), KeyAsPassword: true,
 		// The payment-token is made for the shopper's browser: it pays, and
 		// does nothing else (docs/security.md).

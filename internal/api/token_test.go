@@ -77,6 +77,9 @@ func TestTokenResponses(t *testing.T) {
 			multipartBody("/token", [][2]string{{"password", c.Password}, {"grant_type", "password"}}, false)},
 		{"payment token without the password", "payment_token_invalid_request_fields",
 			servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, "", "password")},
+		// The missing field is named as the request named the merchant code.
+		{"payment token, username without the password", "payment_token_invalid_request_username",
+			multipartBody("/token", [][2]string{{"username", c.MerchantCode}, {"grant_type", "password"}}, false)},
 		// The key is judged first: without one, the answer is about the key.
 		{"payment token without the key or the merchant code", "payment_token_invalid_client",
 			servertest.PaymentTokenRequest("", "", c.Password, "password")},

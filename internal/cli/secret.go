@@ -147,7 +147,7 @@ then run "kadi secret reseal". Until every node has it, keep the old value every
 	// The open store seals with keys, which follow their file: read back,
 	// the new key is the current one.
 	if _, err := keys.Reload(); err != nil {
-		return err
+		return fmt.Errorf("master key ring %s was rotated but could not be read back (%w); run kadi secret reseal", src.File, err)
 	}
 	if id := keys.Ring().Current().ID; id != next.Current().ID {
 		return fmt.Errorf("master key ring %s: read back, its current key is %s, not %s; run kadi secret reseal", src.File, id, next.Current().ID)
