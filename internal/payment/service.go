@@ -35,10 +35,11 @@ type Repo interface {
 	PaymentByID(ctx context.Context, id string) (Payment, error)
 	LatestPayment(ctx context.Context, billRef string) (Payment, error)
 	SuccessfulPayment(ctx context.Context, billRef string) (Payment, error)
-	// UnsettledPayments lists processing, challenge and unknown payments
-	// last touched before cutoff, and processing ones left by an earlier
-	// run of this node (Node names prefix+something other than self).
-	UnsettledPayments(ctx context.Context, cutoff time.Time, prefix, self string) ([]Payment, error)
+	// UnsettledPayments lists processing and unknown payments last
+	// touched before cutoff, challenges last touched before
+	// challengeCutoff, and processing ones left by an earlier run of this
+	// node (Node names prefix+something other than self).
+	UnsettledPayments(ctx context.Context, cutoff, challengeCutoff time.Time, prefix, self string) ([]Payment, error)
 	BillByID(ctx context.Context, reference string) (bill.Bill, error)
 	MerchantByCode(ctx context.Context, code string) (merchant.Merchant, error)
 }
@@ -252,7 +253,8 @@ func (s *Service) Reconcile(ctx context.Context, olderThan time.Duration) error 
 	if s.NodeName != "" {
 		prefix = s.NodeName + "/"
 	}
-	stale, err := s.Repo.UnsettledPayments(ctx, s.Now().Add(-olderThan), prefix, s.Node)
+	now := s.Now()
+	stale, err := s.Repo.UnsettledPayments(ctx, now.Add(-olderThan), now.Add(-s.ChallengeTTL), prefix, s.Node)
 	if err != nil {
 		return fmt.Errorf("list unsettled payments: %w", err)
 	}
@@ -265,10 +267,7 @@ func (s *Service) Reconcile(ctx context.Context, olderThan time.Duration) error 
 		if err != nil {
 			return err
 		}
-		if p.Status == Challenge {
-			if s.Now().Sub(p.UpdatedAt) < s.ChallengeTTL {
-				continue
-			}
+		if p.Status == Challenge { // unanswered for ChallengeTTL
 			if _, err := s.failChallenge(ctx, p, b, m, "authentication_timeout", MsgChallengeStale); errors.Is(err, ErrStale) {
 				continue // answered since the list was read: that answer settles it
 			} else if err != nil {

@@ -607,8 +607,8 @@ func (h *hookedRepo) take(f *func()) func() {
 	return fn
 }
 
-func (h *hookedRepo) UnsettledPayments(ctx context.Context, cutoff time.Time, prefix, self string) ([]payment.Payment, error) {
-	ps, err := h.Repo.UnsettledPayments(ctx, cutoff, prefix, self)
+func (h *hookedRepo) UnsettledPayments(ctx context.Context, cutoff, challengeCutoff time.Time, prefix, self string) ([]payment.Payment, error) {
+	ps, err := h.Repo.UnsettledPayments(ctx, cutoff, challengeCutoff, prefix, self)
 	if fn := h.take(&h.afterList); fn != nil {
 		fn()
 	}

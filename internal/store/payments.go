@@ -210,15 +210,21 @@ func scanShownPayment(row scanner, leading ...any) (payment.Payment, error) {
 	return p, nil
 }
 
-// UnsettledPayments lists attempts left open and untouched since cutoff,
-// and those left processing by another run of the node whose runs' ids
-// start with prefix (none when prefix is empty).
-func (s *DB) UnsettledPayments(ctx context.Context, cutoff time.Time, prefix, self string) ([]payment.Payment, error) {
-	rows, err := s.query(ctx, `SELECT `+paymentColumns+` FROM payments WHERE status IN (?, ?, ?)
-		AND (updated_at < ? OR (status = ? AND ? <> '' AND substr(node, 1, ?) = ? AND node <> ?))
+// UnsettledPayments lists charges left open (processing or unknown) and
+// untouched since cutoff, challenges untouched since challengeCutoff, and
+// charges left processing by another run of the node whose runs' ids start
+// with prefix (none when prefix is empty). A challenge younger than its
+// cutoff waits for its shopper, not for reconciliation: listed, the
+// challenges of a busy hour filled the page of 500 and the charges behind
+// them waited for them to expire.
+func (s *DB) UnsettledPayments(ctx context.Context, cutoff, challengeCutoff time.Time, prefix, self string) ([]payment.Payment, error) {
+	rows, err := s.query(ctx, `SELECT `+paymentColumns+` FROM payments
+		WHERE (status IN (?, ?) AND (updated_at < ? OR (status = ? AND ? <> '' AND substr(node, 1, ?) = ? AND node <> ?)))
+		OR (status = ? AND updated_at < ?)
 		ORDER BY updated_at LIMIT 500`,
-		string(payment.Processing), string(payment.Challenge), string(payment.Unknown), ms(cutoff),
-		string(payment.Processing), prefix, len(prefix), prefix, self)
+		string(payment.Processing), string(payment.Unknown), ms(cutoff),
+		string(payment.Processing), prefix, len(prefix), prefix, self,
+		string(payment.Challenge), ms(challengeCutoff))
 	if err != nil {
 		return nil, err
 	}

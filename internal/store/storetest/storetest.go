@@ -1395,6 +1395,9 @@ func testUnsettled(t *testing.T, s store.Store) {
 	g := addMerchant(t, s, base)
 	cutoff := base.Add(time.Hour)
 	before, after := cutoff.Add(-time.Minute), cutoff.Add(time.Minute)
+	// A challenge waits for its shopper longer than a charge for its
+	// acquirer.
+	challengeCutoff := cutoff.Add(-15 * time.Minute)
 
 	// mk leaves one payment on a fresh bill in status, last touched at at
 	// by the run node of a node.
@@ -1416,7 +1419,7 @@ func testUnsettled(t *testing.T, s store.Store) {
 	}
 	want := []payment.Payment{
 		mk(f.m.Code, payment.Processing, before, ""),
-		mk(f.m.Code, payment.Challenge, before, "n1/run1"),
+		mk(f.m.Code, payment.Challenge, challengeCutoff.Add(-time.Minute), "n1/run1"),
 		mk(g.m.Code, payment.Unknown, before, "n2/run1"),
 		// Left processing by n1's earlier run: n1's new run takes it at once.
 		mk(f.m.Code, payment.Processing, after, "n1/run1"),
@@ -1429,8 +1432,9 @@ func testUnsettled(t *testing.T, s store.Store) {
 	mk(f.m.Code, payment.Processing, after, "n1/run2")  // n1's current run is charging it
 	mk(f.m.Code, payment.Processing, after, "n10/run1") // another node, whose name n1 starts
 	mk(f.m.Code, payment.Challenge, after, "n1/run1")   // waits for the shopper, not a charge
+	mk(f.m.Code, payment.Challenge, before, "")         // past the charges' cutoff, not the challenges'
 
-	got, err := s.UnsettledPayments(ctx, cutoff, "n1/", "n1/run2")
+	got, err := s.UnsettledPayments(ctx, cutoff, challengeCutoff, "n1/", "n1/run2")
 	must(t, "UnsettledPayments", err)
 	byID := func(ps []payment.Payment) map[string]payment.Payment {
 		m := map[string]payment.Payment{}
@@ -1441,7 +1445,7 @@ func testUnsettled(t *testing.T, s store.Store) {
 	}
 	equal(t, "UnsettledPayments", byID(got), byID(want))
 	// Without a node name, the cutoff alone.
-	got, err = s.UnsettledPayments(ctx, cutoff, "", "")
+	got, err = s.UnsettledPayments(ctx, cutoff, challengeCutoff, "", "")
 	must(t, "UnsettledPayments", err)
 	equal(t, "UnsettledPayments without a node", byID(got), byID(want[:3]))
 }
