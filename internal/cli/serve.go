@@ -125,6 +125,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageErr(fs, errors.New("--addr (KADI_ADDR) is empty: give host:port, e.g. 127.0.0.1:8080"))
 	case cfg.DatabaseURL == "" && strings.TrimSpace(cfg.DataDir) == "":
 		return usageErr(fs, errors.New("--data-dir (KADI_DATA_DIR) is empty: give the data directory, or --database-url"))
+	case strings.Contains(cfg.NodeName, "/"):
+		// A node's runs are named NAME/RUN: a node "web" would take the
+		// payments in flight of a node "web/2" for its own earlier run's,
+		// and settle them while that node was still charging them.
+		return usageErr(fs, fmt.Errorf("--node-name %q holds a \"/\": name the node without one, e.g. web-2", cfg.NodeName))
 	}
 	log, err := newLogger(stderr, logs)
 	if err != nil {

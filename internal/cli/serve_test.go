@@ -288,6 +288,7 @@ func TestServeRefusesSettingsThatBreakEverything(t *testing.T) {
 		{[]string{"--metrics-allow", "127.0.0.1,0.0.0.0/0"}, "-metrics-allow: 0.0.0.0/0 lets anyone read /metrics"},
 		{[]string{"--metrics-allow", "::/0"}, "-metrics-allow: ::/0 lets anyone read /metrics"},
 		{[]string{"--public-url", "pay.example.com"}, "must start with https://"},
+		{[]string{"--node-name", "web/2"}, `--node-name "web/2" holds a "/"`},
 	} {
 		var stdout, stderr bytes.Buffer
 		args := append([]string{"serve", "--data-dir", t.TempDir(), "--addr", "127.0.0.1:0"}, tt.args...)

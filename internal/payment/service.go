@@ -35,11 +35,9 @@ type Repo interface {
 	PaymentByID(ctx context.Context, id string) (Payment, error)
 	LatestPayment(ctx context.Context, billRef string) (Payment, error)
 	SuccessfulPayment(ctx context.Context, billRef string) (Payment, error)
-	// UnsettledPayments lists processing and unknown payments last
-	// touched before cutoff, challenges last touched before
-	// challengeCutoff, and processing ones left by an earlier run of this
-	// node (Node names prefix+something other than self).
-	UnsettledPayments(ctx context.Context, cutoff, challengeCutoff time.Time, prefix, self string) ([]Payment, error)
+	// UnsettledPayments lists the payments q selects, oldest first, at
+	// most a few hundred.
+	UnsettledPayments(ctx context.Context, q Unsettled) ([]Payment, error)
 	BillByID(ctx context.Context, reference string) (bill.Bill, error)
 	MerchantByCode(ctx context.Context, code string) (merchant.Merchant, error)
 }
@@ -67,6 +65,19 @@ type Service struct {
 // CanCharge says whether mode has a card connector: without one (live, by
 // default) its charges are refused with ErrLiveDisabled.
 func (s *Service) CanCharge(mode merchant.Mode) bool { return s.Acquirers[mode] != nil }
+
+// Unsettled selects the payments Reconcile looks at: charges (processing
+// or unknown) of Modes untouched since Before, charges of Modes left
+// processing by an earlier run of this node (Node is NodePrefix and other
+// than Self; none when NodePrefix is empty), and challenges of any mode
+// untouched since ChallengesBefore. A challenge younger than that waits
+// for its shopper, not for reconciliation: listed, the challenges of a
+// busy hour filled the page and the charges behind them waited.
+type Unsettled struct {
+	Before, ChallengesBefore time.Time
+	Modes                    []merchant.Mode
+	NodePrefix, Self         string
+}
 
 // NodeID is the Node of a run of the node called name.
 func NodeID(name, run string) string { return name + "/" + run }
@@ -137,22 +148,42 @@ func (s *Service) Pay(ctx context.Context, b bill.Bill, m merchant.Merchant, a A
 		UpdatedAt:    now,
 		Node:         s.Node,
 	}
+	stamped := time.Now()
 	if err := s.Repo.StartPayment(ctx, p); errors.Is(err, ErrBillBusy) {
 		return s.AwaitSettled(ctx, b.Reference)
 	} else if err != nil {
 		return Payment{}, fmt.Errorf("start payment: %w", err)
 	}
 
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.AcquirerTimeout)
-	start := time.Now()
-	res, err := acq.Charge(actx, ChargeRequest{PaymentID: p.ID, Amount: b.Amount, PAN: a.PAN, Expiry: a.Expiry, CVV: a.CVV, Holder: a.Holder})
-	s.Metrics.answered(p.Mode, "charge", res, err, time.Since(start))
-	cancel()
+	res, err := s.ask(ctx, p.Mode, "charge", stamped, func(actx context.Context) (Result, error) {
+		return acq.Charge(actx, ChargeRequest{PaymentID: p.ID, Amount: b.Amount, PAN: a.PAN, Expiry: a.Expiry, CVV: a.CVV, Holder: a.Holder})
+	})
 	if err != nil {
 		s.Log.WarnContext(ctx, "acquirer did not answer; payment left unknown", "payment", p.ID, "err", err)
 		res = Result{Outcome: "", Message: MsgUnknown}
 	}
 	return s.settle(ctx, p, b, m, res)
+}
+
+// ask makes one call to the acquirer for a payment stamped processing at
+// stamped, ending AcquirerTimeout after the stamp, not after the write of
+// the stamp returned: Reconcile takes a processing payment as abandoned
+// once its stamp is older than AcquirerTimeout and a margin, and a store
+// slow to answer had left the charge running past that, where the
+// reconciler could hear "not found" from the bank, reopen the bill and
+// let the shopper pay again while the first charge went through. With no
+// time left the call is not made, and the payment is unknown: the
+// reconciler asks the bank.
+func (s *Service) ask(ctx context.Context, mode merchant.Mode, op string, stamped time.Time, call func(context.Context) (Result, error)) (Result, error) {
+	actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), stamped.Add(s.AcquirerTimeout))
+	defer cancel()
+	if err := actx.Err(); err != nil {
+		return Result{}, fmt.Errorf("no time left for the acquirer after recording the payment: %w", err)
+	}
+	start := time.Now()
+	res, err := call(actx)
+	s.Metrics.answered(mode, op, res, err, time.Since(start))
+	return res, err
 }
 
 // CompleteChallenge finishes a 3-D Secure challenge for payment id.
@@ -183,16 +214,15 @@ func (s *Service) CompleteChallenge(ctx context.Context, id, code string) (Payme
 	if acq == nil {
 		return Payment{}, ErrLiveDisabled
 	}
+	stamped := time.Now()
 	if err := s.Repo.ClaimChallenge(ctx, p.ID, s.Node, s.Now()); errors.Is(err, ErrStale) {
 		return s.awaitPayment(ctx, p.ID) // a concurrent answer is with the acquirer
 	} else if err != nil {
 		return Payment{}, fmt.Errorf("claim challenge: %w", err)
 	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.AcquirerTimeout)
-	start := time.Now()
-	res, err := acq.CompleteChallenge(actx, p.ChallengeRef, code)
-	s.Metrics.answered(p.Mode, "challenge", res, err, time.Since(start))
-	cancel()
+	res, err := s.ask(ctx, p.Mode, "challenge", stamped, func(actx context.Context) (Result, error) {
+		return acq.CompleteChallenge(actx, p.ChallengeRef, code)
+	})
 	if err != nil {
 		res = Result{Message: MsgUnknown}
 	}
@@ -249,50 +279,77 @@ func (s *Service) failChallenge(ctx context.Context, p Payment, b bill.Bill, m m
 // acquirer); one left processing by an earlier run of this node is
 // reconciled at once: that run is over, as this one runs in its place.
 func (s *Service) Reconcile(ctx context.Context, olderThan time.Duration) error {
-	prefix := ""
+	q := Unsettled{Self: s.Node}
 	if s.NodeName != "" {
-		prefix = s.NodeName + "/"
+		q.NodePrefix = s.NodeName + "/"
 	}
 	now := s.Now()
-	stale, err := s.Repo.UnsettledPayments(ctx, now.Add(-olderThan), now.Add(-s.ChallengeTTL), prefix, s.Node)
+	q.Before, q.ChallengesBefore = now.Add(-olderThan), now.Add(-s.ChallengeTTL)
+	// Charges of a mode without a connector here are not listed: skipped,
+	// they stayed at the head of every page.
+	for mode, acq := range s.Acquirers {
+		if acq != nil {
+			q.Modes = append(q.Modes, mode)
+		}
+	}
+	stale, err := s.Repo.UnsettledPayments(ctx, q)
 	if err != nil {
 		return fmt.Errorf("list unsettled payments: %w", err)
 	}
+	// One payment that cannot be settled is said and passed over: the
+	// pass returned at the first, and the payments after it waited for
+	// ever.
+	var errs []error
 	for _, p := range stale {
-		acq := s.Acquirers[p.Mode]
-		if acq == nil {
-			continue
-		}
-		b, m, err := s.billAndMerchant(ctx, p)
-		if err != nil {
+		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if p.Status == Challenge { // unanswered for ChallengeTTL
-			if _, err := s.failChallenge(ctx, p, b, m, "authentication_timeout", MsgChallengeStale); errors.Is(err, ErrStale) {
-				continue // answered since the list was read: that answer settles it
-			} else if err != nil {
-				return err
-			}
-			s.Log.InfoContext(ctx, "reconciled payment", "payment", p.ID, "outcome", "challenge expired")
-			continue
+		if err := s.reconcile(ctx, p); err != nil {
+			errs = append(errs, fmt.Errorf("payment %s: %w", p.ID, err))
 		}
-		res, err := s.lookup(ctx, acq, p)
-		if err != nil {
-			s.Log.WarnContext(ctx, "acquirer lookup failed; payment stays unknown", "payment", p.ID, "err", err)
-			continue
-		}
-		if res.Outcome == NotFoundAtBank {
-			res = Result{Outcome: AcquirerError, Message: MsgNotReached}
-		}
-		if _, err := s.settle(ctx, p, b, m, res); err != nil {
-			return err
-		}
-		s.Log.InfoContext(ctx, "reconciled payment", "payment", p.ID, "outcome", res.Outcome)
 	}
+	return errors.Join(errs...)
+}
+
+// reconcile settles one payment Reconcile listed.
+func (s *Service) reconcile(ctx context.Context, p Payment) error {
+	b, m, err := s.billAndMerchant(ctx, p)
+	if err != nil {
+		return err
+	}
+	if p.Status == Challenge { // unanswered for ChallengeTTL: no acquirer is asked
+		if _, err := s.failChallenge(ctx, p, b, m, "authentication_timeout", MsgChallengeStale); errors.Is(err, ErrStale) {
+			return nil // answered since the list was read: that answer settles it
+		} else if err != nil {
+			return err
+		}
+		s.Log.InfoContext(ctx, "reconciled payment", "payment", p.ID, "outcome", "challenge expired")
+		return nil
+	}
+	acq := s.Acquirers[p.Mode]
+	if acq == nil {
+		return nil // listed only for modes with a connector; a test's Repo may list more
+	}
+	res, err := s.lookup(ctx, acq, p)
+	if err != nil {
+		s.Log.WarnContext(ctx, "acquirer lookup failed; payment stays unknown", "payment", p.ID, "err", err)
+		return nil
+	}
+	if res.Outcome == NotFoundAtBank {
+		res = Result{Outcome: AcquirerError, Message: MsgNotReached}
+	}
+	if _, err := s.settle(ctx, p, b, m, res); err != nil {
+		return err
+	}
+	s.Log.InfoContext(ctx, "reconciled payment", "payment", p.ID, "outcome", res.Outcome)
 	return nil
 }
 
+// lookup asks the acquirer what became of p, within AcquirerTimeout: a
+// call left hanging held up every payment Reconcile had still to settle.
 func (s *Service) lookup(ctx context.Context, acq Acquirer, p Payment) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.AcquirerTimeout)
+	defer cancel()
 	start := time.Now()
 	res, err := acq.Lookup(ctx, p.ID)
 	s.Metrics.answered(p.Mode, "lookup", res, err, time.Since(start))

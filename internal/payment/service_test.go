@@ -597,6 +597,7 @@ type hookedRepo struct {
 	payment.Repo
 	mu                      sync.Mutex
 	afterList, afterPayment func()
+	beforeStart             func()
 }
 
 func (h *hookedRepo) take(f *func()) func() {
@@ -607,12 +608,19 @@ func (h *hookedRepo) take(f *func()) func() {
 	return fn
 }
 
-func (h *hookedRepo) UnsettledPayments(ctx context.Context, cutoff, challengeCutoff time.Time, prefix, self string) ([]payment.Payment, error) {
-	ps, err := h.Repo.UnsettledPayments(ctx, cutoff, challengeCutoff, prefix, self)
+func (h *hookedRepo) UnsettledPayments(ctx context.Context, q payment.Unsettled) ([]payment.Payment, error) {
+	ps, err := h.Repo.UnsettledPayments(ctx, q)
 	if fn := h.take(&h.afterList); fn != nil {
 		fn()
 	}
 	return ps, err
+}
+
+func (h *hookedRepo) StartPayment(ctx context.Context, p payment.Payment) error {
+	if fn := h.take(&h.beforeStart); fn != nil {
+		fn()
+	}
+	return h.Repo.StartPayment(ctx, p)
 }
 
 func (h *hookedRepo) PaymentByID(ctx context.Context, id string) (payment.Payment, error) {
@@ -686,5 +694,109 @@ func TestAChallengeExpiresOnlyThroughAClaim(t *testing.T) {
 				t.Errorf("approved by the acquirer, stored %s with the bill %s", s.Status, bl.State)
 			}
 		})
+	}
+}
+
+// The charge's deadline counts from the payment's stamp: the reconciler
+// takes a processing payment as abandoned once its stamp is older than
+// AcquirerTimeout and a margin, so a store slow to record it must not
+// leave the charge running past that. With no time left it is not made,
+// and the payment is unknown, for the reconciler to ask the bank.
+func TestChargeEndsAcquirerTimeoutAfterItsStamp(t *testing.T) {
+	e := newEnv(t)
+	h := &hookedRepo{Repo: e.g.Store, beforeStart: func() { time.Sleep(2 * e.svc.AcquirerTimeout) }}
+	e.svc.Repo = h
+	p, err := e.svc.Pay(context.Background(), e.bill(t), e.m, attempt(t, visa))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if charges, _, _ := e.acq.calls(); charges != 0 || p.Status != payment.Unknown {
+		t.Errorf("recorded after its whole AcquirerTimeout: %d charges, payment %s; want none, unknown", charges, p.Status)
+	}
+
+	// Recorded at once, the charge has the rest of the time.
+	var left time.Duration
+	e.acq.charge = func(ctx context.Context, req payment.ChargeRequest) (payment.Result, error) {
+		d, _ := ctx.Deadline()
+		left = time.Until(d)
+		return approved("NET" + req.PaymentID), nil
+	}
+	h.beforeStart = func() { time.Sleep(e.svc.AcquirerTimeout / 2) }
+	if p, err := e.svc.Pay(context.Background(), e.bill(t), e.m, attempt(t, visa)); err != nil || p.Status != payment.Succeeded {
+		t.Fatalf("Pay: %+v, %v", p, err)
+	}
+	if left <= 0 || left > e.svc.AcquirerTimeout/2 {
+		t.Errorf("the charge had %v of the acquirer's %v, half of it spent recording the payment", left, e.svc.AcquirerTimeout)
+	}
+}
+
+// A lookup is bounded like a charge: one acquirer call left hanging held
+// up every payment after it.
+func TestReconcileLookupEnds(t *testing.T) {
+	e := newEnv(t)
+	e.acq.charge = func(context.Context, payment.ChargeRequest) (payment.Result, error) {
+		return payment.Result{}, errors.New("connection reset by peer")
+	}
+	p, err := e.svc.Pay(context.Background(), e.bill(t), e.m, attempt(t, visa))
+	if err != nil || p.Status != payment.Unknown {
+		t.Fatalf("Pay: %+v, %v", p, err)
+	}
+	e.acq.lookup = func(ctx context.Context, _ string) (payment.Result, error) {
+		<-ctx.Done()
+		return payment.Result{}, ctx.Err()
+	}
+	e.g.Clock.Advance(2 * time.Minute)
+	done := make(chan error, 1)
+	go func() { done <- e.svc.Reconcile(context.Background(), time.Minute) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(100 * e.svc.AcquirerTimeout):
+		t.Fatal("Reconcile still waits for a lookup that never answers")
+	}
+	if s := e.stored(t, p.ID); s.Status != payment.Unknown {
+		t.Errorf("payment %s after an unanswered lookup, want unknown", s.Status)
+	}
+}
+
+// One payment Reconcile cannot settle is passed over, not the end of the
+// pass, and a challenge expires whatever the acquirers configured.
+func TestReconcilePassesOverWhatItCannotSettle(t *testing.T) {
+	e := newEnv(t)
+	e.acq.charge = func(context.Context, payment.ChargeRequest) (payment.Result, error) {
+		return payment.Result{}, errors.New("connection reset by peer")
+	}
+	odd, err := e.svc.Pay(context.Background(), e.bill(t), e.m, attempt(t, visa))
+	if err != nil || odd.Status != payment.Unknown {
+		t.Fatalf("Pay: %+v, %v", odd, err)
+	}
+	e.g.Clock.Advance(time.Second)
+	next, err := e.svc.Pay(context.Background(), e.bill(t), e.m, attempt(t, visa))
+	if err != nil || next.Status != payment.Unknown {
+		t.Fatalf("Pay: %+v, %v", next, err)
+	}
+	e.acq.lookup = func(_ context.Context, id string) (payment.Result, error) {
+		if id == odd.ID {
+			// Nothing an unknown payment can become: settling it fails.
+			return payment.Result{Outcome: payment.ChallengeNeeded, ChallengeRef: "ch-late"}, nil
+		}
+		return approved("NET-LATE-2"), nil
+	}
+	e.g.Clock.Advance(2 * time.Minute)
+	if err := e.svc.Reconcile(context.Background(), time.Minute); err == nil || !strings.Contains(err.Error(), odd.ID) {
+		t.Errorf("Reconcile: %v; want the payment it could not settle named", err)
+	}
+	if s := e.stored(t, next.ID); s.Status != payment.Succeeded {
+		t.Errorf("the payment after the one that could not be settled: %s, want succeeded", s.Status)
+	}
+
+	b, ch := e.challenged(t)
+	e.g.Clock.Advance(e.svc.ChallengeTTL + time.Minute)
+	e.svc.Acquirers = map[merchant.Mode]payment.Acquirer{}
+	_ = e.svc.Reconcile(context.Background(), time.Minute)
+	if s, bl := e.stored(t, ch.ID), e.load(t, b.Reference); s.Status != payment.Failed || bl.State != bill.Open {
+		t.Errorf("an expired challenge, no acquirer configured: payment %s, bill %s; want failed, open", s.Status, bl.State)
 	}
 }

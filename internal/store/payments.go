@@ -210,21 +210,23 @@ func scanShownPayment(row scanner, leading ...any) (payment.Payment, error) {
 	return p, nil
 }
 
-// UnsettledPayments lists charges left open (processing or unknown) and
-// untouched since cutoff, challenges untouched since challengeCutoff, and
-// charges left processing by another run of the node whose runs' ids start
-// with prefix (none when prefix is empty). A challenge younger than its
-// cutoff waits for its shopper, not for reconciliation: listed, the
-// challenges of a busy hour filled the page of 500 and the charges behind
-// them waited for them to expire.
-func (s *DB) UnsettledPayments(ctx context.Context, cutoff, challengeCutoff time.Time, prefix, self string) ([]payment.Payment, error) {
+// UnsettledPayments lists the payments q selects (payment.Unsettled),
+// oldest first, 500 at most.
+func (s *DB) UnsettledPayments(ctx context.Context, q payment.Unsettled) ([]payment.Payment, error) {
+	if len(q.Modes) == 0 {
+		q.Modes = []merchant.Mode{""} // no charges: a mode no payment has
+	}
+	args := []any{string(payment.Processing), string(payment.Unknown)}
+	for _, m := range q.Modes {
+		args = append(args, string(m))
+	}
+	args = append(args, ms(q.Before), string(payment.Processing), q.NodePrefix, len(q.NodePrefix), q.NodePrefix, q.Self,
+		string(payment.Challenge), ms(q.ChallengesBefore))
 	rows, err := s.query(ctx, `SELECT `+paymentColumns+` FROM payments
-		WHERE (status IN (?, ?) AND (updated_at < ? OR (status = ? AND ? <> '' AND substr(node, 1, ?) = ? AND node <> ?)))
+		WHERE (status IN (?, ?) AND mode IN (`+placeholders(len(q.Modes))+`)
+			AND (updated_at < ? OR (status = ? AND ? <> '' AND substr(node, 1, ?) = ? AND node <> ?)))
 		OR (status = ? AND updated_at < ?)
-		ORDER BY updated_at LIMIT 500`,
-		string(payment.Processing), string(payment.Unknown), ms(cutoff),
-		string(payment.Processing), prefix, len(prefix), prefix, self,
-		string(payment.Challenge), ms(challengeCutoff))
+		ORDER BY updated_at LIMIT 500`, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -1401,9 +1401,10 @@ func testUnsettled(t *testing.T, s store.Store) {
 
 	// mk leaves one payment on a fresh bill in status, last touched at at
 	// by the run node of a node.
+	mode := merchant.Test
 	mk := func(code string, status payment.Status, at time.Time, node string) payment.Payment {
 		t.Helper()
-		b := addBill(t, s, code, merchant.Test, base)
+		b := addBill(t, s, code, mode, base)
 		p := newPayment(b, at)
 		p.Node = node
 		must(t, "StartPayment", s.StartPayment(ctx, p))
@@ -1433,8 +1434,15 @@ func testUnsettled(t *testing.T, s store.Store) {
 	mk(f.m.Code, payment.Processing, after, "n10/run1") // another node, whose name n1 starts
 	mk(f.m.Code, payment.Challenge, after, "n1/run1")   // waits for the shopper, not a charge
 	mk(f.m.Code, payment.Challenge, before, "")         // past the charges' cutoff, not the challenges'
+	// Live: charges only when live is among the modes asked for;
+	// challenges whatever the modes.
+	mode = merchant.Live
+	liveCharge := mk(f.m.Code, payment.Unknown, before, "")
+	liveChallenge := mk(f.m.Code, payment.Challenge, challengeCutoff.Add(-time.Minute), "")
+	want = append(want, liveChallenge)
 
-	got, err := s.UnsettledPayments(ctx, cutoff, challengeCutoff, "n1/", "n1/run2")
+	q := payment.Unsettled{Before: cutoff, ChallengesBefore: challengeCutoff, Modes: []merchant.Mode{merchant.Test}, NodePrefix: "n1/", Self: "n1/run2"}
+	got, err := s.UnsettledPayments(ctx, q)
 	must(t, "UnsettledPayments", err)
 	byID := func(ps []payment.Payment) map[string]payment.Payment {
 		m := map[string]payment.Payment{}
@@ -1445,9 +1453,18 @@ func testUnsettled(t *testing.T, s store.Store) {
 	}
 	equal(t, "UnsettledPayments", byID(got), byID(want))
 	// Without a node name, the cutoff alone.
-	got, err = s.UnsettledPayments(ctx, cutoff, challengeCutoff, "", "")
+	q.NodePrefix, q.Self = "", ""
+	got, err = s.UnsettledPayments(ctx, q)
 	must(t, "UnsettledPayments", err)
-	equal(t, "UnsettledPayments without a node", byID(got), byID(want[:3]))
+	equal(t, "UnsettledPayments without a node", byID(got), byID(append(want[:3:3], liveChallenge)))
+	q.Modes = append(q.Modes, merchant.Live)
+	got, err = s.UnsettledPayments(ctx, q)
+	must(t, "UnsettledPayments", err)
+	equal(t, "UnsettledPayments with live", byID(got), byID(append(want[:3:3], liveChallenge, liveCharge)))
+	q.Modes = nil
+	got, err = s.UnsettledPayments(ctx, q)
+	must(t, "UnsettledPayments", err)
+	equal(t, "UnsettledPayments of no mode", byID(got), byID([]payment.Payment{want[1], liveChallenge}))
 }
 
 func testCheckoutRoundTrip(t *testing.T, s store.Store) {
