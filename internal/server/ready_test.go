@@ -71,6 +71,13 @@ func TestReadiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(http.StatusOK, "")
+	// A newer release migrated the database (a rolling upgrade): this
+	// node stays ready until its turn to be replaced.
+	if _, err := db.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES ('9999_a_later_release', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // past the readiness cache
+	waitFor(http.StatusOK, "")
 
 	stop()
 	<-done

@@ -215,13 +215,18 @@ func (s *DB) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 var ErrBehind = errors.New("the database schema is behind this binary")
 
 // Migrated checks that every migration this binary embeds is recorded as
-// applied, for readiness: a node whose schema is behind must not serve.
+// applied, for readiness: a node whose schema is behind must not serve. A
+// schema ahead of it is a newer release's, which only adds
+// (docs/operations.md, upgrades): this node keeps serving on it until its
+// turn to be replaced comes. Asking for the very version had every node of
+// the previous release say "not ready" as soon as the first new node
+// migrated the database.
 func (s *DB) Migrated(ctx context.Context) error {
 	var version string
 	if err := s.queryRow(ctx, `SELECT COALESCE(MAX(version), '') FROM schema_migrations`).Scan(&version); err != nil {
 		return fmt.Errorf("read the schema version: %w", err)
 	}
-	if latest := latestMigration(); version != latest {
+	if latest := latestMigration(); version < latest {
 		return fmt.Errorf("%w: at %q, this binary needs %q", ErrBehind, version, latest)
 	}
 	return nil
