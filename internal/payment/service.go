@@ -1,11 +1,13 @@
 package payment
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/kadipay/kadi/internal/bill"
@@ -35,8 +37,8 @@ type Repo interface {
 	PaymentByID(ctx context.Context, id string) (Payment, error)
 	LatestPayment(ctx context.Context, billRef string) (Payment, error)
 	SuccessfulPayment(ctx context.Context, billRef string) (Payment, error)
-	// UnsettledPayments lists the payments q selects, oldest first, at
-	// most a few hundred.
+	// UnsettledPayments lists a page of the payments q selects, oldest
+	// first.
 	UnsettledPayments(ctx context.Context, q Unsettled) ([]Payment, error)
 	BillByID(ctx context.Context, reference string) (bill.Bill, error)
 	MerchantByCode(ctx context.Context, code string) (merchant.Merchant, error)
@@ -60,6 +62,11 @@ type Service struct {
 	// tells this run from the last. Payments record it while processing.
 	Node, NodeName string
 	Metrics        *Metrics // nil: none
+	// ReconcilePage is how many unsettled payments Reconcile reads at a
+	// time; 0: 500.
+	ReconcilePage int
+
+	retries retries
 }
 
 // CanCharge says whether mode has a card connector: without one (live, by
@@ -72,11 +79,16 @@ func (s *Service) CanCharge(mode merchant.Mode) bool { return s.Acquirers[mode] 
 // than Self; none when NodePrefix is empty), and challenges of any mode
 // untouched since ChallengesBefore. A challenge younger than that waits
 // for its shopper, not for reconciliation: listed, the challenges of a
-// busy hour filled the page and the charges behind them waited.
+// busy hour filled the page and the charges behind them waited. Listed
+// by UpdatedAt then ID, Limit at a time, after AfterUpdated and AfterID
+// (the last of the previous page; zero: from the first).
 type Unsettled struct {
 	Before, ChallengesBefore time.Time
 	Modes                    []merchant.Mode
 	NodePrefix, Self         string
+	AfterUpdated             time.Time
+	AfterID                  string
+	Limit                    int
 }
 
 // NodeID is the Node of a run of the node called name.
@@ -292,23 +304,72 @@ func (s *Service) Reconcile(ctx context.Context, olderThan time.Duration) error 
 			q.Modes = append(q.Modes, mode)
 		}
 	}
-	stale, err := s.Repo.UnsettledPayments(ctx, q)
-	if err != nil {
-		return fmt.Errorf("list unsettled payments: %w", err)
-	}
-	// One payment that cannot be settled is said and passed over: the
-	// pass returned at the first, and the payments after it waited for
-	// ever.
+	q.Limit = cmp.Or(s.ReconcilePage, 500)
+	s.retries.prune(now)
+	// Page after page to the end: the payments it passes over (a lookup
+	// that failed, one it cannot settle) no longer keep the ones behind
+	// them from being reached. One that cannot be settled is said and
+	// passed over: the pass returned at the first.
 	var errs []error
-	for _, p := range stale {
-		if err := ctx.Err(); err != nil {
-			return err
+	for {
+		page, err := s.Repo.UnsettledPayments(ctx, q)
+		if err != nil {
+			return errors.Join(append(errs, fmt.Errorf("list unsettled payments: %w", err))...)
 		}
-		if err := s.reconcile(ctx, p); err != nil {
-			errs = append(errs, fmt.Errorf("payment %s: %w", p.ID, err))
+		for _, p := range page {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := s.reconcile(ctx, p); err != nil {
+				errs = append(errs, fmt.Errorf("payment %s: %w", p.ID, err))
+			}
+		}
+		if len(page) < q.Limit {
+			return errors.Join(errs...)
+		}
+		q.AfterUpdated, q.AfterID = page[len(page)-1].UpdatedAt, page[len(page)-1].ID
+	}
+}
+
+// A failed lookup is tried again after half the payment's age, within
+// these bounds.
+const (
+	reconcileRetryMin = 30 * time.Second
+	reconcileRetryMax = 10 * time.Minute
+)
+
+// retries holds when Reconcile may next ask the acquirer about a payment
+// whose lookup failed. It is this node's memory: a node that starts asks
+// at once, and each node keeps its own.
+type retries struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+func (r *retries) due(id string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !now.Before(r.until[id])
+}
+
+func (r *retries) postpone(id string, until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.until == nil {
+		r.until = map[string]time.Time{}
+	}
+	r.until[id] = until
+}
+
+// prune forgets the waits that are over, settled payments' among them.
+func (r *retries) prune(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, until := range r.until {
+		if !now.Before(until) {
+			delete(r.until, id)
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // reconcile settles one payment Reconcile listed.
@@ -330,9 +391,19 @@ func (s *Service) reconcile(ctx context.Context, p Payment) error {
 	if acq == nil {
 		return nil // listed only for modes with a connector; a test's Repo may list more
 	}
+	now := s.Now()
+	if !s.retries.due(p.ID, now) {
+		return nil
+	}
 	res, err := s.lookup(ctx, acq, p)
 	if err != nil {
-		s.Log.WarnContext(ctx, "acquirer lookup failed; payment stays unknown", "payment", p.ID, "err", err)
+		// Asked again after a wait that grows with the payment's age, not
+		// at every pass: during an acquirer's outage each lookup costs up
+		// to AcquirerTimeout, and a pass spent on them kept the payments
+		// behind (other modes', expired challenges) waiting.
+		until := now.Add(min(max(now.Sub(p.UpdatedAt)/2, reconcileRetryMin), reconcileRetryMax))
+		s.retries.postpone(p.ID, until)
+		s.Log.WarnContext(ctx, "acquirer lookup failed; payment stays unknown", "payment", p.ID, "err", err, "next_lookup", until)
 		return nil
 	}
 	if res.Outcome == NotFoundAtBank {

@@ -800,3 +800,50 @@ func TestReconcilePassesOverWhatItCannotSettle(t *testing.T) {
 		t.Errorf("an expired challenge, no acquirer configured: payment %s, bill %s; want failed, open", s.Status, bl.State)
 	}
 }
+
+// A payment whose lookup failed is asked about again after a wait, not at
+// every pass; and the payments behind those Reconcile passes over are
+// reached in the same pass: during an acquirer's outage its payments
+// filled every page and held up the ones behind them.
+func TestFailedLookupIsAskedAgainLater(t *testing.T) {
+	e := newEnv(t)
+	e.svc.ReconcilePage = 2
+	e.acq.charge = func(context.Context, payment.ChargeRequest) (payment.Result, error) {
+		return payment.Result{}, errors.New("connection reset by peer")
+	}
+	var ps []payment.Payment
+	for range 3 {
+		p, err := e.svc.Pay(context.Background(), e.bill(t), e.m, attempt(t, visa))
+		if err != nil || p.Status != payment.Unknown {
+			t.Fatalf("Pay: %+v, %v", p, err)
+		}
+		ps = append(ps, p)
+		e.g.Clock.Advance(time.Second)
+	}
+	last := ps[2].ID
+	e.acq.lookup = func(_ context.Context, id string) (payment.Result, error) {
+		if id == last {
+			return approved("NET-LATE-3"), nil
+		}
+		return payment.Result{}, errors.New("bank unreachable")
+	}
+	for i, step := range []struct {
+		advance time.Duration
+		lookups int
+	}{
+		{2 * time.Minute, 3},  // past the cutoff: all asked, two fail
+		{10 * time.Second, 3}, // the two postponed by half their age
+		{2 * time.Minute, 5},  // asked again
+	} {
+		e.g.Clock.Advance(step.advance)
+		if err := e.svc.Reconcile(context.Background(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, lookups, _ := e.acq.calls(); lookups != step.lookups {
+			t.Fatalf("pass %d: %d lookups, want %d", i, lookups, step.lookups)
+		}
+		if s := e.stored(t, last); s.Status != payment.Succeeded {
+			t.Fatalf("pass %d: the payment behind a page of failing lookups is %s, want succeeded", i, s.Status)
+		}
+	}
+}

@@ -210,8 +210,8 @@ func scanShownPayment(row scanner, leading ...any) (payment.Payment, error) {
 	return p, nil
 }
 
-// UnsettledPayments lists the payments q selects (payment.Unsettled),
-// oldest first, 500 at most.
+// UnsettledPayments lists a page of the payments q selects
+// (payment.Unsettled), by updated_at then id.
 func (s *DB) UnsettledPayments(ctx context.Context, q payment.Unsettled) ([]payment.Payment, error) {
 	if len(q.Modes) == 0 {
 		q.Modes = []merchant.Mode{""} // no charges: a mode no payment has
@@ -220,13 +220,15 @@ func (s *DB) UnsettledPayments(ctx context.Context, q payment.Unsettled) ([]paym
 	for _, m := range q.Modes {
 		args = append(args, string(m))
 	}
+	after := ms(q.AfterUpdated)
 	args = append(args, ms(q.Before), string(payment.Processing), q.NodePrefix, len(q.NodePrefix), q.NodePrefix, q.Self,
-		string(payment.Challenge), ms(q.ChallengesBefore))
+		string(payment.Challenge), ms(q.ChallengesBefore), after, after, q.AfterID, max(q.Limit, 1))
 	rows, err := s.query(ctx, `SELECT `+paymentColumns+` FROM payments
-		WHERE (status IN (?, ?) AND mode IN (`+placeholders(len(q.Modes))+`)
+		WHERE ((status IN (?, ?) AND mode IN (`+placeholders(len(q.Modes))+`)
 			AND (updated_at < ? OR (status = ? AND ? <> '' AND substr(node, 1, ?) = ? AND node <> ?)))
-		OR (status = ? AND updated_at < ?)
-		ORDER BY updated_at LIMIT 500`, args...)
+		OR (status = ? AND updated_at < ?))
+		AND (updated_at > ? OR (updated_at = ? AND id > ?))
+		ORDER BY updated_at, id LIMIT ?`, args...)
 	if err != nil {
 		return nil, err
 	}

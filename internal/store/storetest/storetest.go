@@ -1441,7 +1441,7 @@ func testUnsettled(t *testing.T, s store.Store) {
 	liveChallenge := mk(f.m.Code, payment.Challenge, challengeCutoff.Add(-time.Minute), "")
 	want = append(want, liveChallenge)
 
-	q := payment.Unsettled{Before: cutoff, ChallengesBefore: challengeCutoff, Modes: []merchant.Mode{merchant.Test}, NodePrefix: "n1/", Self: "n1/run2"}
+	q := payment.Unsettled{Before: cutoff, ChallengesBefore: challengeCutoff, Modes: []merchant.Mode{merchant.Test}, NodePrefix: "n1/", Self: "n1/run2", Limit: 500}
 	got, err := s.UnsettledPayments(ctx, q)
 	must(t, "UnsettledPayments", err)
 	byID := func(ps []payment.Payment) map[string]payment.Payment {
@@ -1465,6 +1465,30 @@ func testUnsettled(t *testing.T, s store.Store) {
 	got, err = s.UnsettledPayments(ctx, q)
 	must(t, "UnsettledPayments", err)
 	equal(t, "UnsettledPayments of no mode", byID(got), byID([]payment.Payment{want[1], liveChallenge}))
+
+	// Page by page, each after the last of the one before, the same
+	// payments, oldest first, each once.
+	q.Modes = []merchant.Mode{merchant.Test, merchant.Live}
+	q.Limit = 2
+	var paged []payment.Payment
+	for range 10 {
+		page, err := s.UnsettledPayments(ctx, q)
+		must(t, "UnsettledPayments", err)
+		paged = append(paged, page...)
+		if len(page) < q.Limit {
+			break
+		}
+		q.AfterUpdated, q.AfterID = page[len(page)-1].UpdatedAt, page[len(page)-1].ID
+	}
+	if len(paged) != 5 {
+		t.Errorf("UnsettledPayments by pages of 2: %d payments, want 5", len(paged))
+	}
+	for i := 1; i < len(paged); i++ {
+		if a, b := paged[i-1], paged[i]; a.UpdatedAt.After(b.UpdatedAt) || a.UpdatedAt.Equal(b.UpdatedAt) && a.ID >= b.ID {
+			t.Errorf("page order: %s at %v before %s at %v", a.ID, a.UpdatedAt, b.ID, b.UpdatedAt)
+		}
+	}
+	equal(t, "UnsettledPayments by pages", byID(paged), byID(append(want[:3:3], liveChallenge, liveCharge)))
 }
 
 func testCheckoutRoundTrip(t *testing.T, s store.Store) {
