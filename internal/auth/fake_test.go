@@ -21,9 +21,12 @@ type fakeRepo struct {
 	settings   map[string]merchant.Settings // by code + "/" + mode
 	revoked    []string
 	revokedErr error
-	since      time.Time // last RevokedKeys argument
-	locks      map[string]*lockState
-	audits     []audit.Event
+	// revokedHangs is how many RevokedKeys calls hang until their context
+	// ends, as a query on a connection cut by a failover does.
+	revokedHangs int
+	since        time.Time // last RevokedKeys argument
+	locks        map[string]*lockState
+	audits       []audit.Event
 }
 
 type lockState struct {
@@ -84,7 +87,17 @@ func (r *fakeRepo) Settings(_ context.Context, code string, mode merchant.Mode) 
 	return s, nil
 }
 
-func (r *fakeRepo) RevokedKeys(_ context.Context, since time.Time) ([]string, error) {
+func (r *fakeRepo) RevokedKeys(ctx context.Context, since time.Time) ([]string, error) {
+	r.mu.Lock()
+	hang := r.revokedHangs > 0
+	if hang {
+		r.revokedHangs--
+	}
+	r.mu.Unlock()
+	if hang {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.since = since

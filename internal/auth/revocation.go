@@ -58,7 +58,10 @@ func (r *Revocations) Refresh(ctx context.Context, repo Repo, now time.Time) err
 	return nil
 }
 
-// Watch refreshes every interval until ctx ends.
+// Watch refreshes every interval until ctx ends. Each refresh has twice
+// the interval (a second at least) to answer: a query left hanging on a
+// connection a database failover had cut stopped every refresh after it,
+// silently, and a key revoked elsewhere kept working on this node.
 func (r *Revocations) Watch(ctx context.Context, repo Repo, interval time.Duration, now func() time.Time, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -67,7 +70,10 @@ func (r *Revocations) Watch(ctx context.Context, repo Repo, interval time.Durati
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := r.Refresh(ctx, repo, now()); err != nil && ctx.Err() == nil {
+			rctx, cancel := context.WithTimeout(ctx, max(2*interval, time.Second))
+			err := r.Refresh(rctx, repo, now())
+			cancel()
+			if err != nil && ctx.Err() == nil {
 				log.Warn("refresh revoked keys", "err", err)
 			}
 		}

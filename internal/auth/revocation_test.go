@@ -80,6 +80,23 @@ func TestRevocationsWatch(t *testing.T) {
 	}
 }
 
+// A refresh that hangs ends, and the next one brings the revocations in.
+func TestRevocationsWatchOutlastsAHungRefresh(t *testing.T) {
+	repo := newFakeRepo()
+	repo.revoked, repo.revokedHangs = []string{"key_rotated"}, 1
+	r := NewRevocations()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r.Watch(ctx, repo, time.Millisecond, func() time.Time { return tokenNow }, slog.New(slog.DiscardHandler))
+	deadline := time.Now().Add(30 * time.Second)
+	for !r.Revoked("key_rotated") {
+		if time.Now().After(deadline) {
+			t.Fatal("Watch never refreshed after a refresh that hung")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestRevocationsConcurrent(t *testing.T) {
 	r := NewRevocations()
 	repo := newFakeRepo()
