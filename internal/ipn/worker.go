@@ -370,8 +370,10 @@ func (w *Worker) claimOnce(ctx context.Context, batch int, quick bool) (bool, er
 	now, leaseNow := w.Now(), w.leaseNow()
 	owner := fmt.Sprintf("%s#%d", w.node, w.claims.Add(1))
 	limit := free + room
-	events, err := w.Queue.ClaimIPN(ctx, Claim{Owner: owner, Now: now, LeaseNow: leaseNow, LeaseUntil: leaseNow.Add(w.cfg.Lease),
+	cctx, cancel := w.dbContext(ctx)
+	events, err := w.Queue.ClaimIPN(cctx, Claim{Owner: owner, Now: now, LeaseNow: leaseNow, LeaseUntil: leaseNow.Add(w.cfg.Lease),
 		Limit: limit, PerEndpoint: w.cfg.share(), Skip: skip, Quick: quick})
+	cancel()
 	if err != nil {
 		return false, err
 	}
@@ -406,7 +408,9 @@ func (w *Worker) claimOnce(ctx context.Context, batch int, quick bool) (bool, er
 		go w.deliver(context.WithoutCancel(ctx), ev, owner)
 	}
 	if len(release) > 0 {
-		if err := w.Queue.ReleaseIPN(context.WithoutCancel(ctx), owner, release); err != nil {
+		rctx, cancel := w.dbContext(context.WithoutCancel(ctx))
+		defer cancel()
+		if err := w.Queue.ReleaseIPN(rctx, owner, release); err != nil {
 			w.Log.Warn("release IPN events", "err", err)
 		}
 	}
@@ -473,9 +477,11 @@ func (w *Worker) releaseQueued() {
 	}
 	w.mu.Unlock()
 	for owner, ids := range byOwner {
-		if err := w.Queue.ReleaseIPN(context.Background(), owner, ids); err != nil {
+		ctx, cancel := w.dbContext(context.Background())
+		if err := w.Queue.ReleaseIPN(ctx, owner, ids); err != nil {
 			w.Log.Warn("release IPN events", "err", err)
 		}
+		cancel()
 	}
 }
 
@@ -498,7 +504,9 @@ func (w *Worker) deliver(ctx context.Context, ev Event, owner string) {
 	if res.Status != Parked {
 		w.Metrics.observe(res)
 	}
-	err := w.Queue.RecordIPN(ctx, res)
+	rctx, cancel := w.dbContext(ctx)
+	err := w.Queue.RecordIPN(rctx, res)
+	cancel()
 	w.mu.Lock()
 	w.release(ev.ID, owner)
 	w.mu.Unlock()
@@ -518,6 +526,15 @@ func (w *Worker) deliver(ctx context.Context, ev Event, owner string) {
 		w.Log.Info("IPN attempt", "event", ev.ID, "merchant", ev.MerchantCode, "mode", ev.Mode, "status", res.Status,
 			"http_status", res.Attempt.StatusCode, "latency_ms", res.Attempt.Latency.Milliseconds(), "err", res.Attempt.Error)
 	}
+}
+
+// dbContext bounds one call to the queue by a third of a lease, as the
+// heartbeat's renewals are: a call left hanging on a connection a database
+// failover had cut stopped every claim of the node (it stayed "ready"), or
+// held an event whose lease the heartbeat kept renewing, for as long as
+// the socket took to die.
+func (w *Worker) dbContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, w.cfg.Lease/3)
 }
 
 // heartbeat renews the leases this worker holds every third of a lease,
@@ -543,7 +560,7 @@ func (w *Worker) heartbeat() (stop func()) {
 			if len(held) == 0 {
 				continue
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Lease/3)
+			ctx, cancel := w.dbContext(context.Background())
 			_, err := w.Queue.RenewIPN(ctx, held, w.leaseNow().Add(w.cfg.Lease))
 			cancel()
 			if err != nil {
@@ -561,7 +578,9 @@ func (w *Worker) heartbeat() (stop func()) {
 // seen within a second) and sends ev.
 func (w *Worker) attempt(ctx context.Context, ev Event) Result {
 	now := w.Now()
-	st, err := w.Queue.RecentSettings(ctx, ev.MerchantCode, ev.Mode)
+	sctx, cancel := w.dbContext(ctx)
+	st, err := w.Queue.RecentSettings(sctx, ev.MerchantCode, ev.Mode)
+	cancel()
 	if err != nil {
 		return w.postpone(now, fmt.Sprintf("cannot read the merchant's IPN settings: %v", err))
 	}

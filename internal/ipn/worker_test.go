@@ -926,3 +926,34 @@ func TestWorkerReadsTheDatabaseClockAgain(t *testing.T) {
 		t.Errorf("back in step: leases %v off, %d warnings (want still 1)", got, logs.warnings.Load())
 	}
 }
+
+// hangingQueue's first claim hangs until its context ends, as a query on
+// a connection a database failover cut does.
+type hangingQueue struct {
+	ipn.Queue
+	hung atomic.Bool
+}
+
+func (q *hangingQueue) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
+	if q.hung.CompareAndSwap(false, true) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return q.Queue.ClaimIPN(ctx, c)
+}
+
+// A claim that hangs ends, and the next one delivers: it had stopped every
+// claim of the node for as long as the socket took to die.
+func TestHungClaimEnds(t *testing.T) {
+	f := newFixture(t)
+	s := f.shop(t, "")
+	rc := newReceiver(t, s, nil)
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+	ev := f.event(t, s, f.pay(t, s).Reference)
+	q := &hangingQueue{Queue: f.db}
+	run(t, &ipn.Worker{Queue: q, Config: fast(ipn.Config{Lease: time.Second}), Log: slog.New(slog.DiscardHandler)})
+	waitFor(t, "the delivery after a claim that hung", f.statusIs(t, ev.ID, ipn.Delivered))
+	if !q.hung.Load() {
+		t.Error("the first claim never came")
+	}
+}
