@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
@@ -209,7 +210,7 @@ func ipnShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(tw, "  delivered\t%s\n", stamp(ev.DeliveredAt, loc))
 	}
 	if ev.LastError != "" {
-		fmt.Fprintf(tw, "  last error\t%s\n", ev.LastError)
+		fmt.Fprintf(tw, "  last error\t%s\n", oneLine(ev.LastError, 0))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -304,7 +305,16 @@ func stamp(t time.Time, loc *time.Location) string {
 }
 
 // oneLine keeps a table row on one line, cut to max runes when max > 0.
+// Control and bidirectional-override characters are shown as U+FFFD: a
+// receiver's answer (an IPN attempt's response and error) is outside
+// text, and an escape sequence in it acted on the operator's terminal.
 func oneLine(s string, max int) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) && !unicode.IsSpace(r) || r >= '\u202a' && r <= '\u202e' || r >= '\u2066' && r <= '\u2069' {
+			return '\ufffd'
+		}
+		return r
+	}, s)
 	s = strings.Join(strings.Fields(s), " ")
 	if r := []rune(s); max > 0 && len(r) > max {
 		return string(r[:max-1]) + "…"

@@ -305,3 +305,26 @@ func TestSetIPNSendsParked(t *testing.T) {
 		t.Errorf("--status sent: %v\n%s", err, out)
 	}
 }
+
+// A receiver's answer is outside text: printed in a table it must not
+// reach the operator's terminal as escape sequences or bidirectional
+// overrides, nor break the row.
+func TestOneLine(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"ok", 0, "ok"},
+		{"a\n b\t c", 0, "a b c"},
+		{"\x1b]52;c;cGF3bmVk\x07 copied", 0, "\ufffd]52;c;cGF3bmVk\ufffd copied"},
+		{"\x1b[2J\x1b[H", 0, "\ufffd[2J\ufffd[H"},
+		{"\u009b31m red", 0, "\ufffd31m red"},
+		{"evil\u202egnp.exe", 0, "evil\ufffdgnp.exe"},
+		{"Duka la Mama Wanjiku", 10, "Duka la M…"},
+	} {
+		if got := oneLine(tt.in, tt.max); got != tt.want {
+			t.Errorf("oneLine(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
+		}
+	}
+}

@@ -174,8 +174,12 @@ var refusedPrefixes = func() []refusedPrefix {
 }()
 
 var (
-	nat64     = netip.MustParsePrefix("64:ff9b::/96")
-	sixToFour = netip.MustParsePrefix("2002::/16")
+	nat64 = netip.MustParsePrefix("64:ff9b::/96")
+	// nat64Local is RFC 8215's local-use NAT64 prefix; its networks carry
+	// the IPv4 address in the last 32 bits, as the well-known one does,
+	// when they translate from a /96 within it (the usual DNS64 setup).
+	nat64Local = netip.MustParsePrefix("64:ff9b:1::/48")
+	sixToFour  = netip.MustParsePrefix("2002::/16")
 )
 
 // Refused says why a notification may not go to a, or "" when it may.
@@ -196,7 +200,7 @@ func Refused(a netip.Addr) string {
 		b := a.As16()
 		var v4 netip.Addr
 		switch {
-		case nat64.Contains(a):
+		case nat64.Contains(a), nat64Local.Contains(a):
 			v4 = netip.AddrFrom4([4]byte(b[12:16]))
 		case sixToFour.Contains(a):
 			v4 = netip.AddrFrom4([4]byte(b[2:6]))
