@@ -43,7 +43,6 @@ func (approver) Lookup(context.Context, string) (payment.Result, error) {
 // of it: notifications come from the outbox rows real payments write.
 type fixture struct {
 	db  *store.DB
-	svc *payment.Service
 	loc *time.Location
 }
 
@@ -64,12 +63,18 @@ func newFixtureOn(t testing.TB, dsn string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{db: db, loc: loc, svc: &payment.Service{
-		Repo: db, Acquirers: map[merchant.Mode]payment.Acquirer{merchant.Test: approver{}},
-		FingerprintKey: []byte("fingerprint key for tests 32 byt"), Now: time.Now, Location: loc,
+	return &fixture{db: db, loc: loc}
+}
+
+// paymentsAt is a payment service on db whose clock is now, approving in
+// both modes.
+func paymentsAt(db *store.DB, loc *time.Location, now func() time.Time) *payment.Service {
+	return &payment.Service{
+		Repo: db, Acquirers: map[merchant.Mode]payment.Acquirer{merchant.Test: approver{}, merchant.Live: approver{}},
+		FingerprintKey: []byte("fingerprint key for tests 32 byt"), Now: now, Location: loc,
 		Log: slog.New(slog.DiscardHandler), MaxFailures: 5, AcquirerTimeout: 5 * time.Second,
 		ChallengeTTL: time.Minute, WaitInFlight: 5 * time.Second,
-	}}
+	}
 }
 
 // twoNodes is a fixture on the database at dsn and a second store on it,
@@ -148,10 +153,7 @@ func (f *fixture) tryPay(s shop, mode merchant.Mode, now time.Time) (bill.Bill, 
 	if err != nil {
 		return b, err
 	}
-	svc := *f.svc
-	svc.Now = func() time.Time { return now }
-	svc.Acquirers = map[merchant.Mode]payment.Acquirer{merchant.Test: approver{}, merchant.Live: approver{}}
-	p, err := svc.Pay(ctx, b, s.Merchant, payment.Attempt{PAN: pan, Expiry: card.Expiry{Month: 12, Year: now.Year() + 3}, CVV: "123",
+	p, err := paymentsAt(f.db, f.loc, func() time.Time { return now }).Pay(ctx, b, s.Merchant, payment.Attempt{PAN: pan, Expiry: card.Expiry{Month: 12, Year: now.Year() + 3}, CVV: "123",
 		Holder: "Wanjiku Kamau", CallbackURL: "https://shop.example/kadi/callback", MobileNumber: "+254 712345678"})
 	if err != nil || p.Status != payment.Succeeded {
 		return b, fmt.Errorf("payment: %v %+v", err, p)
