@@ -80,7 +80,10 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		action, detail = audit.PasswordAccepted, "two-step code still to come"
 	}
 	id, sess := session.New(m.Code, h.Now())
-	if err := h.Store.CreateSession(r.Context(), sess); err != nil {
+	if err := h.Store.CreateSession(r.Context(), sess, m.PasswordHash); errors.Is(err, session.ErrPasswordChanged) {
+		h.render(w, r, http.StatusUnauthorized, "signin.html", map[string]any{"Username": username, "Next": next, "Error": "The username or password is not right."})
+		return
+	} else if err != nil {
 		h.internal(w, r, err)
 		return
 	}

@@ -22,6 +22,12 @@ const (
 // ErrNotFound covers unknown, ended and expired sessions alike.
 var ErrNotFound = errors.New("no such session, or it has ended")
 
+// ErrPasswordChanged: the password a sign-in checked was changed before
+// its session was stored. Another node may verify against a merchant it
+// read up to a second earlier; the change signs every session out, and a
+// session stored after it with the old password would have lived on.
+var ErrPasswordChanged = errors.New("the password was changed during the sign-in")
+
 // Session is one signed-in browser.
 type Session struct {
 	IDHash       string
@@ -60,7 +66,10 @@ func (s Session) Alive(now time.Time) bool {
 
 // Repo is the storage sessions need.
 type Repo interface {
-	CreateSession(ctx context.Context, s Session) error
+	// CreateSession stores s if the merchant's password hash is still
+	// checked, the one the sign-in verified, and says ErrPasswordChanged
+	// otherwise.
+	CreateSession(ctx context.Context, s Session, checked string) error
 	// SessionByHash finds a session that is alive at now.
 	SessionByHash(ctx context.Context, idHash string, now time.Time) (Session, error)
 	// TouchSession records activity (and the mode and second factor, which

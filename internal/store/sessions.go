@@ -9,12 +9,20 @@ import (
 	"github.com/kadipay/kadi/internal/session"
 )
 
-// CreateSession stores a new dashboard session.
-func (s *DB) CreateSession(ctx context.Context, ss session.Session) error {
-	_, err := s.exec(ctx, `INSERT INTO dashboard_sessions (id_hash, merchant_code, mode, csrf, second_factor, created_at, last_seen_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, ss.IDHash, ss.MerchantCode, string(ss.Mode), ss.CSRF, ms(ss.SecondFactor), ms(ss.CreatedAt), ms(ss.LastSeenAt))
+// CreateSession stores a new dashboard session, in the same statement
+// that checks the merchant's password hash is still checked (see
+// session.Repo).
+func (s *DB) CreateSession(ctx context.Context, ss session.Session, checked string) error {
+	res, err := s.exec(ctx, `INSERT INTO dashboard_sessions (id_hash, merchant_code, mode, csrf, second_factor, created_at, last_seen_at)
+		SELECT ?, ?, ?, ?, ?, ?, ? FROM merchants WHERE code = ? AND password_hash = ?`,
+		ss.IDHash, ss.MerchantCode, string(ss.Mode), ss.CSRF, ms(ss.SecondFactor), ms(ss.CreatedAt), ms(ss.LastSeenAt), ss.MerchantCode, checked)
 	if err != nil {
 		return fmt.Errorf("insert session: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("insert session: %w", err)
+	} else if n == 0 {
+		return session.ErrPasswordChanged
 	}
 	return nil
 }

@@ -1574,7 +1574,12 @@ func testSessionRoundTrip(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	f := addMerchant(t, s, base)
 	id, ss := session.New(f.m.Code, base)
-	must(t, "CreateSession", s.CreateSession(ctx, ss))
+	// A sign-in checked against a password changed since stores nothing.
+	_, refused := session.New(f.m.Code, base)
+	mustErr(t, "CreateSession with a changed password", s.CreateSession(ctx, refused, "an older hash"), session.ErrPasswordChanged)
+	_, err := s.SessionByHash(ctx, refused.IDHash, base.Add(time.Minute))
+	mustErr(t, "SessionByHash of a refused session", err, session.ErrNotFound)
+	must(t, "CreateSession", s.CreateSession(ctx, ss, f.m.PasswordHash))
 	got, err := s.SessionByHash(ctx, session.Hash(id), base.Add(time.Minute))
 	must(t, "SessionByHash", err)
 	equal(t, "merchant", got.MerchantCode, f.m.Code)
@@ -1606,7 +1611,7 @@ func testSessionTimeouts(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	f := addMerchant(t, s, base)
 	_, ss := session.New(f.m.Code, base)
-	must(t, "CreateSession", s.CreateSession(ctx, ss))
+	must(t, "CreateSession", s.CreateSession(ctx, ss, f.m.PasswordHash))
 	if _, err := s.SessionByHash(ctx, ss.IDHash, base.Add(session.IdleTimeout-time.Millisecond)); err != nil {
 		t.Fatalf("a moment before the idle timeout: %v", err)
 	}
@@ -1625,9 +1630,10 @@ func testSessionsDeleteOthers(t *testing.T, s store.Store) {
 	_, keep := session.New(f.m.Code, base)
 	_, gone := session.New(f.m.Code, base)
 	_, others := session.New(other.m.Code, base)
-	for _, ss := range []session.Session{keep, gone, others} {
-		must(t, "CreateSession", s.CreateSession(ctx, ss))
+	for _, ss := range []session.Session{keep, gone} {
+		must(t, "CreateSession", s.CreateSession(ctx, ss, f.m.PasswordHash))
 	}
+	must(t, "CreateSession", s.CreateSession(ctx, others, other.m.PasswordHash))
 	must(t, "DeleteSessions", s.DeleteSessions(ctx, f.m.Code, keep.IDHash))
 	for _, tt := range []struct {
 		ss    session.Session
