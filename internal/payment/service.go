@@ -312,7 +312,11 @@ func (s *Service) Reconcile(ctx context.Context, olderThan time.Duration) error 
 	// passed over: the pass returned at the first.
 	var errs []error
 	for {
-		page, err := s.Repo.UnsettledPayments(ctx, q)
+		// Bounded: a query left hanging on a connection a failover cut
+		// stopped every pass after it.
+		lctx, cancel := context.WithTimeout(ctx, s.AcquirerTimeout)
+		page, err := s.Repo.UnsettledPayments(lctx, q)
+		cancel()
 		if err != nil {
 			return errors.Join(append(errs, fmt.Errorf("list unsettled payments: %w", err))...)
 		}

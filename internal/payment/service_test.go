@@ -598,6 +598,7 @@ type hookedRepo struct {
 	mu                      sync.Mutex
 	afterList, afterPayment func()
 	beforeStart             func()
+	listHangs               bool // as on a connection a failover cut
 }
 
 func (h *hookedRepo) take(f *func()) func() {
@@ -609,6 +610,10 @@ func (h *hookedRepo) take(f *func()) func() {
 }
 
 func (h *hookedRepo) UnsettledPayments(ctx context.Context, q payment.Unsettled) ([]payment.Payment, error) {
+	if h.listHangs {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	ps, err := h.Repo.UnsettledPayments(ctx, q)
 	if fn := h.take(&h.afterList); fn != nil {
 		fn()
@@ -845,5 +850,21 @@ func TestFailedLookupIsAskedAgainLater(t *testing.T) {
 		if s := e.stored(t, last); s.Status != payment.Succeeded {
 			t.Fatalf("pass %d: the payment behind a page of failing lookups is %s, want succeeded", i, s.Status)
 		}
+	}
+}
+
+// Reconcile's listing is bounded too.
+func TestReconcileListingEnds(t *testing.T) {
+	e := newEnv(t)
+	e.svc.Repo = &hookedRepo{Repo: e.g.Store, listHangs: true}
+	done := make(chan error, 1)
+	go func() { done <- e.svc.Reconcile(context.Background(), time.Minute) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Reconcile over a listing that hangs: %v, want its deadline", err)
+		}
+	case <-time.After(100 * e.svc.AcquirerTimeout):
+		t.Fatal("Reconcile still waits for a listing that never answers")
 	}
 }

@@ -649,9 +649,11 @@ func (g *Gateway) reconcile(ctx context.Context) {
 			g.log.Warn("reconcile payments", "err", err)
 		}
 		if i%6 == 0 {
-			if _, err := g.Store.DeleteExpiredCheckouts(ctx, g.Auth.Now()); err != nil && ctx.Err() == nil {
+			dctx, cancel := context.WithTimeout(ctx, time.Minute)
+			if _, err := g.Store.DeleteExpiredCheckouts(dctx, g.Auth.Now()); err != nil && ctx.Err() == nil {
 				g.log.Warn("delete expired checkout sessions", "err", err)
 			}
+			cancel()
 		}
 		select {
 		case <-ctx.Done():
