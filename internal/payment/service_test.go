@@ -148,6 +148,20 @@ func (e *env) challenged(t *testing.T) (bill.Bill, payment.Payment) {
 	return b, p
 }
 
+// unknown is a payment on a new bill whose charge the acquirer never
+// answered.
+func (e *env) unknown(t *testing.T) payment.Payment {
+	t.Helper()
+	e.acq.charge = func(context.Context, payment.ChargeRequest) (payment.Result, error) {
+		return payment.Result{}, errors.New("connection reset by peer")
+	}
+	p, err := e.svc.Pay(context.Background(), e.bill(t), e.m, attempt(t, visa))
+	if err != nil || p.Status != payment.Unknown {
+		t.Fatalf("Pay: %+v, %v", p, err)
+	}
+	return p
+}
+
 func (e *env) stored(t *testing.T, id string) payment.Payment {
 	t.Helper()
 	p, err := e.g.Store.PaymentByID(context.Background(), id)
@@ -739,13 +753,7 @@ func TestChargeEndsAcquirerTimeoutAfterItsStamp(t *testing.T) {
 // up every payment after it.
 func TestReconcileLookupEnds(t *testing.T) {
 	e := newEnv(t)
-	e.acq.charge = func(context.Context, payment.ChargeRequest) (payment.Result, error) {
-		return payment.Result{}, errors.New("connection reset by peer")
-	}
-	p, err := e.svc.Pay(context.Background(), e.bill(t), e.m, attempt(t, visa))
-	if err != nil || p.Status != payment.Unknown {
-		t.Fatalf("Pay: %+v, %v", p, err)
-	}
+	p := e.unknown(t)
 	e.acq.lookup = func(ctx context.Context, _ string) (payment.Result, error) {
 		<-ctx.Done()
 		return payment.Result{}, ctx.Err()
@@ -770,18 +778,9 @@ func TestReconcileLookupEnds(t *testing.T) {
 // pass, and a challenge expires whatever the acquirers configured.
 func TestReconcilePassesOverWhatItCannotSettle(t *testing.T) {
 	e := newEnv(t)
-	e.acq.charge = func(context.Context, payment.ChargeRequest) (payment.Result, error) {
-		return payment.Result{}, errors.New("connection reset by peer")
-	}
-	odd, err := e.svc.Pay(context.Background(), e.bill(t), e.m, attempt(t, visa))
-	if err != nil || odd.Status != payment.Unknown {
-		t.Fatalf("Pay: %+v, %v", odd, err)
-	}
+	odd := e.unknown(t)
 	e.g.Clock.Advance(time.Second)
-	next, err := e.svc.Pay(context.Background(), e.bill(t), e.m, attempt(t, visa))
-	if err != nil || next.Status != payment.Unknown {
-		t.Fatalf("Pay: %+v, %v", next, err)
-	}
+	next := e.unknown(t)
 	e.acq.lookup = func(_ context.Context, id string) (payment.Result, error) {
 		if id == odd.ID {
 			// Nothing an unknown payment can become: settling it fails.
@@ -813,16 +812,9 @@ func TestReconcilePassesOverWhatItCannotSettle(t *testing.T) {
 func TestFailedLookupIsAskedAgainLater(t *testing.T) {
 	e := newEnv(t)
 	e.svc.ReconcilePage = 2
-	e.acq.charge = func(context.Context, payment.ChargeRequest) (payment.Result, error) {
-		return payment.Result{}, errors.New("connection reset by peer")
-	}
 	var ps []payment.Payment
 	for range 3 {
-		p, err := e.svc.Pay(context.Background(), e.bill(t), e.m, attempt(t, visa))
-		if err != nil || p.Status != payment.Unknown {
-			t.Fatalf("Pay: %+v, %v", p, err)
-		}
-		ps = append(ps, p)
+		ps = append(ps, e.unknown(t))
 		e.g.Clock.Advance(time.Second)
 	}
 	last := ps[2].ID
