@@ -378,11 +378,11 @@ func (r *retries) prune(now time.Time) {
 
 // reconcile settles one payment Reconcile listed.
 func (s *Service) reconcile(ctx context.Context, p Payment) error {
-	b, m, err := s.billAndMerchant(ctx, p)
-	if err != nil {
-		return err
-	}
 	if p.Status == Challenge { // unanswered for ChallengeTTL: no acquirer is asked
+		b, m, err := s.billAndMerchant(ctx, p)
+		if err != nil {
+			return err
+		}
 		if _, err := s.failChallenge(ctx, p, b, m, "authentication_timeout", MsgChallengeStale); errors.Is(err, ErrStale) {
 			return nil // answered since the list was read: that answer settles it
 		} else if err != nil {
@@ -395,26 +395,34 @@ func (s *Service) reconcile(ctx context.Context, p Payment) error {
 	if acq == nil {
 		return nil // listed only for modes with a connector; a test's Repo may list more
 	}
+	// A payment that could not be settled is asked about again after a
+	// wait that grows with its age, not at every pass (nor its bill read):
+	// during an acquirer's outage each lookup costs up to AcquirerTimeout,
+	// and a pass spent on them kept the payments behind (other modes',
+	// expired challenges) waiting.
 	now := s.Now()
 	if !s.retries.due(p.ID, now) {
 		return nil
 	}
-	res, err := s.lookup(ctx, acq, p)
-	if err != nil {
-		// Asked again after a wait that grows with the payment's age, not
-		// at every pass: during an acquirer's outage each lookup costs up
-		// to AcquirerTimeout, and a pass spent on them kept the payments
-		// behind (other modes', expired challenges) waiting.
+	postpone := func() time.Time {
 		until := now.Add(min(max(now.Sub(p.UpdatedAt)/2, reconcileRetryMin), reconcileRetryMax))
 		s.retries.postpone(p.ID, until)
-		s.Log.WarnContext(ctx, "acquirer lookup failed; payment stays unknown", "payment", p.ID, "err", err, "next_lookup", until)
+		return until
+	}
+	res, err := s.lookup(ctx, acq, p)
+	if err != nil {
+		s.Log.WarnContext(ctx, "acquirer lookup failed; payment stays unknown", "payment", p.ID, "err", err, "next_lookup", postpone())
 		return nil
 	}
 	if res.Outcome == NotFoundAtBank {
 		res = Result{Outcome: AcquirerError, Message: MsgNotReached}
 	}
-	if _, err := s.settle(ctx, p, b, m, res); err != nil {
-		return err
+	b, m, err := s.billAndMerchant(ctx, p)
+	if err == nil {
+		_, err = s.settle(ctx, p, b, m, res)
+	}
+	if err != nil {
+		return fmt.Errorf("settle as the acquirer answered (%s), asked again after %s: %w", res.Outcome, postpone().Format(time.RFC3339), err)
 	}
 	s.Log.InfoContext(ctx, "reconciled payment", "payment", p.ID, "outcome", res.Outcome)
 	return nil

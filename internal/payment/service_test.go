@@ -795,6 +795,13 @@ func TestReconcilePassesOverWhatItCannotSettle(t *testing.T) {
 	if s := e.stored(t, next.ID); s.Status != payment.Succeeded {
 		t.Errorf("the payment after the one that could not be settled: %s, want succeeded", s.Status)
 	}
+	// Nor is it asked about again at the next pass.
+	_, before, _ := e.acq.calls()
+	e.g.Clock.Advance(10 * time.Second)
+	_ = e.svc.Reconcile(context.Background(), time.Minute)
+	if _, after, _ := e.acq.calls(); after != before {
+		t.Errorf("a payment that could not be settled was asked about again 10 s later")
+	}
 
 	b, ch := e.challenged(t)
 	e.g.Clock.Advance(e.svc.ChallengeTTL + time.Minute)
