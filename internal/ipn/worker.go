@@ -408,7 +408,7 @@ func (w *Worker) claimOnce(ctx context.Context, batch int, quick bool) (bool, er
 		go w.deliver(context.WithoutCancel(ctx), ev, owner)
 	}
 	if len(release) > 0 {
-		rctx, cancel := w.dbContext(context.WithoutCancel(ctx))
+		rctx, cancel := w.writeContext(context.WithoutCancel(ctx))
 		defer cancel()
 		if err := w.Queue.ReleaseIPN(rctx, owner, release); err != nil {
 			w.Log.Warn("release IPN events", "err", err)
@@ -477,7 +477,7 @@ func (w *Worker) releaseQueued() {
 	}
 	w.mu.Unlock()
 	for owner, ids := range byOwner {
-		ctx, cancel := w.dbContext(context.Background())
+		ctx, cancel := w.writeContext(context.Background())
 		if err := w.Queue.ReleaseIPN(ctx, owner, ids); err != nil {
 			w.Log.Warn("release IPN events", "err", err)
 		}
@@ -504,7 +504,7 @@ func (w *Worker) deliver(ctx context.Context, ev Event, owner string) {
 	if res.Status != Parked {
 		w.Metrics.observe(res)
 	}
-	rctx, cancel := w.dbContext(ctx)
+	rctx, cancel := w.writeContext(ctx)
 	err := w.Queue.RecordIPN(rctx, res)
 	cancel()
 	w.mu.Lock()
@@ -528,13 +528,21 @@ func (w *Worker) deliver(ctx context.Context, ev Event, owner string) {
 	}
 }
 
-// dbContext bounds one call to the queue by a third of a lease, as the
-// heartbeat's renewals are: a call left hanging on a connection a database
-// failover had cut stopped every claim of the node (it stayed "ready"), or
-// held an event whose lease the heartbeat kept renewing, for as long as
-// the socket took to die.
+// dbContext bounds one read of the queue (a claim, settings) or a renewal
+// by a third of a lease, as the heartbeat's are: a call left hanging on a
+// connection a database failover had cut stopped every claim of the node,
+// which stayed "ready", for as long as the socket took to die. A timed-out
+// claim only waits for the next.
 func (w *Worker) dbContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, w.cfg.Lease/3)
+}
+
+// writeContext bounds a write of an outcome or a release by two leases:
+// the heartbeat renews the event's lease meanwhile, and an outcome not
+// written is a notification sent again; but a write hanging for ever kept
+// that lease renewed for ever.
+func (w *Worker) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, 2*w.cfg.Lease)
 }
 
 // heartbeat renews the leases this worker holds every third of a lease,
