@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/card"
@@ -221,7 +222,8 @@ func (s *DB) UnsettledPayments(ctx context.Context, q payment.Unsettled) ([]paym
 		args = append(args, string(m))
 	}
 	after := ms(q.AfterUpdated)
-	args = append(args, ms(q.Before), string(payment.Processing), q.NodePrefix, len(q.NodePrefix), q.NodePrefix, q.Self,
+	// substr counts characters on both databases, not bytes.
+	args = append(args, ms(q.Before), string(payment.Processing), q.NodePrefix, utf8.RuneCountInString(q.NodePrefix), q.NodePrefix, q.Self,
 		string(payment.Challenge), ms(q.ChallengesBefore), after, after, q.AfterID, max(q.Limit, 1))
 	rows, err := s.query(ctx, `SELECT `+paymentColumns+` FROM payments
 		WHERE ((status IN (?, ?) AND mode IN (`+placeholders(len(q.Modes))+`)

@@ -1489,6 +1489,16 @@ func testUnsettled(t *testing.T, s store.Store) {
 		}
 	}
 	equal(t, "UnsettledPayments by pages", byID(paged), byID(append(want[:3:3], liveChallenge, liveCharge)))
+
+	// A node's name in any script: its earlier run's charges are its own.
+	mode = merchant.Test
+	accented := mk(f.m.Code, payment.Processing, after, "nœud-été/run1")
+	got, err = s.UnsettledPayments(ctx, payment.Unsettled{Before: cutoff, ChallengesBefore: challengeCutoff, Modes: []merchant.Mode{merchant.Test},
+		NodePrefix: "nœud-été/", Self: "nœud-été/run2", Limit: 500})
+	must(t, "UnsettledPayments", err)
+	if _, ok := byID(got)[accented.ID]; !ok {
+		t.Errorf("a payment left processing by an earlier run of node nœud-été is not listed for its next run")
+	}
 }
 
 func testCheckoutRoundTrip(t *testing.T, s store.Store) {
