@@ -81,6 +81,8 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	id, sess := session.New(m.Code, h.Now())
 	if err := h.Store.CreateSession(r.Context(), sess, m.PasswordHash); errors.Is(err, session.ErrPasswordChanged) {
+		h.Store.RecordAudit(r.Context(), audit.Event{At: h.Now(), MerchantCode: m.Code, Actor: "dashboard " + clientIP(r), Action: audit.SignInFailed,
+			Detail: "the password was changed during the sign-in"})
 		h.render(w, r, http.StatusUnauthorized, "signin.html", map[string]any{"Username": username, "Next": next, "Error": "The username or password is not right."})
 		return
 	} else if err != nil {
