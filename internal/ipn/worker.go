@@ -160,7 +160,13 @@ type Worker struct {
 	// endpoints in nudged: claim soon rather than at the next poll.
 	nudge  chan struct{}
 	nudged map[Endpoint]bool
-	wg     sync.WaitGroup
+	// waitFor holds the endpoints that answered 429 or 503 with a
+	// Retry-After, until when: nothing more is sent to them from this node
+	// meanwhile. Honoured for the one notification only, the others queued
+	// for the merchant were sent at once, each spending an attempt on the
+	// same refusal.
+	waitFor map[Endpoint]time.Time
+	wg      sync.WaitGroup
 }
 
 // nudgeGap spaces the claims nudges cause: at a thousand payments a second
@@ -190,6 +196,7 @@ func (w *Worker) init() {
 	w.queued = map[Endpoint][]queuedEvent{}
 	w.held = map[string]string{}
 	w.nudged = map[Endpoint]bool{}
+	w.waitFor = map[Endpoint]time.Time{}
 	if w.clockEvery == 0 {
 		w.clockEvery = readClockEvery
 	}
@@ -363,6 +370,11 @@ func (w *Worker) claimOnce(ctx context.Context, batch int, quick bool) (bool, er
 			room += w.cfg.queueCap() - len(w.queued[ep])
 		}
 	}
+	for ep := range w.waitFor {
+		if w.waiting(ep) {
+			skip = append(skip, ep)
+		}
+	}
 	w.mu.Unlock()
 	if free < batch && room == 0 {
 		return false, nil
@@ -382,8 +394,11 @@ func (w *Worker) claimOnce(ctx context.Context, batch int, quick bool) (bool, er
 	for _, ev := range events {
 		ep := Endpoint{ev.MerchantCode, ev.Mode}
 		w.mu.Lock()
-		ok := w.inFlight[ep] < w.cfg.PerEndpoint && w.active < w.cfg.Workers
-		queue := !ok && w.inFlight[ep] > 0 && len(w.queued[ep]) < w.cfg.queueCap()
+		// An endpoint that asked to wait since the claim began gets its
+		// events back, as one over its cap does.
+		wait := w.waiting(ep)
+		ok := !wait && w.inFlight[ep] < w.cfg.PerEndpoint && w.active < w.cfg.Workers
+		queue := !ok && !wait && w.inFlight[ep] > 0 && len(w.queued[ep]) < w.cfg.queueCap()
 		if ok {
 			w.inFlight[ep]++
 			w.active++
@@ -422,6 +437,16 @@ func (w *Worker) claimOnce(ctx context.Context, batch int, quick bool) (bool, er
 // the next delivery to it is safe.
 func (w *Worker) done(ep Endpoint) {
 	w.mu.Lock()
+	if w.waiting(ep) {
+		// Asked to wait: what was claimed ahead for it goes back.
+		var back []queuedEvent
+		back, w.queued[ep] = w.queued[ep], nil
+		delete(w.queued, ep)
+		for _, qe := range back {
+			w.release(qe.ev.ID, qe.owner)
+		}
+		defer w.giveBack(back)
+	}
 	if q := w.queued[ep]; len(q) > 0 && !w.stopping {
 		next := q[0]
 		if w.queued[ep] = q[1:]; len(w.queued[ep]) == 0 {
@@ -442,6 +467,32 @@ func (w *Worker) done(ep Endpoint) {
 	}
 	w.mu.Unlock()
 	w.signal()
+}
+
+// waiting reports whether ep asked for a pause that is not over, and
+// forgets one that is. The caller holds w.mu.
+func (w *Worker) waiting(ep Endpoint) bool {
+	until, ok := w.waitFor[ep]
+	if ok && !w.Now().Before(until) {
+		delete(w.waitFor, ep)
+		return false
+	}
+	return ok
+}
+
+// giveBack releases queued events claimed but not started.
+func (w *Worker) giveBack(qs []queuedEvent) {
+	byOwner := map[string][]string{}
+	for _, qe := range qs {
+		byOwner[qe.owner] = append(byOwner[qe.owner], qe.ev.ID)
+	}
+	for owner, ids := range byOwner {
+		ctx, cancel := w.writeContext(context.Background())
+		if err := w.Queue.ReleaseIPN(ctx, owner, ids); err != nil {
+			w.Log.Warn("release IPN events", "err", err)
+		}
+		cancel()
+	}
 }
 
 func (w *Worker) signal() {
@@ -467,22 +518,16 @@ func (w *Worker) release(id, owner string) {
 // after their lease.
 func (w *Worker) releaseQueued() {
 	w.mu.Lock()
-	byOwner := map[string][]string{}
+	var back []queuedEvent
 	for ep, q := range w.queued {
 		for _, qe := range q {
-			byOwner[qe.owner] = append(byOwner[qe.owner], qe.ev.ID)
 			w.release(qe.ev.ID, qe.owner)
 		}
+		back = append(back, q...)
 		delete(w.queued, ep)
 	}
 	w.mu.Unlock()
-	for owner, ids := range byOwner {
-		ctx, cancel := w.writeContext(context.Background())
-		if err := w.Queue.ReleaseIPN(ctx, owner, ids); err != nil {
-			w.Log.Warn("release IPN events", "err", err)
-		}
-		cancel()
-	}
+	w.giveBack(back)
 }
 
 // deliver makes one attempt and records its outcome. The slot is given
@@ -629,6 +674,12 @@ func (w *Worker) attempt(ctx context.Context, ev Event) Result {
 	retryAfter := ""
 	if resp != nil {
 		retryAfter = resp.Header.Get("Retry-After")
+	}
+	if after, err := parseRetryAfter(retryAfter, w.Now()); err == nil && after > 0 &&
+		(a.StatusCode == http.StatusTooManyRequests || a.StatusCode == http.StatusServiceUnavailable) {
+		w.mu.Lock()
+		w.waitFor[Endpoint{ev.MerchantCode, ev.Mode}] = w.Now().Add(min(after, w.cfg.MaxRetryAfter))
+		w.mu.Unlock()
 	}
 	next, more := w.cfg.retryAt(n, a.StatusCode, retryAfter, w.Now())
 	if !more {

@@ -957,3 +957,44 @@ func TestHungClaimEnds(t *testing.T) {
 		t.Error("the first claim never came")
 	}
 }
+
+// A 429 or 503 with a Retry-After pauses the whole endpoint on this node,
+// not only the notification it answered: the merchant's other
+// notifications were sent at once, each spending an attempt on the same
+// refusal.
+func TestRetryAfterPausesTheEndpoint(t *testing.T) {
+	f := newFixture(t)
+	s := f.shop(t, "")
+	var mu sync.Mutex
+	var at []time.Time
+	rc := newReceiver(t, s, func(n int, w http.ResponseWriter, r *http.Request) bool {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		if n == 1 {
+			w.Header().Set("Retry-After", "2")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return true
+		}
+		return false
+	})
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+	var ids []string
+	for range 6 {
+		ids = append(ids, f.event(t, s, f.pay(t, s).Reference).ID)
+	}
+	f.runWorker(t, fast(ipn.Config{PerEndpoint: 1}), nil)
+	for _, id := range ids {
+		waitFor(t, "every delivery", f.statusIs(t, id, ipn.Delivered))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(at) != len(ids)+1 {
+		t.Errorf("%d requests for %d notifications, one refused: want %d", len(at), len(ids), len(ids)+1)
+	}
+	if len(at) > 1 {
+		if gap := at[1].Sub(at[0]); gap < 1900*time.Millisecond {
+			t.Errorf("the next request came %s after a 429 asking for 2 s", gap)
+		}
+	}
+}
