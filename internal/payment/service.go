@@ -453,7 +453,13 @@ func (s *Service) billAndMerchant(ctx context.Context, p Payment) (bill.Bill, me
 
 // settle records the acquirer's answer durably before anyone is told.
 func (s *Service) settle(ctx context.Context, p Payment, b bill.Bill, m merchant.Merchant, res Result) (Payment, error) {
-	ctx = context.WithoutCancel(ctx) // the charge happened: record it even if the browser left
+	// The charge happened: record it even if the browser left; but not
+	// for ever: a write left hanging on a connection a failover cut held
+	// the shopper's page (and a reconciliation pass) until the socket
+	// died. An outcome not recorded is ErrUnrecorded, and the reconciler
+	// asks the acquirer again.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.AcquirerTimeout)
+	defer cancel()
 	p.UpdatedAt = s.Now()
 	p.NetworkRef, p.ApprovalCode, p.DeclineCode, p.Message = res.NetworkRef, res.ApprovalCode, res.DeclineCode, res.Message
 	var event *ipn.Event

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/card"
+	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/secret"
@@ -613,6 +614,15 @@ type hookedRepo struct {
 	afterList, afterPayment func()
 	beforeStart             func()
 	listHangs               bool // as on a connection a failover cut
+	finishHangs             bool
+}
+
+func (h *hookedRepo) FinishPayment(ctx context.Context, p payment.Payment, maxFailures int, ev *ipn.Event) error {
+	if h.finishHangs {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return h.Repo.FinishPayment(ctx, p, maxFailures, ev)
 }
 
 func (h *hookedRepo) take(f *func()) func() {
@@ -865,5 +875,26 @@ func TestReconcileListingEnds(t *testing.T) {
 		}
 	case <-time.After(100 * e.svc.AcquirerTimeout):
 		t.Fatal("Reconcile still waits for a listing that never answers")
+	}
+}
+
+// Recording an outcome is bounded too: an approved charge whose record
+// hangs is told unrecorded (the page follows it, the reconciler asks the
+// acquirer), not a page that never answers.
+func TestRecordingAnOutcomeEnds(t *testing.T) {
+	e := newEnv(t)
+	e.svc.Repo = &hookedRepo{Repo: e.g.Store, finishHangs: true}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.svc.Pay(context.Background(), e.bill(t), e.m, attempt(t, visa))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, payment.ErrUnrecorded) {
+			t.Errorf("Pay with a record that hangs: %v, want ErrUnrecorded", err)
+		}
+	case <-time.After(100 * e.svc.AcquirerTimeout):
+		t.Fatal("Pay still waits for a record that never answers")
 	}
 }
