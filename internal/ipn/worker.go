@@ -439,8 +439,7 @@ func (w *Worker) done(ep Endpoint) {
 	w.mu.Lock()
 	if w.waiting(ep) {
 		// Asked to wait: what was claimed ahead for it goes back.
-		var back []queuedEvent
-		back, w.queued[ep] = w.queued[ep], nil
+		back := w.queued[ep]
 		delete(w.queued, ep)
 		for _, qe := range back {
 			w.release(qe.ev.ID, qe.owner)

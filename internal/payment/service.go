@@ -299,8 +299,8 @@ func (s *Service) Reconcile(ctx context.Context, olderThan time.Duration) error 
 	q.Before, q.ChallengesBefore = now.Add(-olderThan), now.Add(-s.ChallengeTTL)
 	// Charges of a mode without a connector here are not listed: skipped,
 	// they stayed at the head of every page.
-	for mode, acq := range s.Acquirers {
-		if acq != nil {
+	for mode := range s.Acquirers {
+		if s.CanCharge(mode) {
 			q.Modes = append(q.Modes, mode)
 		}
 	}
@@ -335,12 +335,11 @@ func (s *Service) Reconcile(ctx context.Context, olderThan time.Duration) error 
 	}
 }
 
-// A failed lookup is tried again after half the payment's age, within
-// these bounds.
-const (
-	reconcileRetryMin = 30 * time.Second
-	reconcileRetryMax = 10 * time.Minute
-)
+// retryWait is how long a payment of age that could not be settled waits
+// before the acquirer is asked again: half its age, from 30 s to 10 min.
+func retryWait(age time.Duration) time.Duration {
+	return min(max(age/2, 30*time.Second), 10*time.Minute)
+}
 
 // retries holds when Reconcile may next ask the acquirer about a payment
 // whose lookup failed. It is this node's memory: a node that starts asks
@@ -405,7 +404,7 @@ func (s *Service) reconcile(ctx context.Context, p Payment) error {
 		return nil
 	}
 	postpone := func() time.Time {
-		until := now.Add(min(max(now.Sub(p.UpdatedAt)/2, reconcileRetryMin), reconcileRetryMax))
+		until := now.Add(retryWait(now.Sub(p.UpdatedAt)))
 		s.retries.postpone(p.ID, until)
 		return until
 	}
