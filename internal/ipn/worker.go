@@ -47,8 +47,8 @@ type Config struct {
 
 // DefaultConfig is docs/ipn.md's delivery policy. Deliveries wait on the
 // network, not the CPU, so the pool is wide: a hung receiver holds at most
-// PerEndpoint slots for at most Timeout, and it takes sixteen hung
-// merchants at once to fill a node. Sixteen at a time to one merchant is
+// PerEndpoint slots until its first requests time out, then one (slow).
+// Sixteen at a time to one merchant is
 // what lets a busy one hear of 1,000 payments a second within 100 ms
 // (docs/performance.md); four held it to a few hundred a second.
 func DefaultConfig() Config {
@@ -166,7 +166,14 @@ type Worker struct {
 	// for the merchant were sent at once, each spending an attempt on the
 	// same refusal.
 	waitFor map[Endpoint]time.Time
-	wg      sync.WaitGroup
+	// slow holds the endpoints whose last request here got no answer
+	// within the timeout: they get one request at a time, and nothing
+	// claimed ahead, until one is answered. At their full share, sixteen
+	// receivers that hang took every slot of a node, and each slot a
+	// timeout freed went to the same merchant's next notification, so
+	// every other merchant waited for those backlogs.
+	slow map[Endpoint]bool
+	wg   sync.WaitGroup
 }
 
 // nudgeGap spaces the claims nudges cause: at a thousand payments a second
@@ -197,6 +204,7 @@ func (w *Worker) init() {
 	w.held = map[string]string{}
 	w.nudged = map[Endpoint]bool{}
 	w.waitFor = map[Endpoint]time.Time{}
+	w.slow = map[Endpoint]bool{}
 	if w.clockEvery == 0 {
 		w.clockEvery = readClockEvery
 	}
@@ -341,9 +349,19 @@ func (w *Worker) nudgeWanted() bool {
 }
 
 // saturated: ep is at its cap here and its queue has no room for another
-// share (it is more than half full). The caller holds w.mu.
+// share (it is more than half full, or ep is slow and queues nothing).
+// The caller holds w.mu.
 func (w *Worker) saturated(ep Endpoint) bool {
-	return w.inFlight[ep] >= w.cfg.PerEndpoint && w.cfg.queueCap()-len(w.queued[ep]) < w.cfg.share()
+	return w.inFlight[ep] >= w.limit(ep) && (w.slow[ep] || w.cfg.queueCap()-len(w.queued[ep]) < w.cfg.share())
+}
+
+// limit is how many requests may be in flight to ep from here: one while
+// it is slow. The caller holds w.mu.
+func (w *Worker) limit(ep Endpoint) int {
+	if w.slow[ep] {
+		return 1
+	}
+	return w.cfg.PerEndpoint
 }
 
 // Running reports whether Run is delivering: a node whose notifications
@@ -361,7 +379,7 @@ func (w *Worker) claimOnce(ctx context.Context, batch int, quick bool) (bool, er
 	room := 0
 	var skip []Endpoint
 	for ep, n := range w.inFlight {
-		if n < w.cfg.PerEndpoint {
+		if n < w.limit(ep) {
 			continue
 		}
 		if w.saturated(ep) {
@@ -397,8 +415,8 @@ func (w *Worker) claimOnce(ctx context.Context, batch int, quick bool) (bool, er
 		// An endpoint that asked to wait since the claim began gets its
 		// events back, as one over its cap does.
 		wait := w.waiting(ep)
-		ok := !wait && w.inFlight[ep] < w.cfg.PerEndpoint && w.active < w.cfg.Workers
-		queue := !ok && !wait && w.inFlight[ep] > 0 && len(w.queued[ep]) < w.cfg.queueCap()
+		ok := !wait && w.inFlight[ep] < w.limit(ep) && w.active < w.cfg.Workers
+		queue := !ok && !wait && !w.slow[ep] && w.inFlight[ep] > 0 && len(w.queued[ep]) < w.cfg.queueCap()
 		if ok {
 			w.inFlight[ep]++
 			w.active++
@@ -437,14 +455,10 @@ func (w *Worker) claimOnce(ctx context.Context, batch int, quick bool) (bool, er
 // the next delivery to it is safe.
 func (w *Worker) done(ep Endpoint) {
 	w.mu.Lock()
-	if w.waiting(ep) {
-		// Asked to wait: what was claimed ahead for it goes back.
-		back := w.queued[ep]
-		delete(w.queued, ep)
-		for _, qe := range back {
-			w.release(qe.ev.ID, qe.owner)
-		}
-		defer w.giveBack(back)
+	if w.waiting(ep) || w.slow[ep] {
+		// Asked to wait, or not answering: what was claimed ahead for it
+		// goes back.
+		defer w.giveBack(w.unqueue(ep))
 	}
 	if q := w.queued[ep]; len(q) > 0 && !w.stopping {
 		next := q[0]
@@ -477,6 +491,42 @@ func (w *Worker) waiting(ep Endpoint) bool {
 		return false
 	}
 	return ok
+}
+
+// unqueue takes ep's queued events off the queue and out of the
+// heartbeat's care, for giveBack. The caller holds w.mu.
+func (w *Worker) unqueue(ep Endpoint) []queuedEvent {
+	back := w.queued[ep]
+	delete(w.queued, ep)
+	for _, qe := range back {
+		w.release(qe.ev.ID, qe.owner)
+	}
+	return back
+}
+
+// answered notes whether ep answered a request within the timeout (any
+// HTTP status counts: a receiver that refuses at once holds no slot). One
+// that did not becomes slow, and what was claimed ahead for it goes back;
+// one that answers again gets its full share back.
+func (w *Worker) answered(ep Endpoint, answered bool) {
+	w.mu.Lock()
+	was := w.slow[ep]
+	var back []queuedEvent
+	if answered {
+		delete(w.slow, ep)
+	} else {
+		w.slow[ep] = true
+		back = w.unqueue(ep)
+	}
+	w.mu.Unlock()
+	w.giveBack(back)
+	switch {
+	case !was && !answered:
+		w.Log.Warn("IPN receiver not answering: one request at a time to it from this node until it answers",
+			"merchant", ep.MerchantCode, "mode", ep.Mode, "timeout", w.cfg.Timeout.String())
+	case was && answered:
+		w.Log.Info("IPN receiver answering again", "merchant", ep.MerchantCode, "mode", ep.Mode)
+	}
 }
 
 // giveBack releases queued events claimed but not started.
@@ -652,6 +702,9 @@ func (w *Worker) attempt(ctx context.Context, ev Event) Result {
 
 	a := &Attempt{EventID: ev.ID, At: now, URL: st.IPN.URL}
 	resp, err := w.send(ctx, ev, st.IPN, key, a)
+	if err == nil || errors.Is(err, errNoAnswer) {
+		w.answered(Endpoint{ev.MerchantCode, ev.Mode}, err == nil)
+	}
 	res := Result{Attempt: a}
 	n := ev.Attempts + 1 // this attempt's number in the round
 	switch {
@@ -784,7 +837,7 @@ func (w *Worker) send(ctx context.Context, ev Event, cfg merchant.IPNConfig, key
 	a.Latency = time.Since(start)
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
-			return nil, fmt.Errorf("no answer within %s", w.cfg.Timeout)
+			return nil, fmt.Errorf("%w within %s", errNoAnswer, w.cfg.Timeout)
 		}
 		return nil, cleanError(err)
 	}
@@ -797,6 +850,9 @@ func (w *Worker) send(ctx context.Context, ev Event, cfg merchant.IPNConfig, key
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return resp, nil
 }
+
+// errNoAnswer is a request the receiver did not answer within the timeout.
+var errNoAnswer = errors.New("no answer")
 
 // cleanError drops the "Post \"url\": " wrapping: the URL is recorded
 // beside the error.

@@ -363,6 +363,77 @@ func TestHungMerchantDoesNotDelayOthers(t *testing.T) {
 	}
 }
 
+// Two merchants' receivers hang, with backlogs. Once a request to each has
+// timed out they get one request at a time, so a third merchant's
+// notification goes out while their backlogs wait: at their full share
+// they held every slot of the pool, and each slot a timeout freed went to
+// the same merchant's next notification. A receiver that answers again
+// gets its full share back.
+func TestHungReceiversLeaveSlotsForOthers(t *testing.T) {
+	f := newFixture(t)
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	hang := func(r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}
+	// Once A answers again, each answer takes a moment, so that its
+	// requests overlap if its share allows.
+	var answering atomic.Bool
+	var afterIn, afterMax atomic.Int32
+	a := f.shop(t, "")
+	rcA := newReceiver(t, a, func(n int, w http.ResponseWriter, r *http.Request) bool {
+		if !answering.Load() {
+			hang(r)
+			return false
+		}
+		in := afterIn.Add(1)
+		defer afterIn.Add(-1)
+		for m := afterMax.Load(); in > m && !afterMax.CompareAndSwap(m, in); m = afterMax.Load() {
+		}
+		time.Sleep(30 * time.Millisecond)
+		return false
+	})
+	f.setIPN(t, a.Code, rcA.URL+"/kadi/ipn")
+	c := f.shop(t, "")
+	rcC := newReceiver(t, c, func(n int, w http.ResponseWriter, r *http.Request) bool { hang(r); return false })
+	f.setIPN(t, c.Code, rcC.URL+"/kadi/ipn")
+	b := f.shop(t, "")
+	rcB := newReceiver(t, b, nil)
+	f.setIPN(t, b.Code, rcB.URL+"/kadi/ipn")
+
+	var aEvents []string
+	for range 8 {
+		aEvents = append(aEvents, f.event(t, a, f.pay(t, a).Reference).ID)
+		f.pay(t, c)
+	}
+	stop := f.runWorker(t, fast(ipn.Config{Workers: 4, PerEndpoint: 2, Timeout: time.Second}), nil)
+	t.Cleanup(unblock) // before the worker's stop, which waits for the requests in flight
+
+	waitFor(t, "A and C holding every slot", func() bool { return rcA.inFlight.Load() == 2 && rcC.inFlight.Load() == 2 })
+	evB := f.event(t, b, f.pay(t, b).Reference)
+	waitFor(t, "B's delivery", f.statusIs(t, evB.ID, ipn.Delivered))
+	if n := rcA.n.Load(); n > 4 {
+		t.Errorf("A's hung receiver got %d requests before B's notification went out, want at most 4 (two timed out, then one at a time)", n)
+	}
+	if n := rcA.inFlight.Load(); n > 1 {
+		t.Errorf("A has %d requests in flight after its requests timed out, want at most 1", n)
+	}
+
+	answering.Store(true)
+	unblock()
+	for _, id := range aEvents {
+		waitFor(t, "A's deliveries once it answers", f.statusIs(t, id, ipn.Delivered))
+	}
+	stop()
+	if n := afterMax.Load(); n != 2 {
+		t.Errorf("A had at most %d requests in flight once it answered again, want its share of 2", n)
+	}
+}
+
 // Without an IPN URL an event is parked: no attempt used up, not claimed
 // again, and not counted as waiting (the alert on the oldest pending event
 // is about receivers and nodes, not about merchants that set no URL; such
