@@ -159,6 +159,22 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Errorf("new key gets no token: %d", st)
 	}
 
+	// The notification secret replaced, the current one signing beside it
+	// for the default 24 hours: the answer says until when, and so does
+	// the page afterwards.
+	rotate := `form[action="/dashboard/developers/rotate-secret"] `
+	run(t, ctx, chromedp.Navigate(base+"developers"), chromedp.WaitVisible(chromedp.ID("rotate-secret")),
+		chromedp.Click(chromedp.CSS(rotate+`input[name="confirm"]`)), chromedp.SendKeys(chromedp.ID("rotate-password"), m.Password),
+		chromedp.Click(chromedp.ID("rotate-secret")), chromedp.WaitVisible(chromedp.ID("secret")))
+	if txt := value(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(txt, "with the old one too") {
+		t.Errorf("the rotation's answer does not say the old secret still signs:\n%s", txt)
+	}
+	shot("secret-rotated")
+	run(t, ctx, chromedp.Navigate(base+"developers"), chromedp.WaitVisible(chromedp.ID("rotate-secret")))
+	if txt := value(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(txt, "also signs notifications until") {
+		t.Errorf("the developers page does not say the replaced secret still signs:\n%s", txt)
+	}
+
 	// IPN settings and a test notification.
 	run(t, ctx, chromedp.Navigate(base+"settings/ipn"), chromedp.WaitVisible(chromedp.ID("save-ipn")),
 		chromedp.SetValue(chromedp.ID("url"), receiver.URL+"/ipn2"), chromedp.SetValue(chromedp.ID("ipn-username"), "shop2"),

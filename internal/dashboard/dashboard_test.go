@@ -592,9 +592,41 @@ func TestReplaceNotificationSecret(t *testing.T) {
 		!strings.Contains(rec.Body.String(), "Tick the box") || secretOf() != before {
 		t.Errorf("a replace without the box: %d, and the secret changed: %t", rec.Code, secretOf() != before)
 	}
-	rec := b.post("/dashboard/developers/rotate-secret", url.Values{"confirm": {"yes"}, "password": {c.Password}})
-	if after := secretOf(); rec.Code != http.StatusOK || after == before || !strings.Contains(rec.Body.String(), after) {
-		t.Errorf("a confirmed replace: %d, secret %q then %q", rec.Code, before, after)
+	if rec := b.post("/dashboard/developers/rotate-secret", url.Values{"confirm": {"yes"}, "overlap": {"7d"}, "password": {c.Password}}); rec.Code != http.StatusBadRequest ||
+		!strings.Contains(rec.Body.String(), "Choose how long") || secretOf() != before {
+		t.Errorf("a replace with an overlap not offered: %d, and the secret changed: %t", rec.Code, secretOf() != before)
+	}
+	settings := func() merchant.Settings {
+		st, err := g.Store.Settings(t.Context(), c.MerchantCode, merchant.Test)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	// Without a choice (a page from before it), and with each offered.
+	for _, tc := range []struct {
+		overlap []string
+		for_    time.Duration
+	}{{nil, 24 * time.Hour}, {[]string{"1h"}, time.Hour}, {[]string{"24h"}, 24 * time.Hour}, {[]string{"0"}, 0}} {
+		sent := g.Clock.Now()
+		rec := b.post("/dashboard/developers/rotate-secret", url.Values{"confirm": {"yes"}, "overlap": tc.overlap, "password": {c.Password}})
+		answered := g.Clock.Now()
+		after, st := secretOf(), settings()
+		if rec.Code != http.StatusOK || after == before || !strings.Contains(rec.Body.String(), after) || st.NotificationSecret != html.UnescapeString(after) {
+			t.Errorf("a confirmed replace (overlap %q): %d, secret %q then %q", tc.overlap, rec.Code, before, after)
+		}
+		signing := st.SigningSecrets(g.Clock.Now())
+		page := b.get("/dashboard/developers").Body.String()
+		if tc.for_ == 0 {
+			if len(signing) != 1 || !strings.Contains(rec.Body.String(), "signed with this secret only") || strings.Contains(page, "also signs") {
+				t.Errorf("a replace with no overlap: signing with %d secrets, the answer says:\n%s", len(signing), rec.Body.String())
+			}
+		} else if len(signing) != 2 || signing[1] != html.UnescapeString(before) ||
+			st.PreviousUntil.Before(sent.Add(tc.for_).Truncate(time.Millisecond)) || st.PreviousUntil.After(answered.Add(tc.for_)) ||
+			!strings.Contains(rec.Body.String(), "with the old one too") || !strings.Contains(page, "The secret it replaced also signs notifications until") {
+			t.Errorf("a replace with an overlap of %s: previous %q until %s, signing with %d; the answer says:\n%s", tc.for_, st.PreviousSecret, st.PreviousUntil, len(signing), rec.Body.String())
+		}
+		before = after
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/kadipay/kadi/internal/audit"
 	"github.com/kadipay/kadi/internal/auth"
@@ -29,6 +30,18 @@ func (h *Handler) renderDevelopers(w http.ResponseWriter, r *http.Request, statu
 		keys[string(mode)] = k
 	}
 	data["Keys"] = keys
+	// How long a replaced secret still signs; read unless a rotation just
+	// said it.
+	if _, shown := data["PreviousUntil"]; !shown {
+		st, err := h.Store.Settings(r.Context(), v.Merchant.Code, v.Sess.Mode)
+		if err != nil {
+			h.internal(w, r, err)
+			return
+		}
+		if len(st.SigningSecrets(h.Now())) > 1 {
+			data["PreviousUntil"] = &st.PreviousUntil
+		}
+	}
 	// Where merchants reach the API and the form (--public-url), never the
 	// Host this page was asked for by: behind a proxy, or on a dashboard
 	// listener of its own, that named the wrong place, and any Host a
@@ -98,8 +111,15 @@ func (h *Handler) revealSecret(w http.ResponseWriter, r *http.Request) {
 	h.renderDevelopers(w, r, http.StatusOK, map[string]any{"Secret": st.NotificationSecret})
 }
 
+// secretOverlaps are how long the rotation form lets a replaced
+// notification secret keep signing beside the new one. A form without the
+// choice (a page from before it) gets the first.
+var secretOverlaps = map[string]time.Duration{"": 24 * time.Hour, "24h": 24 * time.Hour, "1h": time.Hour, "0": 0}
+
 // rotateSecret replaces the notification secret; notifications are signed
-// with the new one from the next attempt on.
+// with the new one from the next attempt on, and with the old one too for
+// the overlap chosen: replaced at once, every receiver's signature check
+// failed until it was given the new secret.
 func (h *Handler) rotateSecret(w http.ResponseWriter, r *http.Request) {
 	// One click beside "Reveal" replaced it: every receiver's signature
 	// check failed at once.
@@ -107,14 +127,27 @@ func (h *Handler) rotateSecret(w http.ResponseWriter, r *http.Request) {
 		h.renderDevelopers(w, r, http.StatusBadRequest, map[string]any{"Error": "Tick the box to confirm: notifications are signed with the new secret at once."})
 		return
 	}
+	overlap, ok := secretOverlaps[r.PostForm.Get("overlap")]
+	if !ok {
+		h.renderDevelopers(w, r, http.StatusBadRequest, map[string]any{"Error": "Choose how long the old secret keeps signing: 24 hours, 1 hour or no time."})
+		return
+	}
 	if !h.reauthenticate(w, r, "password", nil) {
 		return
 	}
 	v := visitOf(r)
 	s := secret.NewNotificationSecret()
-	if err := h.Store.SetNotificationSecret(r.Context(), v.Merchant.Code, v.Sess.Mode, s); err != nil {
+	var until time.Time
+	if overlap > 0 {
+		until = h.Now().Add(overlap)
+	}
+	if err := h.Store.SetNotificationSecret(r.Context(), v.Merchant.Code, v.Sess.Mode, s, until); err != nil {
 		h.internal(w, r, err)
 		return
 	}
-	h.renderDevelopers(w, r, http.StatusOK, map[string]any{"Secret": s, "Rotated": true})
+	data := map[string]any{"Secret": s, "Rotated": true, "PreviousUntil": (*time.Time)(nil)}
+	if !until.IsZero() {
+		data["PreviousUntil"] = &until
+	}
+	h.renderDevelopers(w, r, http.StatusOK, data)
 }

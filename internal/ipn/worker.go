@@ -695,13 +695,13 @@ func (w *Worker) attempt(ctx context.Context, ev Event) Result {
 	if err := CheckURL(st.IPN.URL, ev.Mode); err != nil {
 		return park(now, st.IPN, fmt.Sprintf("configured IPN URL not usable: %v", err))
 	}
-	key, err := SigningKey(st.NotificationSecret)
+	keys, err := signingKeys(st.SigningSecrets(now))
 	if err != nil {
 		return w.postpone(now, "cannot sign: "+err.Error())
 	}
 
 	a := &Attempt{EventID: ev.ID, At: now, URL: st.IPN.URL}
-	resp, err := w.send(ctx, ev, st.IPN, key, a)
+	resp, err := w.send(ctx, ev, st.IPN, keys, a)
 	if err == nil || errors.Is(err, errNoAnswer) {
 		w.answered(Endpoint{ev.MerchantCode, ev.Mode}, err == nil)
 	}
@@ -758,11 +758,11 @@ func (w *Worker) Test(ctx context.Context, merchantCode string, mode merchant.Mo
 	if err := CheckURL(st.IPN.URL, mode); err != nil {
 		return Attempt{}, err
 	}
-	key, err := SigningKey(st.NotificationSecret)
+	now := w.Now()
+	keys, err := signingKeys(st.SigningSecrets(now))
 	if err != nil {
 		return Attempt{}, err
 	}
-	now := w.Now()
 	body, err := json.Marshal(Payload{
 		CallbackType: "IPN",
 		Customer:     PayloadCustomer{Name: "Test Customer", MobileNumber: "+254 712345678"},
@@ -776,7 +776,7 @@ func (w *Worker) Test(ctx context.Context, merchantCode string, mode merchant.Mo
 	}
 	ev := Event{ID: secret.NewID("msg"), MerchantCode: merchantCode, Mode: mode, Payload: body}
 	a := Attempt{EventID: ev.ID, At: now, URL: st.IPN.URL}
-	if _, err := w.send(ctx, ev, st.IPN, key, &a); err != nil {
+	if _, err := w.send(ctx, ev, st.IPN, keys, &a); err != nil {
 		a.Error = err.Error()
 	}
 	return a, nil
@@ -811,9 +811,23 @@ func park(now time.Time, saw merchant.IPNConfig, why string) Result {
 		"%s; sent when an IPN configuration is saved within %d days of the payment, or by replay", why, parkedDays)}
 }
 
-// send posts the payload and fills a's outcome fields. The response body is
-// read (its excerpt kept) and closed before returning.
-func (w *Worker) send(ctx context.Context, ev Event, cfg merchant.IPNConfig, key []byte, a *Attempt) (*http.Response, error) {
+// signingKeys decodes the secrets that sign a notification now.
+func signingKeys(secrets []string) ([][]byte, error) {
+	keys := make([][]byte, len(secrets))
+	for i, s := range secrets {
+		k, err := SigningKey(s)
+		if err != nil {
+			return nil, err
+		}
+		keys[i] = k
+	}
+	return keys, nil
+}
+
+// send posts the payload, signed with each of keys, and fills a's outcome
+// fields. The response body is read (its excerpt kept) and closed before
+// returning.
+func (w *Worker) send(ctx context.Context, ev Event, cfg merchant.IPNConfig, keys [][]byte, a *Attempt) (*http.Response, error) {
 	// The latency is measured from when the timeout starts: a receiver
 	// cut off at the timeout shows at least the timeout.
 	start := time.Now()
@@ -831,7 +845,13 @@ func (w *Worker) send(ctx context.Context, ev Event, cfg merchant.IPNConfig, key
 	ts := w.Now()
 	req.Header.Set(HeaderID, ev.ID)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
-	req.Header.Set(HeaderSignature, Sign(key, ev.ID, ts, ev.Payload))
+	// Standard Webhooks: signatures separated by spaces, any of which a
+	// receiver may check (two while a rotated secret still signs).
+	sigs := make([]string, len(keys))
+	for i, k := range keys {
+		sigs[i] = Sign(k, ev.ID, ts, ev.Payload)
+	}
+	req.Header.Set(HeaderSignature, strings.Join(sigs, " "))
 
 	resp, err := w.clientFor(ev.Mode).Do(req)
 	a.Latency = time.Since(start)

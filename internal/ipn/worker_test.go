@@ -15,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kadipay/kadi/client"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/metrics"
+	"github.com/kadipay/kadi/internal/secret"
 	"github.com/kadipay/kadi/internal/store/storetest"
 )
 
@@ -431,6 +433,54 @@ func TestHungReceiversLeaveSlotsForOthers(t *testing.T) {
 	stop()
 	if n := afterMax.Load(); n != 2 {
 		t.Errorf("A had at most %d requests in flight once it answered again, want its share of 2", n)
+	}
+}
+
+// A rotated notification secret signs beside the new one until its
+// overlap ends: a receiver still on the old secret accepts the
+// notifications meanwhile, one on the new secret too, and once the old
+// one no longer signs the receiver on it refuses them.
+func TestRotatedSecretSignsUntilItsOverlapEnds(t *testing.T) {
+	f := newFixture(t)
+	s := f.shop(t, "")
+	rc := newReceiver(t, s, nil) // verifies with the secret before the rotation
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+	ctx := t.Context()
+	fresh := secret.NewNotificationSecret()
+	if err := f.db.SetNotificationSecret(ctx, s.Code, merchant.Test, fresh, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	stop := f.runWorker(t, fast(ipn.Config{}), nil)
+	defer stop()
+	during := f.event(t, s, f.pay(t, s).Reference)
+	waitFor(t, "the delivery during the overlap", f.statusIs(t, during.ID, ipn.Delivered))
+	got := rc.requests()
+	if len(got) != 1 || got[0].err != nil {
+		t.Fatalf("the receiver on the old secret, during the overlap: %d requests, %v", len(got), got[0].err)
+	}
+	if sigs := strings.Fields(got[0].header.Get(ipn.HeaderSignature)); len(sigs) != 2 {
+		t.Errorf("%d signatures during the overlap, want 2: %q", len(sigs), sigs)
+	}
+	onNew, err := client.NewIPNHandler(client.IPNConfig{Secret: fresh, Username: "shop-ipn", Password: "ipn-pass"},
+		func(context.Context, client.Notification) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := onNew.Verify(got[0].header, got[0].body); err != nil {
+		t.Errorf("a receiver on the new secret refused it: %v", err)
+	}
+
+	// Rotated again, without an overlap: only the newest signs.
+	if err := f.db.SetNotificationSecret(ctx, s.Code, merchant.Test, secret.NewNotificationSecret(), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	after := f.event(t, s, f.pay(t, s).Reference)
+	waitFor(t, "an attempt after the overlap", func() bool { return len(f.attempts(t, after.ID)) > 0 })
+	if a := f.attempts(t, after.ID)[0]; a.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the receiver on the retired secret answered %d, want 401", a.StatusCode)
+	}
+	if got := rc.requests(); len(got) < 2 || len(strings.Fields(got[1].header.Get(ipn.HeaderSignature))) != 1 {
+		t.Errorf("signatures after the overlap: %+v", got)
 	}
 }
 

@@ -60,10 +60,25 @@ type Settings struct {
 	MerchantCode       string
 	Mode               Mode
 	NotificationSecret string
-	IPN                IPNConfig
+	// PreviousSecret is the notification secret a rotation replaced: it
+	// signs beside NotificationSecret until PreviousUntil, so that a
+	// receiver has that long to take the new one.
+	PreviousSecret string
+	PreviousUntil  time.Time
+	IPN            IPNConfig
 	// CallbackOrigins are the origins ("https://shop.example") a hosted
 	// form's result may go back to; none: any the form names.
 	CallbackOrigins []string
+}
+
+// SigningSecrets are the secrets that sign a notification sent at now:
+// the current one first, then the one a rotation replaced while its
+// overlap lasts.
+func (s Settings) SigningSecrets(now time.Time) []string {
+	if s.PreviousSecret != "" && now.Before(s.PreviousUntil) {
+		return []string{s.NotificationSecret, s.PreviousSecret}
+	}
+	return []string{s.NotificationSecret}
 }
 
 // IPNConfig is where and how IPN messages are delivered for one mode.

@@ -2,7 +2,9 @@ package merchant
 
 import (
 	"errors"
+	"slices"
 	"testing"
+	"time"
 )
 
 func TestParseMode(t *testing.T) {
@@ -51,5 +53,28 @@ func TestHasOutlet(t *testing.T) {
 	}
 	if (Merchant{}).HasOutlet("") {
 		t.Error("a merchant without outlets has the empty outlet")
+	}
+}
+
+func TestSigningSecrets(t *testing.T) {
+	until := time.Date(2026, time.November, 27, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name     string
+		previous string
+		until    time.Time
+		at       time.Time
+		want     []string
+	}{
+		{"no rotation", "", time.Time{}, until, []string{"new"}},
+		{"within the overlap", "old", until, until.Add(-time.Nanosecond), []string{"new", "old"}},
+		{"at its end", "old", until, until, []string{"new"}},
+		{"after it", "old", until, until.Add(time.Hour), []string{"new"}},
+		{"an overlap without a secret", "", until, until.Add(-time.Hour), []string{"new"}},
+	}
+	for _, tt := range tests {
+		st := Settings{NotificationSecret: "new", PreviousSecret: tt.previous, PreviousUntil: tt.until}
+		if got := st.SigningSecrets(tt.at); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }

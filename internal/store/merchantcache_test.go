@@ -87,7 +87,7 @@ func TestSettingsCache(t *testing.T) {
 	if got := url(); got != "https://b.example/ipn" {
 		t.Errorf("an IPN URL saved through this DB is not seen at once: %q", got)
 	}
-	if err := node.SetNotificationSecret(ctx, code, merchant.Test, "new-secret"); err != nil {
+	if err := node.SetNotificationSecret(ctx, code, merchant.Test, "new-secret", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := node.RecentSettings(ctx, code, merchant.Test); st.NotificationSecret != "new-secret" {

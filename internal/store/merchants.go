@@ -131,20 +131,25 @@ func (s *DB) RecentSettings(ctx context.Context, code string, mode merchant.Mode
 // Settings loads one mode's secrets and IPN configuration.
 func (s *DB) Settings(ctx context.Context, code string, mode merchant.Mode) (merchant.Settings, error) {
 	st := merchant.Settings{MerchantCode: code, Mode: mode}
-	var disabled int64
+	var disabled, previousUntil int64
 	var origins string
-	err := s.lookup(ctx, `SELECT notification_secret, ipn_url, ipn_username, ipn_password, ipn_disabled_at, callback_origins
-		FROM merchant_settings WHERE merchant_code = ? AND mode = ?`, code, string(mode)).
-		Scan(&st.NotificationSecret, &st.IPN.URL, &st.IPN.Username, &st.IPN.Password, &disabled, &origins)
+	err := s.lookup(ctx, `SELECT notification_secret, previous_notification_secret, previous_secret_until, ipn_url, ipn_username, ipn_password,
+		ipn_disabled_at, callback_origins FROM merchant_settings WHERE merchant_code = ? AND mode = ?`, code, string(mode)).
+		Scan(&st.NotificationSecret, &st.PreviousSecret, &previousUntil, &st.IPN.URL, &st.IPN.Username, &st.IPN.Password, &disabled, &origins)
 	if err != nil {
 		return st, notFound(err, merchant.ErrNotFound)
 	}
-	st.IPN.DisabledAt = fromMS(disabled)
+	st.IPN.DisabledAt, st.PreviousUntil = fromMS(disabled), fromMS(previousUntil)
 	if origins != "" {
 		st.CallbackOrigins = strings.Fields(origins)
 	}
 	if st.NotificationSecret, err = s.open(st.NotificationSecret, code, mode, "notification_secret"); err != nil {
 		return st, fmt.Errorf("merchant %s %s notification secret: %w", code, mode, err)
+	}
+	// The previous secret is the current one's sealed value moved aside,
+	// so it opens under the same binding.
+	if st.PreviousSecret, err = s.open(st.PreviousSecret, code, mode, "notification_secret"); err != nil {
+		return st, fmt.Errorf("merchant %s %s previous notification secret: %w", code, mode, err)
 	}
 	if st.IPN.Password, err = s.open(st.IPN.Password, code, mode, "ipn_password"); err != nil {
 		return st, fmt.Errorf("merchant %s %s IPN password: %w", code, mode, err)
@@ -288,15 +293,26 @@ func (s *DB) ActiveAPIKey(ctx context.Context, code string, mode merchant.Mode) 
 	return k, notFound(err, merchant.ErrNotFound)
 }
 
-// SetNotificationSecret replaces a mode's IPN signing secret.
-func (s *DB) SetNotificationSecret(ctx context.Context, code string, mode merchant.Mode, secret string) error {
+// SetNotificationSecret replaces a mode's IPN signing secret. The one it
+// replaces keeps signing beside it until previousUntil; a zero time ends
+// it at once (and any earlier rotation's with it).
+func (s *DB) SetNotificationSecret(ctx context.Context, code string, mode merchant.Mode, secret string, previousUntil time.Time) error {
 	sealed, err := s.seal(secret, code, mode, "notification_secret")
 	if err != nil {
 		return err
 	}
+	until := ms(previousUntil)
+	if previousUntil.IsZero() {
+		until = 0
+	}
 	defer s.settings.forget(endpointKey(code, mode))
 	return s.inTx(ctx, func(t tx) error {
-		res, err := t.exec(ctx, `UPDATE merchant_settings SET notification_secret = ? WHERE merchant_code = ? AND mode = ?`, sealed, code, string(mode))
+		// Every right-hand side reads the row as it was: the previous
+		// secret is the one being replaced.
+		res, err := t.exec(ctx, `UPDATE merchant_settings SET
+			previous_notification_secret = CASE WHEN CAST(? AS BIGINT) > 0 THEN notification_secret ELSE '' END,
+			previous_secret_until = ?, notification_secret = ?
+			WHERE merchant_code = ? AND mode = ?`, until, until, sealed, code, string(mode))
 		if err != nil {
 			return fmt.Errorf("update notification secret: %w", err)
 		}

@@ -97,15 +97,19 @@ func sealedValues(ctx context.Context, t tx) ([]sealedValue, error) {
 		return rows.Err()
 	}
 	err := errors.Join(
-		read(`SELECT merchant_code, mode, notification_secret, ipn_password FROM merchant_settings ORDER BY merchant_code, mode`,
+		read(`SELECT merchant_code, mode, notification_secret, previous_notification_secret, ipn_password FROM merchant_settings
+			ORDER BY merchant_code, mode`,
 			func(scan func(...any) error) ([]sealedValue, error) {
-				var code, mode, secretValue, password string
-				if err := scan(&code, &mode, &secretValue, &password); err != nil {
+				var code, mode, secretValue, previous, password string
+				if err := scan(&code, &mode, &secretValue, &previous, &password); err != nil {
 					return nil, err
 				}
 				where, keys := "merchant_code = ? AND mode = ?", []any{code, mode}
+				// The previous secret was the current one, moved aside
+				// sealed: it keeps that binding.
 				return []sealedValue{
 					{"merchant_settings", "notification_secret", where, keys, code + "/" + mode + "/notification_secret", secretValue},
+					{"merchant_settings", "previous_notification_secret", where, keys, code + "/" + mode + "/notification_secret", previous},
 					{"merchant_settings", "ipn_password", where, keys, code + "/" + mode + "/ipn_password", password},
 				}, nil
 			}),

@@ -19,6 +19,7 @@ import (
 // sealedColumns are every column Reseal must cover, read raw.
 var sealedColumns = []string{
 	`SELECT notification_secret FROM merchant_settings`,
+	`SELECT previous_notification_secret FROM merchant_settings WHERE previous_notification_secret <> ''`,
 	`SELECT ipn_password FROM merchant_settings WHERE ipn_password <> ''`,
 	`SELECT totp_secret FROM merchants WHERE totp_secret <> ''`,
 	`SELECT notice FROM checkout_sessions WHERE notice <> ''`,
@@ -77,6 +78,8 @@ func testReseal(t *testing.T, open func(*testing.T, *keyring.Keyring) *store.DB)
 		t.Fatal(err)
 	}
 	must(t, s.EnableTOTP(ctx, c.MerchantCode, totp, nil, now))
+	// A rotated notification secret that still signs: sealed as it was.
+	must(t, s.SetNotificationSecret(ctx, c.MerchantCode, merchant.Test, secret.NewNotificationSecret(), now.Add(time.Hour)))
 	amount, err := money.FromMinor(150_000, "KES")
 	must(t, err)
 	b := bill.Bill{Reference: secret.RandomUpperAlnum(12), MerchantCode: c.MerchantCode, Mode: merchant.Test, OrderReference: "RESEAL1",
@@ -92,7 +95,7 @@ func testReseal(t *testing.T, open func(*testing.T, *keyring.Keyring) *store.DB)
 	must(t, s.ExecRaw(ctx, `UPDATE merchant_settings SET ipn_password = ? WHERE merchant_code = ? AND mode = ?`, "clear-Password-1", c.MerchantCode, "live"))
 	want := readSecrets(t, s, c.MerchantCode, sess.IDHash)
 
-	rawIDs(t, s, secret.LegacyKeyID, 5) // 2 notification secrets, an IPN password, TOTP, a notice; and the clear one
+	rawIDs(t, s, secret.LegacyKeyID, 6) // 2 notification secrets and a previous one, an IPN password, TOTP, a notice; and the clear one
 
 	// Rotate: the gateway reloads the ring, then Reseal.
 	if err := keyring.WriteFile(keyFile, orig.Rotate(secret.RandomBytes(32))); err != nil {
@@ -105,14 +108,14 @@ func testReseal(t *testing.T, open func(*testing.T, *keyring.Keyring) *store.DB)
 	if err != nil {
 		t.Fatalf("Reseal: %v", err)
 	}
-	if stats.Resealed != 6 || stats.Current != 0 || stats.Changed != 0 {
-		t.Errorf("Reseal = %+v, want 6 resealed", stats)
+	if stats.Resealed != 7 || stats.Current != 0 || stats.Changed != 0 {
+		t.Errorf("Reseal = %+v, want 7 resealed", stats)
 	}
-	rawIDs(t, s, "k1", 6)
+	rawIDs(t, s, "k1", 7)
 	if got := readSecrets(t, s, c.MerchantCode, sess.IDHash); got != want {
 		t.Errorf("after Reseal the secrets read %q, want %q", got, want)
 	}
-	if stats, err := s.Reseal(ctx); err != nil || stats.Resealed != 0 || stats.Current != 6 {
+	if stats, err := s.Reseal(ctx); err != nil || stats.Resealed != 0 || stats.Current != 7 {
 		t.Errorf("second Reseal = %+v, %v; want nothing to do", stats, err)
 	}
 
@@ -159,7 +162,7 @@ func readSecrets(t *testing.T, s *store.DB, code, checkoutHash string) string {
 		if err != nil {
 			t.Fatalf("Settings %s: %v", mode, err)
 		}
-		parts = append(parts, st.NotificationSecret, st.IPN.Password)
+		parts = append(parts, st.NotificationSecret, st.PreviousSecret, st.IPN.Password)
 	}
 	totp, _, err := s.TOTP(ctx, code)
 	if err != nil {

@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Merchant/UnknownCode", testMerchantUnknown},
 		{"Merchant/CreateIsAtomic", testMerchantCreateAtomic},
 		{"Merchant/Settings", testSettings},
+		{"Merchant/RotateNotificationSecret", testRotateNotificationSecret},
 		{"Merchant/ListInPages", testMerchantsAfter},
 		{"Merchant/SetIPN", testSetIPN},
 		{"Merchant/SetIPNUnknownMerchant", testSetIPNUnknown},
@@ -430,6 +431,33 @@ func testSettings(t *testing.T, s store.Store) {
 	}
 	_, err := s.Settings(t.Context(), "0000000000", merchant.Test)
 	mustErr(t, "Settings(unknown merchant)", err, merchant.ErrNotFound)
+}
+
+// A rotation keeps the secret it replaces, signing until the time given;
+// one with no overlap drops it, and any earlier rotation's with it.
+func testRotateNotificationSecret(t *testing.T, s store.Store) {
+	f := addMerchant(t, s, base)
+	first := f.settings[merchant.Test].NotificationSecret
+	second, third := secret.NewNotificationSecret(), secret.NewNotificationSecret()
+	until := base.Add(24 * time.Hour)
+	must(t, "SetNotificationSecret", s.SetNotificationSecret(t.Context(), f.m.Code, merchant.Test, second, until))
+	st, err := s.Settings(t.Context(), f.m.Code, merchant.Test)
+	must(t, "Settings", err)
+	equal(t, "secrets after a rotation with an overlap", [3]string{st.NotificationSecret, st.PreviousSecret, norm(st.PreviousUntil).String()},
+		[3]string{second, first, norm(until).String()})
+	equal(t, "signing within the overlap", st.SigningSecrets(until.Add(-time.Second)), []string{second, first})
+	equal(t, "signing after it", st.SigningSecrets(until), []string{second})
+
+	must(t, "SetNotificationSecret", s.SetNotificationSecret(t.Context(), f.m.Code, merchant.Test, third, time.Time{}))
+	st, err = s.Settings(t.Context(), f.m.Code, merchant.Test)
+	must(t, "Settings", err)
+	equal(t, "secrets after a rotation without one", [3]string{st.NotificationSecret, st.PreviousSecret, norm(st.PreviousUntil).String()},
+		[3]string{third, "", time.Time{}.String()})
+	live, err := s.Settings(t.Context(), f.m.Code, merchant.Live)
+	must(t, "Settings", err)
+	equal(t, "the other mode", normSettings(live), f.settings[merchant.Live])
+	mustErr(t, "SetNotificationSecret(unknown merchant)",
+		s.SetNotificationSecret(t.Context(), "0000000000", merchant.Test, third, until), merchant.ErrNotFound)
 }
 
 func testSetIPN(t *testing.T, s store.Store) {
