@@ -24,6 +24,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver for the test's own database handling
 
 	"github.com/kadipay/kadi/client"
+	"github.com/kadipay/kadi/internal/payment"
+	"github.com/kadipay/kadi/internal/store"
 )
 
 // clusterCallbackURL is where the hosted form sends the browser back. The
@@ -795,5 +797,75 @@ func clusterWait(t *testing.T, limit time.Duration, what string, cond func() boo
 			t.Fatalf("timed out after %s waiting for %s%s", limit, what, detail)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestTwoNodesOfOneName: two nodes given one --node-name on one PostgreSQL
+// database. Each finds the other's mark on the name's node_keys row, logs
+// an ERROR and counts it in kadi_node_name_shared; and neither settles a
+// payment in flight under another run of the name at once, as it would
+// one its own crashed run left (a twin's charge in flight: its bill
+// reopened while the card was being charged). It waits, as any node's
+// payment does, until the acquirer timeout is well past.
+func TestTwoNodesOfOneName(t *testing.T) {
+	adminURL := os.Getenv("KADI_TEST_DATABASE_URL")
+	if testing.Short() || adminURL == "" {
+		t.Skip("needs PostgreSQL: set KADI_TEST_DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/kadi_test?sslmode=disable) and drop -short")
+	}
+	dbURL, db := clusterDatabase(t, adminURL)
+	key := hex.EncodeToString(clusterRandom(t, 32))
+	t.Setenv("KADI_SECRET_KEY", key)
+	out, errOut, err := runKadi(t, "merchant", "create", "--database-url", dbURL, "--name", "Twin Shop", "--json")
+	if err != nil {
+		t.Fatalf("kadi merchant create: %v\nstderr: %s", err, errOut)
+	}
+	var m merchantCreds
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatalf("kadi merchant create --json printed %q: %v", out, err)
+	}
+	t.Setenv("KADI_NODE_NAME", "web")
+	a := clusterStartNode(t, "A", dbURL, key)
+	b := clusterStartNode(t, "B", dbURL, key)
+	nodes := []*clusterNode{a, b}
+	state := func() string {
+		var s []string
+		for _, n := range nodes {
+			s = append(s, n.name+" shared="+metricValue(t, n.base+"/metrics", "kadi_node_name_shared"))
+		}
+		return strings.Join(s, "; ")
+	}
+	clusterWait(t, 15*time.Second, "both nodes to find the name shared", func() bool {
+		return metricValue(t, a.base+"/metrics", "kadi_node_name_shared") == "1" && metricValue(t, b.base+"/metrics", "kadi_node_name_shared") == "1"
+	}, state)
+	for _, n := range nodes {
+		if logs, _ := os.ReadFile(n.logPath); !strings.Contains(string(logs), "another running node has this node's name") {
+			t.Errorf("%s does not say its name is shared:\n%s", n.name, tail(logs, 10))
+		}
+	}
+
+	// A charge in flight under another run of "web", stamped now.
+	bl, err := a.client(t, m, m.Test.APIKey).CreateBill(t.Context(), clusterBillRequest(m, "TWIN1", "10.00"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b0, err := st.BillByID(t.Context(), bl.Reference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	p := payment.Payment{ID: "pay_twin" + hex.EncodeToString(clusterRandom(t, 8)), BillReference: b0.Reference, MerchantCode: b0.MerchantCode,
+		Mode: b0.Mode, Status: payment.Processing, Amount: b0.Amount, CreatedAt: now, UpdatedAt: now, Node: payment.NodeID("web", "run_twin")}
+	if err := st.StartPayment(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	// Two reconciliation passes of each node (every 5 s).
+	time.Sleep(11 * time.Second)
+	if got := clusterPaymentStatuses(t, db, bl.Reference); len(got) != 1 || got[0] != string(payment.Processing) {
+		t.Errorf("the twin's payment in flight: %v, want still processing (%s)", got, state())
 	}
 }

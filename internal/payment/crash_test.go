@@ -108,3 +108,35 @@ func TestCrashInterleavingsSettleToTheAcquirersRecord(t *testing.T) {
 		t.Errorf("the acquirer recorded a charge that never reached it: %+v, %v", entry, err)
 	}
 }
+
+// While another running node may share this node's name, the name's other
+// runs' payments are not settled at once: a twin's charge in flight would
+// be taken for a crashed run's, its bill reopened while the card is being
+// charged. Once the name is known to be this node's alone they are.
+func TestEarlierRunsWaitWhileTheNameMayBeShared(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	b := e.bill(t)
+	now := e.g.Clock.Now()
+	p := payment.Payment{ID: secret.NewID("pay"), BillReference: b.Reference, MerchantCode: b.MerchantCode, Mode: b.Mode,
+		Status: payment.Processing, Amount: b.Amount, CreatedAt: now, UpdatedAt: now, Node: "node-1/run-1"}
+	if err := e.g.Store.StartPayment(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	sole := false
+	e.svc.Acquirers = map[merchant.Mode]payment.Acquirer{merchant.Test: sim.New(secret.RandomBytes(32), e.g.Store.SimLedger())}
+	e.svc.NodeName, e.svc.Node, e.svc.SoleName = "node-1", payment.NodeID("node-1", "run-2"), func() bool { return sole }
+	if err := e.svc.Reconcile(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.stored(t, p.ID); got.Status != payment.Processing {
+		t.Errorf("with the name maybe shared: %s, want left processing", got.Status)
+	}
+	sole = true
+	if err := e.svc.Reconcile(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.stored(t, p.ID); got.Status != payment.Failed {
+		t.Errorf("with the name this node's alone: %s, want failed (it never reached the acquirer)", got.Status)
+	}
+}

@@ -61,7 +61,14 @@ type Service struct {
 	// Node names this run of this node: NodeName, a slash, then what
 	// tells this run from the last. Payments record it while processing.
 	Node, NodeName string
-	Metrics        *Metrics // nil: none
+	// SoleName says whether this node is known to be the only one running
+	// under NodeName (nil: it is, as one SQLite node is). Until it says so
+	// the payments of NodeName's other runs wait as any node's do, rather
+	// than being settled at once as a crashed run's: two running nodes of
+	// one name each took the other's charges in flight for abandoned, and
+	// a bill reopened while its card was being charged.
+	SoleName func() bool
+	Metrics  *Metrics // nil: none
 	// ReconcilePage is how many unsettled payments Reconcile reads at a
 	// time; 0: 500.
 	ReconcilePage int
@@ -292,7 +299,7 @@ func (s *Service) failChallenge(ctx context.Context, p Payment, b bill.Bill, m m
 // reconciled at once: that run is over, as this one runs in its place.
 func (s *Service) Reconcile(ctx context.Context, olderThan time.Duration) error {
 	q := Unsettled{Self: s.Node}
-	if s.NodeName != "" {
+	if s.NodeName != "" && (s.SoleName == nil || s.SoleName()) {
 		q.NodePrefix = s.NodeName + "/"
 	}
 	now := s.Now()

@@ -202,8 +202,12 @@ type Gateway struct {
 	// the other nodes sign with (watchNodeKeys); nil: it holds them all.
 	peerKeys        atomic.Pointer[keyring.LackingError]
 	peerKeysMissing prometheus.Gauge
-	cfg             Config
-	log             *slog.Logger
+	// soleName: this node's last publishes found no other run's mark on
+	// its name's row (watchNodeKeys); nameShared counts it for /metrics.
+	soleName   atomic.Bool
+	nameShared prometheus.Gauge
+	cfg        Config
+	log        *slog.Logger
 }
 
 // New builds a gateway. Close releases its store.
@@ -294,6 +298,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	g.peerKeysMissing = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kadi_master_keys_missing",
 		Help: "Nodes sharing the database that sign with a master key this node's ring lacks (PostgreSQL): their tokens are refused here. Not 0: give this node the current ring."})
 	g.Metrics.MustRegister(g.peerKeysMissing)
+	g.nameShared = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kadi_node_name_shared",
+		Help: "1 while another running node publishes under this node's --node-name (PostgreSQL): give each node its own name. Meanwhile this node settles its earlier runs' payments only once they are abandoned by any node's measure."})
+	g.Metrics.MustRegister(g.nameShared)
 	g.ready.stopping = g.draining.Load
 	var forms *form.Handler // set below; the catch-all sends it a shop form sent by GET
 	notFound := func(w http.ResponseWriter, r *http.Request) {
@@ -391,13 +398,18 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		host, _ := os.Hostname()
 		name = host + " " + ln.Addr().String()
 	}
-	g.Payments.NodeName, g.Payments.Node = name, payment.NodeID(name, secret.NewID("run"))
+	run := secret.NewID("run")
+	g.Payments.NodeName, g.Payments.Node = name, payment.NodeID(name, run)
 	go g.Auth.Revocations.Watch(bg, g.Store, g.cfg.RevocationPoll, g.Auth.Now, g.log)
 	// A rotated key file is picked up on the same cadence (and at once
 	// when a token or sealed value names a key this node lacks).
 	go g.keys.Watch(bg, g.cfg.RevocationPoll, g.log)
 	if g.cfg.DatabaseURL != "" {
-		go g.watchNodeKeys(bg, name)
+		// Other nodes may share the database, and one of them the name:
+		// until a publish shows none does, no earlier run's payment is
+		// settled at once.
+		g.Payments.SoleName = g.soleName.Load
+		go g.watchNodeKeys(bg, name, run)
 	}
 	go g.reconcile(bg)
 	go g.refreshGauges(bg)
@@ -483,11 +495,19 @@ const nodeKeysGone = 7 * 24 * time.Hour
 // Half or fewer, it stays ready: during a rolling restart onto a new ring
 // the nodes not yet restarted are the many, and no rule here may take
 // every node out at once.
-func (g *Gateway) watchNodeKeys(ctx context.Context, node string) {
+//
+// The same row says whether another running node shares this one's name:
+// after this run's first publish, finding another run's mark on it means
+// a live node wrote it since (a crashed run writes nothing more). Then
+// this node logs an ERROR and stops settling its earlier runs' payments
+// at once (soleName), until its publishes find only its own mark again.
+func (g *Gateway) watchNodeKeys(ctx context.Context, node, run string) {
 	t := time.NewTicker(g.cfg.RevocationPoll)
 	defer t.Stop()
 	var said, failed string
 	var forgot time.Time
+	var names nameWatch
+	wasShared := false
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		if time.Since(forgot) > time.Hour {
@@ -495,8 +515,22 @@ func (g *Gateway) watchNodeKeys(ctx context.Context, node string) {
 				forgot = time.Now()
 			}
 		}
-		peers, err := g.Store.PublishNodeKey(rctx, g.keys.NodeKey(node), nodeKeysLive)
+		peers, last, err := g.Store.PublishNodeKey(rctx, g.keys.NodeKey(node), run, nodeKeysLive)
 		cancel()
+		if err == nil {
+			sole, shared := names.saw(last, run, time.Now(), nodeKeysLive)
+			switch {
+			case shared && !wasShared:
+				g.log.Error("another running node has this node's name: each would settle the other's payments in flight as its own crashed run's; give every node its own --node-name. Until then this node settles its earlier runs' payments only once any node may",
+					"node_name", node, "other_run", last)
+				g.nameShared.Set(1)
+			case !shared && wasShared:
+				g.log.Info("no other running node has this node's name any more", "node_name", node)
+				g.nameShared.Set(0)
+			}
+			g.soleName.Store(sole)
+			wasShared = shared
+		}
 		switch {
 		case err != nil && ctx.Err() == nil && err.Error() != failed:
 			g.log.Warn("check the nodes' master keys", "err", err)
@@ -534,6 +568,29 @@ func (g *Gateway) watchNodeKeys(ctx context.Context, node string) {
 		case <-t.C:
 		}
 	}
+}
+
+// nameWatch tells, from what each publish of a node's key found on its
+// name's row, whether another running node shares the name.
+type nameWatch struct {
+	published bool
+	foreign   time.Time // when another run's mark was last found
+}
+
+// saw takes one publish's finding: last is the run whose mark the row bore
+// before it. The first publish may find the node's own crashed run; from
+// the second on, another run's mark means a live node wrote it since.
+// shared holds for hold after the last such find, so that twins publishing
+// at different paces are not seen at every beat; sole says this run is
+// known to be the name's only one.
+func (n *nameWatch) saw(last, run string, now time.Time, hold time.Duration) (sole, shared bool) {
+	if n.published && last != run {
+		n.foreign = now
+	}
+	shared = !n.foreign.IsZero() && now.Sub(n.foreign) < hold
+	sole = n.published && !shared
+	n.published = true
+	return sole, shared
 }
 
 // refreshGauges reads the database-backed gauges at start and then every

@@ -2,34 +2,42 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/kadipay/kadi/internal/keyring"
 )
 
-// PublishNodeKey records that node k.Node signs with k's key now, by the
-// database's clock, and returns the keys of every node (this one too) that
-// said so within live.
-func (s *DB) PublishNodeKey(ctx context.Context, k keyring.NodeKey, live time.Duration) ([]keyring.NodeKey, error) {
+// PublishNodeKey records that run run of node k.Node signs with k's key
+// now, by the database's clock, and returns the keys of every node (this
+// one too) that said so within live, and the run that published for k.Node
+// before this call ("" if none did, or a release before runs were kept).
+func (s *DB) PublishNodeKey(ctx context.Context, k keyring.NodeKey, run string, live time.Duration) ([]keyring.NodeKey, string, error) {
 	now, _, err := s.DatabaseNow(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	if _, err := s.exec(ctx, `INSERT INTO node_keys (node, key_id, key_check, seen_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (node) DO UPDATE SET key_id = excluded.key_id, key_check = excluded.key_check, seen_at = excluded.seen_at`,
-		k.Node, k.ID, k.Check, ms(now)); err != nil {
-		return nil, fmt.Errorf("publish this node's key: %w", err)
+	var last string
+	if err := s.queryRow(ctx, `SELECT run FROM node_keys WHERE node = ?`, k.Node).Scan(&last); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, "", fmt.Errorf("read this node's last run: %w", err)
+	}
+	if _, err := s.exec(ctx, `INSERT INTO node_keys (node, key_id, key_check, seen_at, run) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (node) DO UPDATE SET key_id = excluded.key_id, key_check = excluded.key_check, seen_at = excluded.seen_at, run = excluded.run`,
+		k.Node, k.ID, k.Check, ms(now), run); err != nil {
+		return nil, "", fmt.Errorf("publish this node's key: %w", err)
 	}
 	rows, err := s.query(ctx, `SELECT node, key_id, key_check FROM node_keys WHERE seen_at >= ? ORDER BY node`, ms(now.Add(-live)))
 	if err != nil {
-		return nil, fmt.Errorf("read the nodes' keys: %w", err)
+		return nil, "", fmt.Errorf("read the nodes' keys: %w", err)
 	}
-	return collect(rows, func(row scanner) (keyring.NodeKey, error) {
+	peers, err := collect(rows, func(row scanner) (keyring.NodeKey, error) {
 		var nk keyring.NodeKey
 		err := row.Scan(&nk.Node, &nk.ID, &nk.Check)
 		return nk, err
 	})
+	return peers, last, err
 }
 
 // ForgetNodeKeys drops the rows of nodes silent for longer than gone (by

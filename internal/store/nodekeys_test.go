@@ -22,19 +22,19 @@ func TestPublishNodeKey(t *testing.T) {
 			ctx := t.Context()
 			a := keyring.NodeKey{Node: "a", ID: "k0", Check: "0000000000000000"}
 			b := keyring.NodeKey{Node: "b", ID: "k0", Check: "0000000000000000"}
-			if _, err := db.PublishNodeKey(ctx, a, time.Minute); err != nil {
+			if _, _, err := db.PublishNodeKey(ctx, a, "run-a", time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			got, err := db.PublishNodeKey(ctx, b, time.Minute)
+			got, _, err := db.PublishNodeKey(ctx, b, "run-b", time.Minute)
 			if err != nil || len(got) != 2 || got[0] != a || got[1] != b {
 				t.Fatalf("after a and b: %+v, %v", got, err)
 			}
 			a.ID, a.Check = "k1", "1111111111111111"
-			if got, err = db.PublishNodeKey(ctx, a, time.Minute); err != nil || len(got) != 2 || got[0] != a {
+			if got, _, err = db.PublishNodeKey(ctx, a, "run-a", time.Minute); err != nil || len(got) != 2 || got[0] != a {
 				t.Fatalf("after a's rotation: %+v, %v", got, err)
 			}
 			time.Sleep(20 * time.Millisecond)
-			if got, err = db.PublishNodeKey(ctx, b, 10*time.Millisecond); err != nil || len(got) != 1 || got[0] != b {
+			if got, _, err = db.PublishNodeKey(ctx, b, "run-b", 10*time.Millisecond); err != nil || len(got) != 1 || got[0] != b {
 				t.Errorf("with a silent for longer than the window: %+v, %v", got, err)
 			}
 			// A silent node's row, once forgotten, is gone whatever the
@@ -43,8 +43,31 @@ func TestPublishNodeKey(t *testing.T) {
 			if err := db.ForgetNodeKeys(ctx, 10*time.Millisecond); err != nil {
 				t.Fatal(err)
 			}
-			if got, err = db.PublishNodeKey(ctx, a, time.Hour); err != nil || len(got) != 1 || got[0] != a {
+			if got, _, err = db.PublishNodeKey(ctx, a, "run-a", time.Hour); err != nil || len(got) != 1 || got[0] != a {
 				t.Errorf("after forgetting the silent: %+v, %v", got, err)
+			}
+		})
+	}
+}
+
+// The run that published last under a node's name: the node's own after
+// its first publish, another's when a node of the same name runs too.
+func TestPublishNodeKeyTellsTheLastRun(t *testing.T) {
+	for name, open := range map[string]func(t *testing.T) *store.DB{
+		"SQLite":     func(t *testing.T) *store.DB { return openSQLite(t, filepath.Join(t.TempDir(), "kadi.db")) },
+		"PostgreSQL": func(t *testing.T) *store.DB { return openStore(t, freshSchema(t, postgresURL(t))) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			db := open(t)
+			k := keyring.NodeKey{Node: "web", ID: "k0", Check: "0000000000000000"}
+			for i, step := range []struct{ run, wantLast string }{
+				{"run-1", ""}, {"run-1", "run-1"}, // one run, then its next beat
+				{"run-2", "run-1"}, // a restart, or a twin
+				{"run-1", "run-2"}, // the twin: run-1 sees run-2's mark
+			} {
+				if _, last, err := db.PublishNodeKey(t.Context(), k, step.run, time.Minute); err != nil || last != step.wantLast {
+					t.Errorf("publish %d by %s: last run %q, %v; want %q", i+1, step.run, last, err, step.wantLast)
+				}
 			}
 		})
 	}
