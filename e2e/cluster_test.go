@@ -43,25 +43,7 @@ const clusterPoll = 100 * time.Millisecond
 // nodes its submits reach, each IPN is delivered by exactly one node, and a
 // rotated API key (docs/security.md) stops working on every node.
 func TestTwoNodesSharePostgres(t *testing.T) {
-	adminURL := os.Getenv("KADI_TEST_DATABASE_URL")
-	if testing.Short() || adminURL == "" {
-		t.Skip("needs PostgreSQL: set KADI_TEST_DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/kadi_test?sslmode=disable) and drop -short")
-	}
-	// Registered first, so it runs last: after every node has stopped.
-	dbURL, db := clusterDatabase(t, adminURL)
-	// Every node and the CLI share one master key: secrets at rest are
-	// sealed under it.
-	key := hex.EncodeToString(clusterRandom(t, 32))
-	t.Setenv("KADI_SECRET_KEY", key)
-
-	out, errOut, err := runKadi(t, "merchant", "create", "--database-url", dbURL, "--name", "Cluster Shop", "--json")
-	if err != nil {
-		t.Fatalf("kadi merchant create: %v\nstderr: %s", err, errOut)
-	}
-	var m merchantCreds
-	if err := json.Unmarshal(out, &m); err != nil || m.MerchantCode == "" || m.Test.APIKey == "" {
-		t.Fatalf("kadi merchant create --json printed %q: %v", out, err)
-	}
+	dbURL, db, key, m := clusterWithMerchant(t, "Cluster Shop")
 
 	// The receiver comes before the nodes so that it outlives them.
 	rx := newClusterReceiver(t, m.Test.NotificationSecret)
@@ -434,6 +416,31 @@ func TestTwoNodesSharePostgres(t *testing.T) {
 // clusterDatabase creates a database of its own for the test on the server
 // adminURL names and drops it at cleanup. It returns the new database's URL
 // and a handle on it for the checks no CLI command offers.
+// clusterWithMerchant skips without PostgreSQL; otherwise it gives a fresh
+// database (its URL and a handle, closed after every node has stopped:
+// registered first, it runs last), the master key every node and the CLI
+// share (secrets at rest are sealed under it, set as KADI_SECRET_KEY), and
+// a merchant named name made by the CLI.
+func clusterWithMerchant(t *testing.T, name string) (string, *sql.DB, string, merchantCreds) {
+	t.Helper()
+	adminURL := os.Getenv("KADI_TEST_DATABASE_URL")
+	if testing.Short() || adminURL == "" {
+		t.Skip("needs PostgreSQL: set KADI_TEST_DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/kadi_test?sslmode=disable) and drop -short")
+	}
+	dbURL, db := clusterDatabase(t, adminURL)
+	key := hex.EncodeToString(clusterRandom(t, 32))
+	t.Setenv("KADI_SECRET_KEY", key)
+	out, errOut, err := runKadi(t, "merchant", "create", "--database-url", dbURL, "--name", name, "--json")
+	if err != nil {
+		t.Fatalf("kadi merchant create: %v\nstderr: %s", err, errOut)
+	}
+	var m merchantCreds
+	if err := json.Unmarshal(out, &m); err != nil || m.MerchantCode == "" || m.Test.APIKey == "" {
+		t.Fatalf("kadi merchant create --json printed %q: %v", out, err)
+	}
+	return dbURL, db, key, m
+}
+
 func clusterDatabase(t *testing.T, adminURL string) (string, *sql.DB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -808,21 +815,7 @@ func clusterWait(t *testing.T, limit time.Duration, what string, cond func() boo
 // reopened while the card was being charged). It waits, as any node's
 // payment does, until the acquirer timeout is well past.
 func TestTwoNodesOfOneName(t *testing.T) {
-	adminURL := os.Getenv("KADI_TEST_DATABASE_URL")
-	if testing.Short() || adminURL == "" {
-		t.Skip("needs PostgreSQL: set KADI_TEST_DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/kadi_test?sslmode=disable) and drop -short")
-	}
-	dbURL, db := clusterDatabase(t, adminURL)
-	key := hex.EncodeToString(clusterRandom(t, 32))
-	t.Setenv("KADI_SECRET_KEY", key)
-	out, errOut, err := runKadi(t, "merchant", "create", "--database-url", dbURL, "--name", "Twin Shop", "--json")
-	if err != nil {
-		t.Fatalf("kadi merchant create: %v\nstderr: %s", err, errOut)
-	}
-	var m merchantCreds
-	if err := json.Unmarshal(out, &m); err != nil {
-		t.Fatalf("kadi merchant create --json printed %q: %v", out, err)
-	}
+	dbURL, db, key, m := clusterWithMerchant(t, "Twin Shop")
 	t.Setenv("KADI_NODE_NAME", "web")
 	a := clusterStartNode(t, "A", dbURL, key)
 	b := clusterStartNode(t, "B", dbURL, key)
