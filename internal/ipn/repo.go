@@ -56,17 +56,6 @@ type Claim struct {
 	Quick bool
 }
 
-// DatabaseClock is a queue that can tell the time of the database that
-// nodes share. Workers time their leases by it: with each node's own
-// clock, 7 s of skew between two nodes made the one ahead take over every
-// lease the other held, and every notification was sent twice.
-type DatabaseClock interface {
-	// DatabaseNow is the database's time; shared is false when the
-	// database runs in this process (SQLite), whose clock is this
-	// machine's.
-	DatabaseNow(ctx context.Context) (now time.Time, shared bool, err error)
-}
-
 // Result is the outcome of handling one claimed event, stored in one
 // transaction together with its attempt.
 type Result struct {

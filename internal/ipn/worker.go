@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kadipay/kadi/internal/dbclock"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/secret"
 )
@@ -134,9 +135,11 @@ type Worker struct {
 	loose  *http.Client // test mode with AllowPrivate
 
 	initOnce sync.Once
-	// skew is the database's clock minus this node's, as last measured
-	// (nanoseconds): leases are timed by the database's clock.
-	skew atomic.Int64
+	// skew: leases are timed by the database's clock, when the queue is
+	// one (dbclock.Source) that nodes share. By each node's own, 7 s of
+	// skew between two nodes made the one ahead take over every lease the
+	// other held, and every notification was sent twice.
+	skew dbclock.Skew
 	// clockEvery is how often the database's clock is read again.
 	clockEvery time.Duration
 	mu         sync.Mutex
@@ -219,7 +222,7 @@ func (w *Worker) init() {
 }
 
 // leaseNow is now by the database's clock, as of its last reading.
-func (w *Worker) leaseNow() time.Time { return w.Now().Add(time.Duration(w.skew.Load())) }
+func (w *Worker) leaseNow() time.Time { return w.Now().Add(w.skew.Get()) }
 
 // readClockEvery is how often a worker reads the database's clock: a
 // node's time sync can drift or step while it runs.
@@ -230,23 +233,19 @@ const readClockEvery = 30 * time.Second
 // than a second apart: leases follow the database's clock, but retries
 // and the times shown to merchants are this node's.
 func (w *Worker) readClock(ctx context.Context) {
-	c, ok := w.Queue.(DatabaseClock)
+	c, ok := w.Queue.(dbclock.Source)
 	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	before := w.Now()
-	db, shared, err := c.DatabaseNow(ctx)
-	after := w.Now()
+	skew, old, shared, err := w.skew.Measure(ctx, c, w.Now)
 	if err != nil || !shared {
 		if err != nil && ctx.Err() == nil {
 			w.Log.Warn("read the database's clock", "err", err)
 		}
 		return
 	}
-	skew := db.Sub(before.Add(after.Sub(before) / 2))
-	old := time.Duration(w.skew.Swap(int64(skew)))
 	if skew.Abs() > time.Second && (skew-old).Abs() > time.Second/2 {
 		w.Log.Warn("this node's clock is off the database's: IPN leases follow the database's clock; fix the node's time sync (NTP)",
 			"database_ahead_by", skew.Round(time.Millisecond).String())

@@ -140,3 +140,55 @@ func TestEarlierRunsWaitWhileTheNameMayBeShared(t *testing.T) {
 		t.Errorf("with the name this node's alone: %s, want failed (it never reached the acquirer)", got.Status)
 	}
 }
+
+// clockBehind is a shared database whose clock is behind this machine's.
+type clockBehind time.Duration
+
+func (c clockBehind) DatabaseNow(context.Context) (time.Time, bool, error) {
+	return time.Now().Add(-time.Duration(c)), true, nil
+}
+
+// A node whose clock runs 20 s ahead of the database the nodes share
+// stamps its payments, and takes charges for abandoned, by the database's
+// clock: another node's charge stamped 26 s ago by it is still in flight
+// (the acquirer timeout is 30 s) and is left, where by this node's own
+// clock it looked 46 s old and was settled while the card could still be
+// being charged; one stamped 50 s ago is settled.
+func TestPaymentsFollowTheDatabaseClock(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const ahead = 20 * time.Second
+	e.svc.Now, e.svc.Database = time.Now, clockBehind(ahead)
+	e.svc.Acquirers = map[merchant.Mode]payment.Acquirer{merchant.Test: sim.New(secret.RandomBytes(32), e.g.Store.SimLedger())}
+	e.svc.NodeName, e.svc.Node = "node-1", payment.NodeID("node-1", "run-1")
+	start := func(age time.Duration) payment.Payment {
+		t.Helper()
+		b := e.bill(t)
+		at := time.Now().Add(-ahead - age) // by the database's clock
+		p := payment.Payment{ID: secret.NewID("pay"), BillReference: b.Reference, MerchantCode: b.MerchantCode, Mode: b.Mode,
+			Status: payment.Processing, Amount: b.Amount, CreatedAt: at, UpdatedAt: at, Node: "node-2/run-1"}
+		if err := e.g.Store.StartPayment(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	inFlight, abandoned := start(26*time.Second), start(50*time.Second)
+	if err := e.svc.Reconcile(ctx, 45*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.stored(t, inFlight.ID); got.Status != payment.Processing {
+		t.Errorf("another node's charge 26 s old by the database's clock: %s, want left processing", got.Status)
+	}
+	if got := e.stored(t, abandoned.ID); got.Status != payment.Failed {
+		t.Errorf("one 50 s old: %s, want settled (failed: it never reached the acquirer)", got.Status)
+	}
+	// And this node's own payments are stamped by the database's clock.
+	b := e.bill(t)
+	p, err := e.svc.Pay(ctx, b, e.m, attempt(t, visa))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off := time.Now().Add(-ahead).Sub(e.stored(t, p.ID).CreatedAt); off < -time.Second || off > time.Second {
+		t.Errorf("a payment stamped %s off the database's clock", off)
+	}
+}

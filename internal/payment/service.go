@@ -12,6 +12,7 @@ import (
 
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/card"
+	"github.com/kadipay/kadi/internal/dbclock"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/secret"
@@ -68,12 +69,37 @@ type Service struct {
 	// one name each took the other's charges in flight for abandoned, and
 	// a bill reopened while its card was being charged.
 	SoleName func() bool
+	// Database, when nodes share it, is read for its clock at every
+	// reconciliation pass, and payments are stamped, and taken for
+	// abandoned, by its time: by each node's own, a node whose clock ran
+	// 15 s ahead took another node's charge in flight for abandoned, and a
+	// bill reopened while its card was being charged. nil: this node's
+	// clock is the database's (one SQLite node).
+	Database dbclock.Source
+	skew     dbclock.Skew
 	Metrics  *Metrics // nil: none
 	// ReconcilePage is how many unsettled payments Reconcile reads at a
 	// time; 0: 500.
 	ReconcilePage int
 
 	retries retries
+}
+
+// now is Now by the database's clock, as of the last reading: Now plus
+// how far the database's clock is from this machine's.
+func (s *Service) now() time.Time { return s.Now().Add(s.skew.Get()) }
+
+// readClock measures how far the database's clock is from this machine's
+// (not from Now, which a test may hold still), within a few seconds.
+func (s *Service) readClock(ctx context.Context) {
+	if s.Database == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, _, _, err := s.skew.Measure(ctx, s.Database, time.Now); err != nil && ctx.Err() == nil {
+		s.Log.WarnContext(ctx, "read the database's clock; payments keep the last reading", "err", err)
+	}
 }
 
 // CanCharge says whether mode has a card connector: without one (live, by
@@ -136,7 +162,7 @@ func (s *Service) Pay(ctx context.Context, b bill.Bill, m merchant.Merchant, a A
 	if acq == nil {
 		return Payment{}, ErrLiveDisabled
 	}
-	now := s.Now()
+	now := s.now()
 	switch {
 	case b.State == bill.Paid:
 		return s.Repo.SuccessfulPayment(ctx, b.Reference)
@@ -222,7 +248,7 @@ func (s *Service) CompleteChallenge(ctx context.Context, id, code string) (Payme
 	if err != nil {
 		return Payment{}, err
 	}
-	if s.Now().Sub(p.UpdatedAt) > s.ChallengeTTL {
+	if s.now().Sub(p.UpdatedAt) > s.ChallengeTTL {
 		failed, err := s.failChallenge(ctx, p, b, m, "authentication_timeout", MsgChallengeStale)
 		if errors.Is(err, ErrStale) {
 			return s.awaitPayment(ctx, p.ID) // an answer claimed it first
@@ -234,7 +260,7 @@ func (s *Service) CompleteChallenge(ctx context.Context, id, code string) (Payme
 		return Payment{}, ErrLiveDisabled
 	}
 	stamped := time.Now()
-	if err := s.Repo.ClaimChallenge(ctx, p.ID, s.Node, s.Now()); errors.Is(err, ErrStale) {
+	if err := s.Repo.ClaimChallenge(ctx, p.ID, s.Node, s.now()); errors.Is(err, ErrStale) {
 		return s.awaitPayment(ctx, p.ID) // a concurrent answer is with the acquirer
 	} else if err != nil {
 		return Payment{}, fmt.Errorf("claim challenge: %w", err)
@@ -281,7 +307,7 @@ func (s *Service) AbandonChallenge(ctx context.Context, id, msg string) (Payment
 // acquirer, and failing the payment under it would reopen a bill that
 // answer may charge: the bill could then be charged twice.
 func (s *Service) failChallenge(ctx context.Context, p Payment, b bill.Bill, m merchant.Merchant, declineCode, msg string) (Payment, error) {
-	if err := s.Repo.ClaimChallenge(ctx, p.ID, s.Node, s.Now()); err != nil {
+	if err := s.Repo.ClaimChallenge(ctx, p.ID, s.Node, s.now()); err != nil {
 		if errors.Is(err, ErrStale) {
 			return Payment{}, err
 		}
@@ -298,11 +324,12 @@ func (s *Service) failChallenge(ctx context.Context, p Payment, b bill.Bill, m m
 // acquirer); one left processing by an earlier run of this node is
 // reconciled at once: that run is over, as this one runs in its place.
 func (s *Service) Reconcile(ctx context.Context, olderThan time.Duration) error {
+	s.readClock(ctx)
 	q := Unsettled{Self: s.Node}
 	if s.NodeName != "" && (s.SoleName == nil || s.SoleName()) {
 		q.NodePrefix = s.NodeName + "/"
 	}
-	now := s.Now()
+	now := s.now()
 	q.Before, q.ChallengesBefore = now.Add(-olderThan), now.Add(-s.ChallengeTTL)
 	// Charges of a mode without a connector here are not listed: skipped,
 	// they stayed at the head of every page.
@@ -406,7 +433,7 @@ func (s *Service) reconcile(ctx context.Context, p Payment) error {
 	// during an acquirer's outage each lookup costs up to AcquirerTimeout,
 	// and a pass spent on them kept the payments behind (other modes',
 	// expired challenges) waiting.
-	now := s.Now()
+	now := s.now()
 	if !s.retries.due(p.ID, now) {
 		return nil
 	}
@@ -466,7 +493,7 @@ func (s *Service) settle(ctx context.Context, p Payment, b bill.Bill, m merchant
 	// asks the acquirer again.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.AcquirerTimeout)
 	defer cancel()
-	p.UpdatedAt = s.Now()
+	p.UpdatedAt = s.now()
 	p.NetworkRef, p.ApprovalCode, p.DeclineCode, p.Message = res.NetworkRef, res.ApprovalCode, res.DeclineCode, res.Message
 	var event *ipn.Event
 	switch res.Outcome {

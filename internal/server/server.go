@@ -271,7 +271,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if cfg.LiveAcquirer != nil {
 		acquirers[merchant.Live] = cfg.LiveAcquirer
 	}
-	g.Payments = &payment.Service{Repo: st, Acquirers: acquirers, FingerprintKey: keys.FixedKey("card-fingerprint"),
+	g.Payments = &payment.Service{Repo: st, Acquirers: acquirers, FingerprintKey: keys.FixedKey("card-fingerprint"), Database: st,
 		Now: now, Location: loc, Log: log, MaxFailures: 5, AcquirerTimeout: 30 * time.Second,
 		ChallengeTTL: 15 * time.Minute, WaitInFlight: 5 * time.Second, Metrics: payment.NewMetrics(g.Metrics)}
 

@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/dbclock"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 )
 
 var (
-	_ ipn.Repo          = (*DB)(nil)
-	_ ipn.DatabaseClock = (*DB)(nil)
+	_ ipn.Repo       = (*DB)(nil)
+	_ dbclock.Source = (*DB)(nil)
 )
 
 const ipnEventColumns = `id, merchant_code, mode, payment_id, payload, status, attempts, next_attempt_at, created_at,
