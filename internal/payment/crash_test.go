@@ -192,3 +192,30 @@ func TestPaymentsFollowTheDatabaseClock(t *testing.T) {
 		t.Errorf("a payment stamped %s off the database's clock", off)
 	}
 }
+
+// A node behind the database's clock stamps a payment by the database's
+// time, and its notification is due at once all the same: the IPN worker
+// tells what is due by its node's clock.
+func TestNotificationDueAtOnceOnANodeBehindTheDatabase(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.svc.Now, e.svc.Database = time.Now, clockBehind(-20*time.Second) // the database 20 s ahead
+	e.svc.Acquirers = map[merchant.Mode]payment.Acquirer{merchant.Test: sim.New(secret.RandomBytes(32), e.g.Store.SimLedger())}
+	if err := e.svc.Reconcile(ctx, time.Hour); err != nil { // reads the database's clock
+		t.Fatal(err)
+	}
+	p, err := e.svc.Pay(ctx, e.bill(t), e.m, attempt(t, visa))
+	if err != nil || p.Status != payment.Succeeded {
+		t.Fatalf("Pay: %s, %v", p.Status, err)
+	}
+	evs, err := e.g.Store.IPNEvents(ctx, ipn.Filter{MerchantCode: p.MerchantCode, PaymentID: p.ID, Limit: 1})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("the payment's notification: %d, %v", len(evs), err)
+	}
+	if wait := time.Until(evs[0].NextAttemptAt); wait > time.Second {
+		t.Errorf("the notification is due in %s by this node's clock, want at once", wait)
+	}
+	if off := p.UpdatedAt.Sub(time.Now().Add(20 * time.Second)); off < -time.Second || off > time.Second {
+		t.Errorf("the payment is stamped %s off the database's clock", off)
+	}
+}

@@ -603,8 +603,12 @@ func (s *Service) notification(p Payment, b bill.Bill, m merchant.Merchant) (ipn
 	if err != nil {
 		return ipn.Event{}, fmt.Errorf("encode IPN payload: %w", err)
 	}
+	// Due now by this node's clock, not the payment's stamp (the
+	// database's): the IPN worker tells what is due by its node's clock,
+	// and a node behind the database would have held the notification
+	// back by the difference.
 	return ipn.Event{
 		ID: secret.NewOrderedID("msg", p.UpdatedAt), MerchantCode: p.MerchantCode, Mode: p.Mode, PaymentID: p.ID,
-		Payload: body, Status: ipn.Pending, NextAttemptAt: p.UpdatedAt, CreatedAt: p.UpdatedAt,
+		Payload: body, Status: ipn.Pending, NextAttemptAt: s.Now(), CreatedAt: p.UpdatedAt,
 	}, nil
 }
