@@ -32,13 +32,11 @@ func (h *Handler) renderDevelopers(w http.ResponseWriter, r *http.Request, statu
 	data["Keys"] = keys
 	// How long a replaced secret still signs; read unless a rotation just
 	// said it.
+	// A note, not the page: settings that cannot be read (a secret
+	// sealed under a key this node lacks) leave it out and keep the
+	// page's forms, where reveal says what is wrong.
 	if _, shown := data["PreviousUntil"]; !shown {
-		st, err := h.Store.Settings(r.Context(), v.Merchant.Code, v.Sess.Mode)
-		if err != nil {
-			h.internal(w, r, err)
-			return
-		}
-		if len(st.SigningSecrets(h.Now())) > 1 {
+		if st, err := h.Store.Settings(r.Context(), v.Merchant.Code, v.Sess.Mode); err == nil && len(st.SigningSecrets(h.Now())) > 1 {
 			data["PreviousUntil"] = &st.PreviousUntil
 		}
 	}

@@ -125,7 +125,7 @@ func TestEarlierRunsWaitWhileTheNameMayBeShared(t *testing.T) {
 	}
 	sole := false
 	e.svc.Acquirers = map[merchant.Mode]payment.Acquirer{merchant.Test: sim.New(secret.RandomBytes(32), e.g.Store.SimLedger())}
-	e.svc.NodeName, e.svc.Node, e.svc.SoleName = "node-1", payment.NodeID("node-1", "run-2"), func() bool { return sole }
+	e.svc.NodeName, e.svc.Node, e.svc.SoleName = "node-1", payment.NodeID("node-1", "run-2"), func(context.Context) bool { return sole }
 	if err := e.svc.Reconcile(ctx, time.Hour); err != nil {
 		t.Fatal(err)
 	}

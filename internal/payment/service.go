@@ -68,7 +68,7 @@ type Service struct {
 	// than being settled at once as a crashed run's: two running nodes of
 	// one name each took the other's charges in flight for abandoned, and
 	// a bill reopened while its card was being charged.
-	SoleName func() bool
+	SoleName func(context.Context) bool
 	// Database, when nodes share it, is read for its clock at every
 	// reconciliation pass, and payments are stamped, and taken for
 	// abandoned, by its time: by each node's own, a node whose clock ran
@@ -170,7 +170,7 @@ func (s *Service) Pay(ctx context.Context, b bill.Bill, m merchant.Merchant, a A
 		return s.AwaitSettled(ctx, b.Reference)
 	case b.State == bill.Blocked:
 		return refused(b, MsgBlocked), nil
-	case b.Expired(now):
+	case b.Expired(s.Now()): // expiry is stamped, and shown, by this node's clock
 		return refused(b, MsgExpired), nil
 	}
 
@@ -326,7 +326,7 @@ func (s *Service) failChallenge(ctx context.Context, p Payment, b bill.Bill, m m
 func (s *Service) Reconcile(ctx context.Context, olderThan time.Duration) error {
 	s.readClock(ctx)
 	q := Unsettled{Self: s.Node}
-	if s.NodeName != "" && (s.SoleName == nil || s.SoleName()) {
+	if s.NodeName != "" && (s.SoleName == nil || s.SoleName(ctx)) {
 		q.NodePrefix = s.NodeName + "/"
 	}
 	now := s.now()

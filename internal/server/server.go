@@ -407,8 +407,22 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if g.cfg.DatabaseURL != "" {
 		// Other nodes may share the database, and one of them the name:
 		// until a publish shows none does, no earlier run's payment is
-		// settled at once.
-		g.Payments.SoleName = g.soleName.Load
+		// settled at once; and each reconciliation pass checks that the
+		// name's row still bears this run's mark, so that a twin started
+		// since the last publish is not taken for a crashed run either.
+		// This run's mark is there before it serves a request.
+		g.Payments.SoleName = func(ctx context.Context) bool {
+			if !g.soleName.Load() {
+				return false
+			}
+			last, err := g.Store.NodeRun(ctx, name)
+			return err == nil && last == run
+		}
+		pctx, cancel := context.WithTimeout(bg, 5*time.Second)
+		if _, _, err := g.Store.PublishNodeKey(pctx, g.keys.NodeKey(name), run, nodeKeysLive); err != nil {
+			g.log.Warn("publish this node's key", "err", err)
+		}
+		cancel()
 		go g.watchNodeKeys(bg, name, run)
 	}
 	go g.reconcile(bg)

@@ -147,8 +147,12 @@ func (s *DB) Settings(ctx context.Context, code string, mode merchant.Mode) (mer
 		return st, fmt.Errorf("merchant %s %s notification secret: %w", code, mode, err)
 	}
 	// The previous secret is the current one's sealed value moved aside,
-	// so it opens under the same binding.
-	if st.PreviousSecret, err = s.open(st.PreviousSecret, code, mode, "notification_secret"); err != nil {
+	// so it opens under the same binding; once its overlap is over it is
+	// not opened at all: a value nobody signs with must not make the
+	// settings unreadable.
+	if !time.Now().Before(st.PreviousUntil) {
+		st.PreviousSecret, st.PreviousUntil = "", time.Time{}
+	} else if st.PreviousSecret, err = s.open(st.PreviousSecret, code, mode, "notification_secret"); err != nil {
 		return st, fmt.Errorf("merchant %s %s previous notification secret: %w", code, mode, err)
 	}
 	if st.IPN.Password, err = s.open(st.IPN.Password, code, mode, "ipn_password"); err != nil {

@@ -19,14 +19,28 @@ func (s *DB) PublishNodeKey(ctx context.Context, k keyring.NodeKey, run string, 
 	if err != nil {
 		return nil, "", err
 	}
-	var last string
-	if err := s.queryRow(ctx, `SELECT run FROM node_keys WHERE node = ?`, k.Node).Scan(&last); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, "", fmt.Errorf("read this node's last run: %w", err)
+	// Read and written in one transaction, the row locked on PostgreSQL
+	// (SQLite's one writer orders them already): two nodes of one name
+	// publishing in step each read before either wrote, and one of them
+	// never saw the other's mark.
+	lock := ""
+	if s.d.name == "postgres" {
+		lock = " FOR UPDATE"
 	}
-	if _, err := s.exec(ctx, `INSERT INTO node_keys (node, key_id, key_check, seen_at, run) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (node) DO UPDATE SET key_id = excluded.key_id, key_check = excluded.key_check, seen_at = excluded.seen_at, run = excluded.run`,
-		k.Node, k.ID, k.Check, ms(now), run); err != nil {
-		return nil, "", fmt.Errorf("publish this node's key: %w", err)
+	var last string
+	err = s.inTx(ctx, func(t tx) error {
+		if err := t.queryRow(ctx, `SELECT run FROM node_keys WHERE node = ?`+lock, k.Node).Scan(&last); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("read this node's last run: %w", err)
+		}
+		if _, err := t.exec(ctx, `INSERT INTO node_keys (node, key_id, key_check, seen_at, run) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (node) DO UPDATE SET key_id = excluded.key_id, key_check = excluded.key_check, seen_at = excluded.seen_at, run = excluded.run`,
+			k.Node, k.ID, k.Check, ms(now), run); err != nil {
+			return fmt.Errorf("publish this node's key: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
 	}
 	rows, err := s.query(ctx, `SELECT node, key_id, key_check FROM node_keys WHERE seen_at >= ? ORDER BY node`, ms(now.Add(-live)))
 	if err != nil {
@@ -38,6 +52,19 @@ func (s *DB) PublishNodeKey(ctx context.Context, k keyring.NodeKey, run string, 
 		return nk, err
 	})
 	return peers, last, err
+}
+
+// NodeRun is the run that last published for node ("" if none did).
+func (s *DB) NodeRun(ctx context.Context, node string) (string, error) {
+	var run string
+	err := s.queryRow(ctx, `SELECT run FROM node_keys WHERE node = ?`, node).Scan(&run)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read this node's last run: %w", err)
+	}
+	return run, nil
 }
 
 // ForgetNodeKeys drops the rows of nodes silent for longer than gone (by

@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"database/sql"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,5 +72,54 @@ func TestPublishNodeKeyTellsTheLastRun(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Two nodes of one name publishing in step: each publish reads the last
+// run and writes its own in one transaction, the row locked, so the
+// second to publish sees the first's mark. Read apart from the write,
+// both read the mark from before and neither saw the other.
+func TestPublishNodeKeyInStep(t *testing.T) {
+	url := freshSchema(t, postgresURL(t))
+	db := openStore(t, url)
+	k := keyring.NodeKey{Node: "web", ID: "k0", Check: "0000000000000000"}
+	if _, _, err := db.PublishNodeKey(t.Context(), k, "run-0", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// A third connection holds the row, so that both publishes are under
+	// way before either can write.
+	raw, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	hold, err := raw.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hold.ExecContext(t.Context(), `SELECT run FROM node_keys WHERE node = 'web' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, run := range []string{"run-a", "run-b"} {
+		wg.Go(func() {
+			_, l, err := db.PublishNodeKey(t.Context(), k, run, time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			last[run] = l
+			mu.Unlock()
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := hold.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if !(last["run-a"] == "run-0" && last["run-b"] == "run-a" || last["run-b"] == "run-0" && last["run-a"] == "run-b") {
+		t.Errorf("the last runs the two publishes read: %v; want one to have read the other's", last)
 	}
 }

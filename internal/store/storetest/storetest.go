@@ -434,12 +434,13 @@ func testSettings(t *testing.T, s store.Store) {
 }
 
 // A rotation keeps the secret it replaces, signing until the time given;
-// one with no overlap drops it, and any earlier rotation's with it.
+// one with no overlap drops it, and any earlier rotation's with it; one
+// whose overlap is over reads as none.
 func testRotateNotificationSecret(t *testing.T, s store.Store) {
 	f := addMerchant(t, s, base)
 	first := f.settings[merchant.Test].NotificationSecret
 	second, third := secret.NewNotificationSecret(), secret.NewNotificationSecret()
-	until := base.Add(24 * time.Hour)
+	until := time.Now().Add(24 * time.Hour)
 	must(t, "SetNotificationSecret", s.SetNotificationSecret(t.Context(), f.m.Code, merchant.Test, second, until))
 	st, err := s.Settings(t.Context(), f.m.Code, merchant.Test)
 	must(t, "Settings", err)
@@ -458,6 +459,12 @@ func testRotateNotificationSecret(t *testing.T, s store.Store) {
 	equal(t, "the other mode", normSettings(live), f.settings[merchant.Live])
 	mustErr(t, "SetNotificationSecret(unknown merchant)",
 		s.SetNotificationSecret(t.Context(), "0000000000", merchant.Test, third, until), merchant.ErrNotFound)
+
+	must(t, "SetNotificationSecret", s.SetNotificationSecret(t.Context(), f.m.Code, merchant.Test, second, time.Now().Add(-time.Second)))
+	st, err = s.Settings(t.Context(), f.m.Code, merchant.Test)
+	must(t, "Settings", err)
+	equal(t, "secrets after an overlap that is over", [3]string{st.NotificationSecret, st.PreviousSecret, norm(st.PreviousUntil).String()},
+		[3]string{second, "", time.Time{}.String()})
 }
 
 func testSetIPN(t *testing.T, s store.Store) {
