@@ -1,8 +1,12 @@
 package server
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/kadipay/kadi/internal/keyring"
+	"github.com/kadipay/kadi/internal/store"
 )
 
 // What each publish of the node's key found on its name's row, and what
@@ -36,5 +40,36 @@ func TestNameWatch(t *testing.T) {
 	var fresh nameWatch
 	if sole, shared := fresh.saw("", "run-1", start, hold); sole || shared {
 		t.Errorf("a first publish on an empty row: sole %t shared %t, want neither until a second publish", sole, shared)
+	}
+}
+
+// A reconciliation pass asks whether the name is this run's alone: only
+// when the publishes found no twin and the row still bears this run's
+// mark (a twin that started since the last publish has put its own).
+func TestSoleNameNow(t *testing.T) {
+	st, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "kadi.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	g := &Gateway{Store: st}
+	sole := g.soleNameNow("web", "run-1")
+	publish := func(run string) {
+		t.Helper()
+		if _, _, err := st.PublishNodeKey(t.Context(), keyring.NodeKey{Node: "web", ID: "k0", Check: "0000000000000000"}, run, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("run-1")
+	if sole(t.Context()) {
+		t.Error("sole before any publish found no twin")
+	}
+	g.soleName.Store(true)
+	if !sole(t.Context()) {
+		t.Error("not sole with the publishes clean and the row this run's")
+	}
+	publish("run-2") // a twin, since this run's last publish
+	if sole(t.Context()) {
+		t.Error("sole with the row bearing another run's mark")
 	}
 }

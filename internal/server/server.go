@@ -407,17 +407,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	if g.cfg.DatabaseURL != "" {
 		// Other nodes may share the database, and one of them the name:
 		// until a publish shows none does, no earlier run's payment is
-		// settled at once; and each reconciliation pass checks that the
-		// name's row still bears this run's mark, so that a twin started
-		// since the last publish is not taken for a crashed run either.
-		// This run's mark is there before it serves a request.
-		g.Payments.SoleName = func(ctx context.Context) bool {
-			if !g.soleName.Load() {
-				return false
-			}
-			last, err := g.Store.NodeRun(ctx, name)
-			return err == nil && last == run
-		}
+		// settled at once. This run's mark is on the name's row before it
+		// serves a request.
+		g.Payments.SoleName = g.soleNameNow(name, run)
 		pctx, cancel := context.WithTimeout(bg, 5*time.Second)
 		if _, _, err := g.Store.PublishNodeKey(pctx, g.keys.NodeKey(name), run, nodeKeysLive); err != nil {
 			g.log.Warn("publish this node's key", "err", err)
@@ -581,6 +573,20 @@ func (g *Gateway) watchNodeKeys(ctx context.Context, node, run string) {
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// soleNameNow is the payments' SoleName for run of the node called name:
+// its publishes found no twin, and the name's row still bears this run's
+// mark when a reconciliation pass asks, so that a twin started since the
+// last publish is not taken for a crashed run either.
+func (g *Gateway) soleNameNow(name, run string) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		if !g.soleName.Load() {
+			return false
+		}
+		last, err := g.Store.NodeRun(ctx, name)
+		return err == nil && last == run
 	}
 }
 
