@@ -46,6 +46,11 @@ type Claim struct {
 	// Skip lists endpoints already at their concurrency cap here: their
 	// events stay unclaimed for other nodes and later polls.
 	Skip []Endpoint
+	// One lists endpoints of which the claim takes one event at most:
+	// receivers that stopped answering, sent one request at a time. At
+	// PerEndpoint, each of their requests claimed a share, started one
+	// and gave the rest back: a write of each, for nothing.
+	One []Endpoint
 	// Quick claims (a delivery ended, an event was queued) look only at
 	// the oldest due events, a few times Limit of them, and stop at a run
 	// of events they cannot take. The poll's claims are not quick: they

@@ -392,6 +392,10 @@ func (w *Worker) claimOnce(ctx context.Context, batch int, quick bool) (bool, er
 			skip = append(skip, ep)
 		}
 	}
+	one := make([]Endpoint, 0, len(w.slow))
+	for ep := range w.slow {
+		one = append(one, ep)
+	}
 	w.mu.Unlock()
 	if free < batch && room == 0 {
 		return false, nil
@@ -401,7 +405,7 @@ func (w *Worker) claimOnce(ctx context.Context, batch int, quick bool) (bool, er
 	limit := free + room
 	cctx, cancel := w.dbContext(ctx)
 	events, err := w.Queue.ClaimIPN(cctx, Claim{Owner: owner, Now: now, LeaseNow: leaseNow, LeaseUntil: leaseNow.Add(w.cfg.Lease),
-		Limit: limit, PerEndpoint: w.cfg.share(), Skip: skip, Quick: quick})
+		Limit: limit, PerEndpoint: w.cfg.share(), Skip: skip, One: one, Quick: quick})
 	cancel()
 	if err != nil {
 		return false, err

@@ -48,6 +48,10 @@ func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 	for _, ep := range c.Skip {
 		skip = append(skip, endpointKey(ep.MerchantCode, ep.Mode))
 	}
+	one := make(map[string]bool, len(c.One))
+	for _, ep := range c.One {
+		one[endpointKey(ep.MerchantCode, ep.Mode)] = true
+	}
 	skipList, err := json.Marshal(skip)
 	if err != nil {
 		return nil, err
@@ -67,7 +71,7 @@ func (s *DB) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
 		if err != nil {
 			return err
 		}
-		picked, err := pickDue(rows, perEndpoint, c.Limit, c.Quick)
+		picked, err := pickDue(rows, perEndpoint, one, c.Limit, c.Quick)
 		if err != nil || len(picked) == 0 {
 			return err
 		}
@@ -187,10 +191,11 @@ func newClaimSQL(d dialect) claimSQL {
 }
 
 // pickDue takes, from due events oldest first, at most perEndpoint of each
-// endpoint and limit in all, and stops reading once it has them. A quick
-// claim also stops at a run of perEndpoint events it could not take: what
-// follows is most likely more of the same endpoints' backlog.
-func pickDue(rows *sql.Rows, perEndpoint, limit int, quick bool) ([]string, error) {
+// endpoint (one of those in one) and limit in all, and stops reading once
+// it has them. A quick claim also stops at a run of perEndpoint events it
+// could not take: what follows is most likely more of the same endpoints'
+// backlog.
+func pickDue(rows *sql.Rows, perEndpoint int, one map[string]bool, limit int, quick bool) ([]string, error) {
 	defer rows.Close()
 	var picked []string
 	taken := map[string]int{}
@@ -200,7 +205,12 @@ func pickDue(rows *sql.Rows, perEndpoint, limit int, quick bool) ([]string, erro
 		if err := rows.Scan(&id, &code, &mode); err != nil {
 			return nil, err
 		}
-		if ep := endpointKey(code, merchant.Mode(mode)); taken[ep] < perEndpoint {
+		ep := endpointKey(code, merchant.Mode(mode))
+		most := perEndpoint
+		if one[ep] {
+			most = 1
+		}
+		if taken[ep] < most {
 			taken[ep]++
 			picked = append(picked, id)
 			passed = 0

@@ -200,20 +200,23 @@ func testIPNQuickClaim(t *testing.T, db *store.DB) {
 	c1 := ipnEvent(t, db, c, start.Add(100*time.Second))        // after all of a's
 	skipA := []ipn.Endpoint{{MerchantCode: a, Mode: merchant.Test}}
 	for _, tc := range []struct {
-		name  string
-		quick bool
-		skip  []ipn.Endpoint
-		limit int
-		want  []string
+		name      string
+		quick     bool
+		skip, one []ipn.Endpoint
+		limit     int
+		want      []string
 	}{
-		{"quick: stops at a run of a's", true, nil, 4, sorted(as[0].ID, as[1].ID)},
-		{"poll: past a's, to every endpoint", false, nil, 4, sorted(as[0].ID, as[1].ID, b1.ID, c1.ID)},
-		{"poll, room for two: one each of the oldest endpoints, not a's two", false, nil, 2, sorted(as[0].ID, b1.ID)},
-		{"quick, a skipped: not past the oldest", true, skipA, 4, sorted(b1.ID)},
-		{"poll, a skipped: every endpoint", false, skipA, 4, sorted(b1.ID, c1.ID)},
+		{"quick: stops at a run of a's", true, nil, nil, 4, sorted(as[0].ID, as[1].ID)},
+		{"poll: past a's, to every endpoint", false, nil, nil, 4, sorted(as[0].ID, as[1].ID, b1.ID, c1.ID)},
+		{"poll, room for two: one each of the oldest endpoints, not a's two", false, nil, nil, 2, sorted(as[0].ID, b1.ID)},
+		{"quick, a skipped: not past the oldest", true, skipA, nil, 4, sorted(b1.ID)},
+		{"poll, a skipped: every endpoint", false, skipA, nil, 4, sorted(b1.ID, c1.ID)},
+		// a's receiver stopped answering: one request at a time.
+		{"quick, one of a's at most", true, nil, skipA, 4, sorted(as[0].ID)},
+		{"poll, one of a's at most, and every endpoint", false, nil, skipA, 4, sorted(as[0].ID, b1.ID, c1.ID)},
 	} {
 		got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute), Limit: tc.limit, PerEndpoint: 2,
-			Skip: tc.skip, Quick: tc.quick})
+			Skip: tc.skip, One: tc.one, Quick: tc.quick})
 		if err != nil {
 			t.Fatal(err)
 		}
