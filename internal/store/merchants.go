@@ -323,8 +323,12 @@ func (s *DB) SetNotificationSecret(ctx context.Context, code string, mode mercha
 		if n, _ := res.RowsAffected(); n == 0 {
 			return merchant.ErrNotFound
 		}
+		detail := string(mode) + ": the replaced secret no longer signs"
+		if until > 0 {
+			detail = string(mode) + ": the replaced secret signs until " + previousUntil.UTC().Format(time.RFC3339)
+		}
 		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: time.Now(), MerchantCode: code, Actor: audit.ActorFrom(ctx, "cli"),
-			Action: audit.SecretRotated, Detail: string(mode)})
+			Action: audit.SecretRotated, Detail: detail})
 	})
 }
 

@@ -449,7 +449,15 @@ func testRotateNotificationSecret(t *testing.T, s store.Store) {
 	equal(t, "signing within the overlap", st.SigningSecrets(until.Add(-time.Second)), []string{second, first})
 	equal(t, "signing after it", st.SigningSecrets(until), []string{second})
 
+	until = until.Truncate(time.Second)
+	if evs := auditEvents(t, s, f.m.Code, 1); len(evs) != 1 || evs[0].Action != audit.SecretRotated ||
+		evs[0].Detail != "test: the replaced secret signs until "+until.UTC().Format(time.RFC3339) {
+		t.Errorf("the rotation's audit entry: %+v", evs)
+	}
 	must(t, "SetNotificationSecret", s.SetNotificationSecret(t.Context(), f.m.Code, merchant.Test, third, time.Time{}))
+	if evs := auditEvents(t, s, f.m.Code, 1); len(evs) != 1 || evs[0].Detail != "test: the replaced secret no longer signs" {
+		t.Errorf("the audit entry of a rotation with no overlap: %+v", evs)
+	}
 	st, err = s.Settings(t.Context(), f.m.Code, merchant.Test)
 	must(t, "Settings", err)
 	equal(t, "secrets after a rotation without one", [3]string{st.NotificationSecret, st.PreviousSecret, norm(st.PreviousUntil).String()},
