@@ -30,12 +30,11 @@ func (h *Handler) renderDevelopers(w http.ResponseWriter, r *http.Request, statu
 		keys[string(mode)] = k
 	}
 	data["Keys"] = keys
-	// How long a replaced secret still signs; read unless a rotation just
-	// said it.
-	// A note, not the page: settings that cannot be read (a secret
-	// sealed under a key this node lacks) leave it out and keep the
+	// How long a replaced secret still signs, unless a rotation has just
+	// said it: a note, not the page, so settings that cannot be read (a
+	// secret sealed under a key this node lacks) leave it out and keep the
 	// page's forms, where reveal says what is wrong.
-	if _, shown := data["PreviousUntil"]; !shown {
+	if data["Rotated"] == nil {
 		if st, err := h.Store.Settings(r.Context(), v.Merchant.Code, v.Sess.Mode); err == nil && len(st.SigningSecrets(h.Now())) > 1 {
 			data["PreviousUntil"] = &st.PreviousUntil
 		}
@@ -143,7 +142,7 @@ func (h *Handler) rotateSecret(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
-	data := map[string]any{"Secret": s, "Rotated": true, "PreviousUntil": (*time.Time)(nil)}
+	data := map[string]any{"Secret": s, "Rotated": true}
 	if !until.IsZero() {
 		data["PreviousUntil"] = &until
 	}

@@ -458,9 +458,9 @@ func (w *Worker) claimOnce(ctx context.Context, batch int, quick bool) (bool, er
 // the next delivery to it is safe.
 func (w *Worker) done(ep Endpoint) {
 	w.mu.Lock()
-	if w.waiting(ep) || w.slow[ep] {
-		// Asked to wait, or not answering: what was claimed ahead for it
-		// goes back.
+	if w.waiting(ep) {
+		// Asked to wait: what was claimed ahead for it goes back. (A slow
+		// endpoint has nothing queued: answered gave it back.)
 		defer w.giveBack(w.unqueue(ep))
 	}
 	if q := w.queued[ep]; len(q) > 0 && !w.stopping {

@@ -412,7 +412,8 @@ func TestHungReceiversLeaveSlotsForOthers(t *testing.T) {
 		aEvents = append(aEvents, f.event(t, a, f.pay(t, a).Reference).ID)
 		f.pay(t, c)
 	}
-	stop := f.runWorker(t, fast(ipn.Config{Workers: 4, PerEndpoint: 2, Timeout: time.Second}), nil)
+	logs := &messages{}
+	stop := run(t, &ipn.Worker{Queue: f.db, Config: fast(ipn.Config{Workers: 4, PerEndpoint: 2, Timeout: time.Second}), Log: slog.New(logs)})
 	t.Cleanup(unblock) // before the worker's stop, which waits for the requests in flight
 
 	waitFor(t, "A and C holding every slot", func() bool { return rcA.inFlight.Load() == 2 && rcC.inFlight.Load() == 2 })
@@ -430,10 +431,47 @@ func TestHungReceiversLeaveSlotsForOthers(t *testing.T) {
 	for _, id := range aEvents {
 		waitFor(t, "A's deliveries once it answers", f.statusIs(t, id, ipn.Delivered))
 	}
+	waitFor(t, "C answering again", func() bool { return logs.count("IPN receiver answering again") >= 2 })
 	stop()
 	if n := afterMax.Load(); n != 2 {
 		t.Errorf("A had at most %d requests in flight once it answered again, want its share of 2", n)
 	}
+	// Each moment is said once an endpoint: A and C stop answering, then
+	// both answer again (C once it is released too).
+	for msg, want := range map[string]int{"IPN receiver not answering: one request at a time to it from this node until it answers": 2,
+		"IPN receiver answering again": 2} {
+		if n := logs.count(msg); n != want {
+			t.Errorf("logged %q %d times, want %d", msg, n, want)
+		}
+	}
+}
+
+// messages records the messages logged.
+type messages struct {
+	slog.Handler // WithAttrs, WithGroup: not used by the worker
+	mu           sync.Mutex
+	said         []string
+}
+
+func (m *messages) Enabled(context.Context, slog.Level) bool { return true }
+
+func (m *messages) Handle(_ context.Context, r slog.Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.said = append(m.said, r.Message)
+	return nil
+}
+
+func (m *messages) count(msg string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, s := range m.said {
+		if s == msg {
+			n++
+		}
+	}
+	return n
 }
 
 // A rotated notification secret signs beside the new one until its
