@@ -239,7 +239,9 @@ func (h *IPNHandler) signatureOK(id, ts string, body []byte, header string) bool
 		if !found || version != "v1" {
 			continue
 		}
-		got, err := base64.StdEncoding.DecodeString(sig)
+		// Strict: a signature with other bits in its padding decodes to
+		// the same bytes, and is not the one the gateway sent.
+		got, err := base64.StdEncoding.Strict().DecodeString(sig)
 		if err == nil && hmac.Equal(got, want) {
 			ok = true
 		}
