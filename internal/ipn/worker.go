@@ -47,8 +47,9 @@ type Config struct {
 }
 
 // DefaultConfig is docs/ipn.md's delivery policy. Deliveries wait on the
-// network, not the CPU, so the pool is wide: a hung receiver holds at most
-// PerEndpoint slots until its first requests time out, then one (slow).
+// network, not the CPU, so the pool is wide: a hung or slow receiver holds
+// at most PerEndpoint slots until its first requests time out or answer
+// late, then one.
 // Sixteen at a time to one merchant is
 // what lets a busy one hear of 1,000 payments a second within 100 ms
 // (docs/performance.md); four held it to a few hundred a second.
@@ -170,11 +171,13 @@ type Worker struct {
 	// same refusal.
 	waitFor map[Endpoint]time.Time
 	// slow holds the endpoints whose last request here got no answer
-	// within the timeout: they get one request at a time, and nothing
-	// claimed ahead, until one is answered. At their full share, sixteen
-	// receivers that hang took every slot of a node, and each slot a
-	// timeout freed went to the same merchant's next notification, so
-	// every other merchant waited for those backlogs.
+	// within the timeout, or a late one (slowAnswer): they get one request
+	// at a time, and nothing claimed ahead, until one is answered in time.
+	// At their full share, sixteen receivers that hang took every slot of
+	// a node, and each slot a timeout freed went to the same merchant's
+	// next notification, so every other merchant waited for those
+	// backlogs. An entry stays until then; there is one at most a
+	// merchant and mode.
 	slow map[Endpoint]bool
 	wg   sync.WaitGroup
 }
@@ -507,15 +510,40 @@ func (w *Worker) unqueue(ep Endpoint) []queuedEvent {
 	return back
 }
 
-// answered notes whether ep answered a request within the timeout (any
-// HTTP status counts: a receiver that refuses at once holds no slot). One
-// that did not becomes slow, and what was claimed ahead for it goes back;
-// one that answers again gets its full share back.
-func (w *Worker) answered(ep Endpoint, answered bool) {
+// answer is how a receiver answered a request, for its share of the
+// node's slots.
+type answer int
+
+const (
+	inTime   answer = iota // any HTTP status within slowAnswer
+	late                   // an HTTP status, after slowAnswer
+	noAnswer               // none within the timeout
+)
+
+// answerIn says how an HTTP answer that took took counts.
+func (c Config) answerIn(took time.Duration) answer {
+	if took > c.slowAnswer() {
+		return late
+	}
+	return inTime
+}
+
+// slowAnswer is how long an answer may take and the receiver keep its
+// full share: a third of the timeout (5 s by default). Sixteen receivers
+// that each answered in 14 s held every slot of a node as surely as
+// sixteen that hung, and only a timeout made one slow.
+func (c Config) slowAnswer() time.Duration { return c.Timeout / 3 }
+
+// answered notes how ep answered a request (any HTTP status counts as an
+// answer: a receiver that refuses at once holds no slot). One that
+// answered late or not at all becomes slow, and what was claimed ahead
+// for it goes back; one that answers in time again gets its full share
+// back.
+func (w *Worker) answered(ep Endpoint, how answer, took time.Duration) {
 	w.mu.Lock()
 	was := w.slow[ep]
 	var back []queuedEvent
-	if answered {
+	if how == inTime {
 		delete(w.slow, ep)
 	} else {
 		w.slow[ep] = true
@@ -524,11 +552,14 @@ func (w *Worker) answered(ep Endpoint, answered bool) {
 	w.mu.Unlock()
 	w.giveBack(back)
 	switch {
-	case !was && !answered:
-		w.Log.Warn("IPN receiver not answering: one request at a time to it from this node until it answers",
+	case !was && how == noAnswer:
+		w.Log.Warn("IPN receiver not answering: one request at a time to it from this node until it answers in time",
 			"merchant", ep.MerchantCode, "mode", ep.Mode, "timeout", w.cfg.Timeout.String())
-	case was && answered:
-		w.Log.Info("IPN receiver answering again", "merchant", ep.MerchantCode, "mode", ep.Mode)
+	case !was && how == late:
+		w.Log.Warn("IPN receiver slow to answer: one request at a time to it from this node until it answers in time",
+			"merchant", ep.MerchantCode, "mode", ep.Mode, "took", took.Round(time.Millisecond).String(), "in_time", w.cfg.slowAnswer().String())
+	case was && how == inTime:
+		w.Log.Info("IPN receiver answering in time again", "merchant", ep.MerchantCode, "mode", ep.Mode)
 	}
 }
 
@@ -705,8 +736,11 @@ func (w *Worker) attempt(ctx context.Context, ev Event) Result {
 
 	a := &Attempt{EventID: ev.ID, At: now, URL: st.IPN.URL}
 	resp, err := w.send(ctx, ev, st.IPN, keys, a)
-	if err == nil || errors.Is(err, errNoAnswer) {
-		w.answered(Endpoint{ev.MerchantCode, ev.Mode}, err == nil)
+	switch {
+	case err == nil:
+		w.answered(Endpoint{ev.MerchantCode, ev.Mode}, w.cfg.answerIn(a.Latency), a.Latency)
+	case errors.Is(err, errNoAnswer):
+		w.answered(Endpoint{ev.MerchantCode, ev.Mode}, noAnswer, a.Latency)
 	}
 	res := Result{Attempt: a}
 	n := ev.Attempts + 1 // this attempt's number in the round

@@ -365,84 +365,99 @@ func TestHungMerchantDoesNotDelayOthers(t *testing.T) {
 	}
 }
 
-// Two merchants' receivers hang, with backlogs. Once a request to each has
-// timed out they get one request at a time, so a third merchant's
-// notification goes out while their backlogs wait: at their full share
-// they held every slot of the pool, and each slot a timeout freed went to
-// the same merchant's next notification. A receiver that answers again
-// gets its full share back.
-func TestHungReceiversLeaveSlotsForOthers(t *testing.T) {
-	f := newFixture(t)
-	release := make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	hang := func(r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}
-	// Once A answers again, each answer takes a moment, so that its
-	// requests overlap if its share allows.
-	var answering atomic.Bool
-	var afterIn, afterMax atomic.Int32
-	a := f.shop(t, "")
-	rcA := newReceiver(t, a, func(n int, w http.ResponseWriter, r *http.Request) bool {
-		if !answering.Load() {
-			hang(r)
-			return false
-		}
-		in := afterIn.Add(1)
-		defer afterIn.Add(-1)
-		for m := afterMax.Load(); in > m && !afterMax.CompareAndSwap(m, in); m = afterMax.Load() {
-		}
-		time.Sleep(30 * time.Millisecond)
-		return false
-	})
-	f.setIPN(t, a.Code, rcA.URL+"/kadi/ipn")
-	c := f.shop(t, "")
-	rcC := newReceiver(t, c, func(n int, w http.ResponseWriter, r *http.Request) bool { hang(r); return false })
-	f.setIPN(t, c.Code, rcC.URL+"/kadi/ipn")
-	b := f.shop(t, "")
-	rcB := newReceiver(t, b, nil)
-	f.setIPN(t, b.Code, rcB.URL+"/kadi/ipn")
+// Receivers that hang, or answer only after a third of the timeout, get
+// one request at a time once they have: a merchant whose receiver answers
+// at once has its notification sent while their backlogs wait, and once
+// they answer in time their share is back.
+func TestSlowReceiversLeaveSlotsForOthers(t *testing.T) {
+	const timeout = 2 * time.Second // answers within 667 ms are in time
+	for name, tc := range map[string]struct {
+		delay  time.Duration // how long A and C take to answer; 0: they hang
+		slow   string        // what the worker logs of them
+		before int32         // A's requests before B's notification, at most
+	}{
+		"hung": {slow: "IPN receiver not answering: one request at a time to it from this node until it answers in time", before: 4},
+		// Each answer is a delivery: A's first two, then one at a time.
+		"late": {delay: 1200 * time.Millisecond, slow: "IPN receiver slow to answer: one request at a time to it from this node until it answers in time", before: 4},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			release := make(chan struct{})
+			var once sync.Once
+			unblock := func() { once.Do(func() { close(release) }) }
+			stall := func(r *http.Request) {
+				var answer <-chan time.Time // nil: hangs
+				if tc.delay > 0 {
+					answer = time.After(tc.delay)
+				}
+				select {
+				case <-release:
+				case <-answer:
+				case <-r.Context().Done():
+				}
+			}
+			// Once A answers in time, each answer takes a moment, so
+			// that its requests overlap if its share allows.
+			var answering atomic.Bool
+			var afterIn, afterMax atomic.Int32
+			a := f.shop(t, "")
+			rcA := newReceiver(t, a, func(n int, w http.ResponseWriter, r *http.Request) bool {
+				if !answering.Load() {
+					stall(r)
+					return false
+				}
+				in := afterIn.Add(1)
+				defer afterIn.Add(-1)
+				for m := afterMax.Load(); in > m && !afterMax.CompareAndSwap(m, in); m = afterMax.Load() {
+				}
+				time.Sleep(30 * time.Millisecond)
+				return false
+			})
+			f.setIPN(t, a.Code, rcA.URL+"/kadi/ipn")
+			c := f.shop(t, "")
+			rcC := newReceiver(t, c, func(n int, w http.ResponseWriter, r *http.Request) bool { stall(r); return false })
+			f.setIPN(t, c.Code, rcC.URL+"/kadi/ipn")
+			b := f.shop(t, "")
+			rcB := newReceiver(t, b, nil)
+			f.setIPN(t, b.Code, rcB.URL+"/kadi/ipn")
 
-	var aEvents []string
-	for range 8 {
-		aEvents = append(aEvents, f.event(t, a, f.pay(t, a).Reference).ID)
-		f.pay(t, c)
-	}
-	logs := &messages{}
-	stop := run(t, &ipn.Worker{Queue: f.db, Config: fast(ipn.Config{Workers: 4, PerEndpoint: 2, Timeout: time.Second}), Log: slog.New(logs)})
-	t.Cleanup(unblock) // before the worker's stop, which waits for the requests in flight
+			var aEvents []string
+			for range 8 {
+				aEvents = append(aEvents, f.event(t, a, f.pay(t, a).Reference).ID)
+				f.pay(t, c)
+			}
+			logs := &messages{}
+			stop := run(t, &ipn.Worker{Queue: f.db, Config: fast(ipn.Config{Workers: 4, PerEndpoint: 2, Timeout: timeout}), Log: slog.New(logs)})
+			t.Cleanup(unblock) // before the worker's stop, which waits for the requests in flight
 
-	waitFor(t, "A and C holding every slot", func() bool { return rcA.inFlight.Load() == 2 && rcC.inFlight.Load() == 2 })
-	evB := f.event(t, b, f.pay(t, b).Reference)
-	waitFor(t, "B's delivery", f.statusIs(t, evB.ID, ipn.Delivered))
-	if n := rcA.n.Load(); n > 4 {
-		t.Errorf("A's hung receiver got %d requests before B's notification went out, want at most 4 (two timed out, then one at a time)", n)
-	}
-	if n := rcA.inFlight.Load(); n > 1 {
-		t.Errorf("A has %d requests in flight after its requests timed out, want at most 1", n)
-	}
+			waitFor(t, "A and C holding every slot", func() bool { return rcA.inFlight.Load() == 2 && rcC.inFlight.Load() == 2 })
+			evB := f.event(t, b, f.pay(t, b).Reference)
+			waitFor(t, "B's delivery", f.statusIs(t, evB.ID, ipn.Delivered))
+			if n := rcA.n.Load(); n > tc.before {
+				t.Errorf("A's receiver got %d requests before B's notification went out, want at most %d (two, then one at a time)", n, tc.before)
+			}
+			if n := rcA.inFlight.Load(); n > 1 {
+				t.Errorf("A has %d requests in flight after it became slow, want at most 1", n)
+			}
 
-	answering.Store(true)
-	unblock()
-	for _, id := range aEvents {
-		waitFor(t, "A's deliveries once it answers", f.statusIs(t, id, ipn.Delivered))
-	}
-	waitFor(t, "C answering again", func() bool { return logs.count("IPN receiver answering again") >= 2 })
-	stop()
-	if n := afterMax.Load(); n != 2 {
-		t.Errorf("A had at most %d requests in flight once it answered again, want its share of 2", n)
-	}
-	// Each moment is said once an endpoint: A and C stop answering, then
-	// both answer again (C once it is released too).
-	for msg, want := range map[string]int{"IPN receiver not answering: one request at a time to it from this node until it answers": 2,
-		"IPN receiver answering again": 2} {
-		if n := logs.count(msg); n != want {
-			t.Errorf("logged %q %d times, want %d", msg, n, want)
-		}
+			answering.Store(true)
+			unblock()
+			for _, id := range aEvents {
+				waitFor(t, "A's deliveries once it answers in time", f.statusIs(t, id, ipn.Delivered))
+			}
+			waitFor(t, "C answering in time again", func() bool { return logs.count("IPN receiver answering in time again") >= 2 })
+			stop()
+			if n := afterMax.Load(); n != 2 {
+				t.Errorf("A had at most %d requests in flight once it answered in time again, want its share of 2", n)
+			}
+			// Each moment is said once an endpoint: A and C become slow,
+			// then both answer in time again (C once it is released too).
+			for msg, want := range map[string]int{tc.slow: 2, "IPN receiver answering in time again": 2} {
+				if n := logs.count(msg); n != want {
+					t.Errorf("logged %q %d times, want %d", msg, n, want)
+				}
+			}
+		})
 	}
 }
 
