@@ -174,6 +174,15 @@ func TestBrowserDashboard(t *testing.T) {
 	if txt := value(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(txt, "also signs notifications until") {
 		t.Errorf("the developers page does not say the replaced secret still signs:\n%s", txt)
 	}
+	shot("secret-overlap")
+	// The receiver updated: the replaced secret stops signing now.
+	end := `form[action="/dashboard/developers/end-overlap"] `
+	run(t, ctx, chromedp.Click(chromedp.CSS(end+`input[name="confirm"]`)), chromedp.SendKeys(chromedp.ID("end-password"), m.Password),
+		chromedp.Click(chromedp.ID("end-overlap")), chromedp.WaitVisible(chromedp.CSS(".note")))
+	if txt := value(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(txt, "The replaced secret no longer signs") || strings.Contains(txt, "also signs") {
+		t.Errorf("the page after ending the overlap:\n%s", txt)
+	}
+	shot("secret-overlap-ended")
 
 	// IPN settings and a test notification.
 	run(t, ctx, chromedp.Navigate(base+"settings/ipn"), chromedp.WaitVisible(chromedp.ID("save-ipn")),
@@ -195,7 +204,7 @@ func TestBrowserDashboard(t *testing.T) {
 	// The audit log tells the story.
 	run(t, ctx, chromedp.Navigate(base+"audit"), chromedp.WaitVisible(chromedp.CSS("table")))
 	audit := value(t, ctx, chromedp.Text(chromedp.CSS("table")))
-	for _, want := range []string{"dashboard.signed_in", "totp.enabled", "ipn.replayed", "api_key.rotated", "ipn.configured", "ipn.test_sent", "dashboard 127.0.0.1"} {
+	for _, want := range []string{"dashboard.signed_in", "totp.enabled", "ipn.replayed", "api_key.rotated", "ipn.configured", "ipn.test_sent", "notification_secret.overlap_ended", "dashboard 127.0.0.1"} {
 		if !strings.Contains(audit, want) {
 			t.Errorf("audit log lacks %s:\n%s", want, audit)
 		}

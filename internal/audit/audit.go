@@ -34,9 +34,12 @@ const (
 	SignedOutAll     = "dashboard.signed_out_everywhere"
 	SecretRevealed   = "notification_secret.revealed"
 	SecretRotated    = "notification_secret.rotated"
-	PasswordChange   = "password.changed"
-	TOTPEnabled      = "totp.enabled"
-	AccessReset      = "merchant.access_reset"
+	// SecretOverlapEnded: a replaced secret stopped signing before the
+	// time its rotation gave it.
+	SecretOverlapEnded = "notification_secret.overlap_ended"
+	PasswordChange     = "password.changed"
+	TOTPEnabled        = "totp.enabled"
+	AccessReset        = "merchant.access_reset"
 	// CallbacksChanged: the origins hosted-form results may go back to.
 	CallbacksChanged = "callbacks.configured"
 )

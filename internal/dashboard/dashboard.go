@@ -49,6 +49,7 @@ type Store interface {
 	SetCallbackOrigins(ctx context.Context, code string, mode merchant.Mode, origins []string) error
 	ActiveAPIKey(ctx context.Context, code string, mode merchant.Mode) (merchant.APIKey, error)
 	SetNotificationSecret(ctx context.Context, code string, mode merchant.Mode, secret string, previousUntil time.Time) error
+	EndSecretOverlap(ctx context.Context, code string, mode merchant.Mode) (ended bool, err error)
 	SetPassword(ctx context.Context, code, hash string) error
 	TOTP(ctx context.Context, code string) (string, time.Time, error)
 	EnableTOTP(ctx context.Context, code, secret string, recoveryHashes []string, at time.Time) error
@@ -117,6 +118,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	m.HandleFunc("POST /dashboard/developers/regenerate", h.signedIn(h.inMode(h.regenerateKey), modeData))
 	m.HandleFunc("POST /dashboard/developers/reveal-secret", h.signedIn(h.inMode(h.revealSecret), modeData))
 	m.HandleFunc("POST /dashboard/developers/rotate-secret", h.signedIn(h.inMode(h.rotateSecret), modeData))
+	m.HandleFunc("POST /dashboard/developers/end-overlap", h.signedIn(h.inMode(h.endOverlap), modeData))
 	m.HandleFunc("GET /dashboard/settings/ipn", h.signedIn(h.ipnSettings, modeData))
 	m.HandleFunc("POST /dashboard/settings/ipn", h.signedIn(h.inMode(h.saveIPNSettings), modeData))
 	m.HandleFunc("POST /dashboard/settings/ipn/test", h.signedIn(h.inMode(h.testIPN), modeData))

@@ -137,6 +137,7 @@ func modeChanges(c merchant.Credentials) map[string]url.Values {
 	return map[string]url.Values{
 		"/dashboard/developers/regenerate":    {"confirm": {"yes"}, "password": {c.Password}},
 		"/dashboard/developers/rotate-secret": {"confirm": {"yes"}, "password": {c.Password}},
+		"/dashboard/developers/end-overlap":   {"confirm": {"yes"}, "password": {c.Password}},
 		"/dashboard/developers/reveal-secret": {"password": {c.Password}},
 		"/dashboard/settings/ipn":             {"url": {"https://shop.example/ipn"}},
 		"/dashboard/settings/ipn/test":        nil,
@@ -627,6 +628,55 @@ func TestReplaceNotificationSecret(t *testing.T) {
 			t.Errorf("a replace with an overlap of %s: previous %q until %s, signing with %d; the answer says:\n%s", tc.for_, st.PreviousSecret, st.PreviousUntil, len(signing), rec.Body.String())
 		}
 		before = after
+	}
+}
+
+// A replaced secret that still signs can be stopped before its time,
+// once the box says the receivers check the new one and the password is
+// given; the page then no longer offers it.
+func TestEndSecretOverlap(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Overlap Shop")
+	b := signIn(t, g, c)
+	const offer = `action="/dashboard/developers/end-overlap"`
+	if page := b.get("/dashboard/developers").Body.String(); strings.Contains(page, offer) {
+		t.Error("the page offers to end an overlap before any rotation")
+	}
+	if rec := b.post("/dashboard/developers/rotate-secret", url.Values{"confirm": {"yes"}, "overlap": {"24h"}, "password": {c.Password}}); rec.Code != http.StatusOK {
+		t.Fatalf("rotate: %d", rec.Code)
+	}
+	signing := func() int {
+		st, err := g.Store.Settings(t.Context(), c.MerchantCode, merchant.Test)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(st.SigningSecrets(g.Clock.Now()))
+	}
+	if page := b.get("/dashboard/developers").Body.String(); !strings.Contains(page, offer) || signing() != 2 {
+		t.Fatalf("after a rotation with an overlap, signing with %d; the page:\n%s", signing(), page)
+	}
+	for _, tc := range []struct {
+		form url.Values
+		code int
+		says string
+	}{
+		{url.Values{"password": {c.Password}}, http.StatusBadRequest, "Tick the box"},
+		{url.Values{"confirm": {"yes"}, "password": {"not-" + c.Password}}, http.StatusUnauthorized, "The password is not right."},
+	} {
+		if rec := b.post("/dashboard/developers/end-overlap", tc.form); rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.says) || signing() != 2 {
+			t.Errorf("ending it with %v: %d, signing with %d; want %d saying %q", tc.form, rec.Code, signing(), tc.code, tc.says)
+		}
+	}
+	rec := b.post("/dashboard/developers/end-overlap", url.Values{"confirm": {"yes"}, "password": {c.Password}})
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "The replaced secret no longer signs") || signing() != 1 {
+		t.Errorf("ending it: %d, signing with %d; the answer:\n%s", rec.Code, signing(), rec.Body.String())
+	}
+	if page := b.get("/dashboard/developers").Body.String(); strings.Contains(page, offer) || strings.Contains(page, "also signs") {
+		t.Errorf("the page after the overlap ended still offers it:\n%s", page)
+	}
+	if rec := b.post("/dashboard/developers/end-overlap", url.Values{"confirm": {"yes"}, "password": {c.Password}}); rec.Code != http.StatusOK ||
+		!strings.Contains(rec.Body.String(), "No replaced secret was signing") {
+		t.Errorf("ending it again: %d\n%s", rec.Code, rec.Body.String())
 	}
 }
 

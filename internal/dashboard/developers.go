@@ -148,3 +148,28 @@ func (h *Handler) rotateSecret(w http.ResponseWriter, r *http.Request) {
 	}
 	h.renderDevelopers(w, r, http.StatusOK, data)
 }
+
+// endOverlap stops the secret a rotation replaced from signing, after the
+// password and a confirmation that the receivers check the new one: the
+// only way before was another rotation with no overlap, which replaced
+// the secret the receivers had just been given.
+func (h *Handler) endOverlap(w http.ResponseWriter, r *http.Request) {
+	if r.PostForm.Get("confirm") != "yes" {
+		h.renderDevelopers(w, r, http.StatusBadRequest, map[string]any{"Error": "Tick the box to confirm: a receiver that checks only the replaced secret refuses notifications from now on."})
+		return
+	}
+	if !h.reauthenticate(w, r, "password", nil) {
+		return
+	}
+	v := visitOf(r)
+	ended, err := h.Store.EndSecretOverlap(r.Context(), v.Merchant.Code, v.Sess.Mode)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	note := "The replaced secret no longer signs: notifications are signed with the current one only."
+	if !ended {
+		note = "No replaced secret was signing: notifications are signed with the current one only."
+	}
+	h.renderDevelopers(w, r, http.StatusOK, map[string]any{"Note": note})
+}

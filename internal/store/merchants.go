@@ -332,6 +332,28 @@ func (s *DB) SetNotificationSecret(ctx context.Context, code string, mode mercha
 	})
 }
 
+// EndSecretOverlap stops the secret a rotation replaced from signing
+// before the time the rotation gave it, once the merchant's receivers
+// check the new one. ended is false when no replaced secret was signing.
+func (s *DB) EndSecretOverlap(ctx context.Context, code string, mode merchant.Mode) (ended bool, err error) {
+	defer s.settings.forget(endpointKey(code, mode))
+	err = s.inTx(ctx, func(t tx) error {
+		now := time.Now()
+		res, err := t.exec(ctx, `UPDATE merchant_settings SET previous_notification_secret = '', previous_secret_until = 0
+			WHERE merchant_code = ? AND mode = ? AND previous_secret_until > ?`, code, string(mode), ms(now))
+		if err != nil {
+			return fmt.Errorf("end the notification secret's overlap: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil
+		}
+		ended = true
+		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: now, MerchantCode: code, Actor: audit.ActorFrom(ctx, "cli"),
+			Action: audit.SecretOverlapEnded, Detail: string(mode) + ": the replaced secret no longer signs"})
+	})
+	return ended, err
+}
+
 // SetPassword replaces a merchant's password hash.
 func (s *DB) SetPassword(ctx context.Context, code, hash string) error {
 	res, err := s.exec(ctx, `UPDATE merchants SET password_hash = ? WHERE code = ?`, hash, code)

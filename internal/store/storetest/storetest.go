@@ -58,6 +58,20 @@ func auditEvents(t *testing.T, s store.Store, merchantCode string, limit int) []
 	return events
 }
 
+// auditDetails are the details of a merchant's audit entries of one
+// action. Entries of one millisecond come in no set order, so a test
+// that took "the latest" could read the one written just before it.
+func auditDetails(t *testing.T, s store.Store, merchantCode, action string) []string {
+	t.Helper()
+	var details []string
+	for _, ev := range auditEvents(t, s, merchantCode, 100) {
+		if ev.Action == action {
+			details = append(details, ev.Detail)
+		}
+	}
+	return details
+}
+
 // Run exercises every Store method's contract. open must return a fresh,
 // empty, migrated store on each call and close it with t.Cleanup.
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
@@ -70,6 +84,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Merchant/CreateIsAtomic", testMerchantCreateAtomic},
 		{"Merchant/Settings", testSettings},
 		{"Merchant/RotateNotificationSecret", testRotateNotificationSecret},
+		{"Merchant/EndSecretOverlap", testEndSecretOverlap},
 		{"Merchant/ListInPages", testMerchantsAfter},
 		{"Merchant/SetIPN", testSetIPN},
 		{"Merchant/SetIPNUnknownMerchant", testSetIPNUnknown},
@@ -450,14 +465,11 @@ func testRotateNotificationSecret(t *testing.T, s store.Store) {
 	equal(t, "signing after it", st.SigningSecrets(until), []string{second})
 
 	until = until.Truncate(time.Second)
-	if evs := auditEvents(t, s, f.m.Code, 1); len(evs) != 1 || evs[0].Action != audit.SecretRotated ||
-		evs[0].Detail != "test: the replaced secret signs until "+until.UTC().Format(time.RFC3339) {
-		t.Errorf("the rotation's audit entry: %+v", evs)
-	}
+	withOverlap := "test: the replaced secret signs until " + until.UTC().Format(time.RFC3339)
+	equal(t, "the rotation's audit entry", auditDetails(t, s, f.m.Code, audit.SecretRotated), []string{withOverlap})
 	must(t, "SetNotificationSecret", s.SetNotificationSecret(t.Context(), f.m.Code, merchant.Test, third, time.Time{}))
-	if evs := auditEvents(t, s, f.m.Code, 1); len(evs) != 1 || evs[0].Detail != "test: the replaced secret no longer signs" {
-		t.Errorf("the audit entry of a rotation with no overlap: %+v", evs)
-	}
+	equal(t, "the audit entries after a rotation with no overlap", slices.Sorted(slices.Values(auditDetails(t, s, f.m.Code, audit.SecretRotated))),
+		[]string{"test: the replaced secret no longer signs", withOverlap})
 	st, err = s.Settings(t.Context(), f.m.Code, merchant.Test)
 	must(t, "Settings", err)
 	equal(t, "secrets after a rotation without one", [3]string{st.NotificationSecret, st.PreviousSecret, norm(st.PreviousUntil).String()},
@@ -473,6 +485,43 @@ func testRotateNotificationSecret(t *testing.T, s store.Store) {
 	must(t, "Settings", err)
 	equal(t, "secrets after an overlap that is over", [3]string{st.NotificationSecret, st.PreviousSecret, norm(st.PreviousUntil).String()},
 		[3]string{second, "", time.Time{}.String()})
+	ended, err := s.EndSecretOverlap(t.Context(), f.m.Code, merchant.Test)
+	must(t, "EndSecretOverlap", err)
+	equal(t, "ended an overlap that was over", ended, false)
+}
+
+// Ending a rotation's overlap early drops the replaced secret at once,
+// with an audit entry; ending it again, or where none runs, changes
+// nothing and says so.
+func testEndSecretOverlap(t *testing.T, s store.Store) {
+	f := addMerchant(t, s, base)
+	first := f.settings[merchant.Test].NotificationSecret
+	second := secret.NewNotificationSecret()
+	ended, err := s.EndSecretOverlap(t.Context(), f.m.Code, merchant.Test)
+	must(t, "EndSecretOverlap", err)
+	equal(t, "ended with no rotation", ended, false)
+	must(t, "SetNotificationSecret", s.SetNotificationSecret(t.Context(), f.m.Code, merchant.Test, second, time.Now().Add(time.Hour)))
+	st, err := s.Settings(t.Context(), f.m.Code, merchant.Test) // cached, as the worker reads it
+	must(t, "Settings", err)
+	equal(t, "signing during the overlap", st.SigningSecrets(time.Now()), []string{second, first})
+
+	ended, err = s.EndSecretOverlap(t.Context(), f.m.Code, merchant.Test)
+	must(t, "EndSecretOverlap", err)
+	equal(t, "ended during the overlap", ended, true)
+	st, err = s.Settings(t.Context(), f.m.Code, merchant.Test)
+	must(t, "Settings", err)
+	equal(t, "secrets after the overlap ended", [3]string{st.NotificationSecret, st.PreviousSecret, norm(st.PreviousUntil).String()},
+		[3]string{second, "", time.Time{}.String()})
+	endings := func() []string { return auditDetails(t, s, f.m.Code, audit.SecretOverlapEnded) }
+	equal(t, "audit entries of the overlap's end", endings(), []string{"test: the replaced secret no longer signs"})
+
+	ended, err = s.EndSecretOverlap(t.Context(), f.m.Code, merchant.Test)
+	must(t, "EndSecretOverlap", err)
+	equal(t, "ended again", ended, false)
+	equal(t, "audit entries of the overlap's end, after ending it twice", endings(), []string{"test: the replaced secret no longer signs"})
+	ended, err = s.EndSecretOverlap(t.Context(), "0000000000", merchant.Test)
+	must(t, "EndSecretOverlap(unknown merchant)", err)
+	equal(t, "ended for an unknown merchant", ended, false)
 }
 
 func testSetIPN(t *testing.T, s store.Store) {
