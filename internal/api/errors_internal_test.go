@@ -1,0 +1,47 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/auth"
+	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/outage"
+)
+
+// Each failure carries the headers its status asks for, and only those:
+// when to come back from a 429 or a 503 (longer for a database outage,
+// which a restart or a failover ends), the scheme a 401 needs.
+func TestFailureHeaders(t *testing.T) {
+	down := fmt.Errorf("read bill: %w", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")})
+	for _, tc := range []struct {
+		name                  string
+		err                   error
+		retryAfter, challenge string
+	}{
+		{"no such bill", fmt.Errorf("query: %w", bill.ErrNotFound), "", ""},
+		{"database down", down, strconv.Itoa(int(outage.RetryAfter.Seconds())), ""},
+		{"busy", auth.ErrBusy, "1", ""},
+		{"locked out", &auth.LockedError{RetryAfter: 90*time.Second + time.Millisecond}, "91", ""},
+		{"expired token", auth.ErrTokenExpired, "", `Bearer realm="kadi", error="invalid_token"`},
+		{"payment-token", errPayOnlyToken, "", `Bearer realm="kadi", error="insufficient_scope"`},
+		{"bad API key", auth.ErrInvalidClient, "", `Basic realm="kadi"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, code, _ := classify(tc.err)
+			rec := httptest.NewRecorder()
+			authHeaders(rec, tc.err, code)
+			if got := rec.Header().Get("Retry-After"); got != tc.retryAfter {
+				t.Errorf("Retry-After %q, want %q", got, tc.retryAfter)
+			}
+			if got := rec.Header().Get("WWW-Authenticate"); got != tc.challenge {
+				t.Errorf("WWW-Authenticate %q, want %q", got, tc.challenge)
+			}
+		})
+	}
+}
