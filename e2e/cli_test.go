@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -310,5 +312,118 @@ func TestCLIListAndShowMerchants(t *testing.T) {
 	}
 	if _, errOut, err := runKadi(t, "merchant", "show", "--data-dir", dir, "--merchant", "0000000000"); err == nil || !strings.Contains(string(errOut), "no merchant 0000000000") {
 		t.Errorf("merchant show of no such merchant: %v %s", err, errOut)
+	}
+}
+
+// An operator replaces a merchant's notification secret from the CLI while
+// the gateway runs: the next notifications carry both signatures, each
+// checking with its own secret, so the receiver refuses none while it takes
+// the new one; once the CLI ends the overlap, only the new secret's.
+func TestRotateNotificationSecretFromTheCLI(t *testing.T) {
+	t.Parallel()
+	type delivery struct {
+		header http.Header
+		body   []byte
+	}
+	got := make(chan delivery, 64)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- delivery{r.Header.Clone(), body}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer receiver.Close()
+	var m merchantCreds
+	g := startGateway(t, func(dir string) {
+		m = createMerchant(t, dir, "Rotating Shop")
+		if _, errOut, err := runKadi(t, "merchant", "set-ipn", "--data-dir", dir, "--merchant", m.MerchantCode, "--mode", "test",
+			"--url", receiver.URL+"/ipn", "--username", "shop-ipn", "--password", "ipn-s3cret"); err != nil {
+			t.Fatalf("kadi merchant set-ipn: %v\nstderr: %s", err, errOut)
+		}
+	}, "--allow-private-ipn")
+	shop := newShopper(t, g, m)
+	checksWith := func(secret string, d delivery) bool {
+		h, err := client.NewIPNHandler(client.IPNConfig{Secret: secret, Username: "shop-ipn", Password: "ipn-s3cret"},
+			func(context.Context, client.Notification) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = h.Verify(d.header, d.body)
+		return err == nil
+	}
+	paid := 0
+	pay := func() delivery {
+		paid++
+		b := shop.createBill(t, fmt.Sprintf("ROTATE%d", paid), "10.00")
+		if cb := shop.callback.follow(t, shop.submit(t, shop.paymentForm(t, b, testCard("4242424242424242")))); !cb.Successful() {
+			t.Fatalf("payment %d not approved", paid)
+		}
+		select {
+		case d := <-got:
+			return d
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no notification for payment %d", paid)
+			return delivery{}
+		}
+	}
+
+	out, errOut, err := runKadi(t, "merchant", "rotate-secret", "--data-dir", g.DataDir, "--merchant", m.MerchantCode, "--mode", "test", "--overlap", "1h", "--json")
+	if err != nil {
+		t.Fatalf("kadi merchant rotate-secret: %v\nstderr: %s", err, errOut)
+	}
+	var rotated struct {
+		Secret string    `json:"notificationSecret"`
+		Until  time.Time `json:"previousSignsUntil"`
+	}
+	if err := json.Unmarshal(out, &rotated); err != nil || !strings.HasPrefix(rotated.Secret, "whsec_") || rotated.Secret == m.Test.NotificationSecret ||
+		rotated.Until.Before(time.Now().Add(59*time.Minute)) || rotated.Until.After(time.Now().Add(time.Hour)) {
+		t.Fatalf("rotate-secret --json printed %q (%v)", out, err)
+	}
+	shownUntil := func() time.Time {
+		out, errOut, err := runKadi(t, "merchant", "show", "--data-dir", g.DataDir, "--merchant", m.MerchantCode, "--json")
+		var shown struct {
+			Modes map[string]struct {
+				Until time.Time `json:"previousSecretSignsUntil"`
+			} `json:"modes"`
+		}
+		if err != nil || json.Unmarshal(out, &shown) != nil {
+			t.Fatalf("kadi merchant show --json: %v\n%s%s", err, out, errOut)
+		}
+		return shown.Modes["test"].Until
+	}
+	if until := shownUntil(); !until.Equal(rotated.Until) {
+		t.Errorf("merchant show says the replaced secret signs until %s, want %s", until, rotated.Until)
+	}
+	// Settings reach the running gateway within a second.
+	deadline := time.Now().Add(revocationBound)
+	for d := pay(); !checksWith(rotated.Secret, d); d = pay() {
+		if time.Now().After(deadline) {
+			t.Fatalf("notifications still not signed with the new secret %s after the rotation", revocationBound)
+		}
+	}
+	if d := pay(); !checksWith(rotated.Secret, d) || !checksWith(m.Test.NotificationSecret, d) {
+		t.Errorf("a notification during the overlap: checks with the new secret %t, the old %t; want both (signatures %q)",
+			checksWith(rotated.Secret, d), checksWith(m.Test.NotificationSecret, d), d.header.Get("webhook-signature"))
+	}
+
+	if out, errOut, err := runKadi(t, "merchant", "end-secret-overlap", "--data-dir", g.DataDir, "--merchant", m.MerchantCode, "--mode", "test"); err != nil ||
+		!strings.Contains(string(out), "no longer signs") {
+		t.Fatalf("kadi merchant end-secret-overlap: %v\nstdout: %s\nstderr: %s", err, out, errOut)
+	}
+	if until := shownUntil(); !until.IsZero() {
+		t.Errorf("merchant show says the replaced secret signs until %s after the overlap was ended", until)
+	}
+	deadline = time.Now().Add(revocationBound)
+	for d := pay(); checksWith(m.Test.NotificationSecret, d); d = pay() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replaced secret still signs %s after the overlap was ended", revocationBound)
+		}
+	}
+	if d := pay(); !checksWith(rotated.Secret, d) || checksWith(m.Test.NotificationSecret, d) {
+		t.Errorf("a notification after the overlap: checks with the new secret %t, the old %t; want the new only",
+			checksWith(rotated.Secret, d), checksWith(m.Test.NotificationSecret, d))
+	}
+	if out, _, err := runKadi(t, "merchant", "end-secret-overlap", "--data-dir", g.DataDir, "--merchant", m.MerchantCode, "--mode", "test"); err != nil ||
+		!strings.Contains(string(out), "nothing changed") {
+		t.Errorf("ending it again: %v, %s", err, out)
 	}
 }

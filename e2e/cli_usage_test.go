@@ -28,6 +28,9 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"merchant", "set-ipn", "--data-dir", dir, "--merchant", "1234567890", "--mode", "live", "--url", "http://shop.example/ipn", "--username", "u", "--password", "p"},
 			[]string{"https", "usage: kadi merchant set-ipn"}},
 		{[]string{"merchant", "rotate-key", "--mode", "test"}, []string{"--merchant is required", "usage: kadi merchant rotate-key"}},
+		{[]string{"merchant", "rotate-secret", "--merchant", "1234567890", "--mode", "test", "--overlap", "-1h"},
+			[]string{"--overlap -1h0m0s: give a time from 0 to 168h0m0s", "usage: kadi merchant rotate-secret"}},
+		{[]string{"merchant", "end-secret-overlap", "--merchant", "1234567890"}, []string{"test or live", "usage: kadi merchant end-secret-overlap"}},
 		{[]string{"ipn", "list"}, []string{"--merchant is required", "usage: kadi ipn list"}},
 		{[]string{"merchant", "show"}, []string{"--merchant is required", "usage: kadi merchant show"}},
 		{[]string{"merchant", "list", "--limit", "0"}, []string{"--limit must be at least 1", "usage: kadi merchant list"}},
@@ -82,6 +85,8 @@ func TestCLIFirstRun(t *testing.T) {
 		{"ipn", "show", "msg_000000000000000000000000", "--data-dir", typo},
 		{"ipn", "replay", "msg_000000000000000000000000", "--data-dir", typo},
 		{"merchant", "rotate-key", "--data-dir", typo, "--merchant", "1234567890", "--mode", "test"},
+		{"merchant", "rotate-secret", "--data-dir", typo, "--merchant", "1234567890", "--mode", "test"},
+		{"merchant", "end-secret-overlap", "--data-dir", typo, "--merchant", "1234567890", "--mode", "test"},
 		{"merchant", "set-ipn", "--data-dir", typo, "--merchant", "1234567890", "--mode", "test", "--url", "https://shop.example/ipn", "--username", "u", "--password", "p"},
 	} {
 		_, stderr, err := runKadi(t, args...)

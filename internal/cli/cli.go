@@ -29,6 +29,8 @@ Usage:
   kadi merchant create     --data-dir DIR --name NAME [--json]
   kadi merchant set-ipn    --data-dir DIR --merchant CODE --mode test|live --url URL --username U --password P
   kadi merchant rotate-key --data-dir DIR --merchant CODE --mode test|live [--json]
+  kadi merchant rotate-secret --data-dir DIR --merchant CODE --mode test|live [--overlap 24h] [--json]
+  kadi merchant end-secret-overlap --data-dir DIR --merchant CODE --mode test|live
   kadi merchant set-callbacks --data-dir DIR --merchant CODE --mode test|live --origins URL,…
   kadi merchant reset-access --data-dir DIR --merchant CODE [--password] [--two-step] [--json]
   kadi merchant list     --data-dir DIR [--after CODE] [--limit N] [--timezone ZONE] [--json]
@@ -91,6 +93,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return merchantSetIPN(ctx, args[2:], stdout, stderr)
 		case "rotate-key":
 			return merchantRotateKey(ctx, args[2:], stdout, stderr)
+		case "rotate-secret":
+			return merchantRotateSecret(ctx, args[2:], stdout, stderr)
+		case "end-secret-overlap":
+			return merchantEndSecretOverlap(ctx, args[2:], stdout, stderr)
 		case "set-callbacks":
 			return merchantSetCallbacks(ctx, args[2:], stdout, stderr)
 		case "reset-access":

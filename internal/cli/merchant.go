@@ -148,6 +148,103 @@ func merchantRotateKey(ctx context.Context, args []string, stdout, stderr io.Wri
 	return nil
 }
 
+// maxSecretOverlap bounds how long a replaced notification secret may keep
+// signing: a rotation is often for a secret that leaked, and one that signs
+// for weeks is hardly rotated.
+const maxSecretOverlap = 7 * 24 * time.Hour
+
+// merchantRotateSecret replaces a mode's notification secret, as the
+// dashboard's Developers page does, for operators and their scripts: the
+// new one is printed once, and the replaced one keeps signing beside it
+// for --overlap, so receivers can take the new one with nothing refused.
+func merchantRotateSecret(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var ef endpointFlags
+	var overlap time.Duration
+	var asJSON bool
+	fs := newFlags("merchant rotate-secret", stderr)
+	ef.register(fs)
+	fs.DurationVar(&overlap, "overlap", 24*time.Hour, "how long the replaced secret keeps signing beside the new one (0: not at all, every receiver must have the new one at once; at most 168h)")
+	fs.BoolVar(&asJSON, "json", false, `print {"notificationSecret": …, "previousSignsUntil": …}`)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	m, err := ef.check(fs)
+	if err != nil {
+		return err
+	}
+	if overlap < 0 || overlap > maxSecretOverlap {
+		return usageErr(fs, fmt.Errorf("--overlap %s: give a time from 0 to %s", overlap, maxSecretOverlap))
+	}
+	db, err := ef.st.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	s := secret.NewNotificationSecret()
+	var until time.Time
+	if overlap > 0 {
+		until = time.Now().Add(overlap).Truncate(time.Second)
+	}
+	if err := db.SetNotificationSecret(ctx, ef.code, m, s, until); errors.Is(err, merchant.ErrNotFound) {
+		return fmt.Errorf("no merchant %s in this database", ef.code)
+	} else if err != nil {
+		return fmt.Errorf("merchant %s: %w", ef.code, err)
+	}
+	if asJSON {
+		out := struct {
+			Secret string     `json:"notificationSecret"`
+			Until  *time.Time `json:"previousSignsUntil,omitempty"`
+		}{Secret: s}
+		if !until.IsZero() {
+			out.Until = &until
+		}
+		return json.NewEncoder(stdout).Encode(out)
+	}
+	fmt.Fprintf(stdout, "New %s notification secret for merchant %s (shown once):\n  %s\n", m, ef.code, s)
+	if until.IsZero() {
+		fmt.Fprintln(stdout, "Notifications are signed with it only, from now on: give it to the merchant's receivers.")
+	} else {
+		fmt.Fprintf(stdout, "The replaced secret also signs notifications until %s: give the new one to the merchant's receivers before then\n(kadi merchant end-secret-overlap stops the old one sooner).\n", until.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// merchantEndSecretOverlap stops a replaced notification secret signing
+// before its overlap is over, once the receivers check the new one.
+func merchantEndSecretOverlap(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var ef endpointFlags
+	fs := newFlags("merchant end-secret-overlap", stderr)
+	ef.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	m, err := ef.check(fs)
+	if err != nil {
+		return err
+	}
+	db, err := ef.st.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// Not "nothing to end" for a mistyped code: that would read as done.
+	if _, err := db.MerchantByCode(ctx, ef.code); errors.Is(err, merchant.ErrNotFound) {
+		return fmt.Errorf("no merchant %s in this database", ef.code)
+	} else if err != nil {
+		return err
+	}
+	ended, err := db.EndSecretOverlap(ctx, ef.code, m)
+	if err != nil {
+		return fmt.Errorf("merchant %s: %w", ef.code, err)
+	}
+	if !ended {
+		fmt.Fprintf(stdout, "No replaced %s notification secret of merchant %s was signing: nothing changed.\n", m, ef.code)
+		return nil
+	}
+	fmt.Fprintf(stdout, "The replaced %s notification secret of merchant %s no longer signs: notifications are signed with the current one only.\n", m, ef.code)
+	return nil
+}
+
 // merchantResetAccess lets a merchant who lost its way into the dashboard
 // back in: a new password (printed once), two-step verification turned
 // off, or both; every dashboard session ends and the dashboard's locks
@@ -322,6 +419,9 @@ type modeJSON struct {
 	IPNUsername     string    `json:"ipnUsername"`
 	IPNDisabledAt   time.Time `json:"ipnDisabledAt,omitzero"`
 	CallbackOrigins []string  `json:"callbackOrigins"`
+	// PreviousSecretUntil is when a replaced notification secret stops
+	// signing beside the current one; zero when none does.
+	PreviousSecretUntil time.Time `json:"previousSecretSignsUntil,omitzero"`
 }
 
 // merchantShow prints how one merchant is set up, per mode, without any
@@ -369,8 +469,12 @@ func merchantShow(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return fmt.Errorf("merchant %s %s settings: %w", code, mode, err)
 		}
-		out.Modes[string(mode)] = modeJSON{APIKeyPrefix: key.Prefix, IPNURL: s.IPN.URL, IPNUsername: s.IPN.Username,
+		md := modeJSON{APIKeyPrefix: key.Prefix, IPNURL: s.IPN.URL, IPNUsername: s.IPN.Username,
 			IPNDisabledAt: s.IPN.DisabledAt, CallbackOrigins: append([]string{}, s.CallbackOrigins...)}
+		if len(s.SigningSecrets(time.Now())) > 1 {
+			md.PreviousSecretUntil = s.PreviousUntil
+		}
+		out.Modes[string(mode)] = md
 	}
 	if asJSON {
 		return json.NewEncoder(stdout).Encode(out)
@@ -402,6 +506,9 @@ func merchantShow(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			prefix += "…"
 		}
 		fmt.Fprintf(tw, "%s mode\t\n  API key\t%s\n  IPN URL\t%s\n  IPN username\t%s\n  callback origins\t%s\n", mode, prefix, ipnURL, username, origins)
+		if !md.PreviousSecretUntil.IsZero() {
+			fmt.Fprintf(tw, "  replaced secret\tsigns beside the current one until %s\n", stamp(md.PreviousSecretUntil, loc))
+		}
 	}
 	return tw.Flush()
 }
