@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/logging"
 	"github.com/kadipay/kadi/internal/money"
 	"github.com/kadipay/kadi/internal/server"
@@ -73,6 +74,19 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 			return fmt.Errorf("%s trusts every address: name your proxies' own addresses or subnets", p)
 		}
 		cfg.TrustedProxies = trusted
+		return nil
+	})
+	fs.Func("nat64-prefixes", "comma-separated NAT64 prefixes of this network beside the well-known 64:ff9b::/96 (RFC 6052 lengths, /32 to /96): an IPN receiver's address in one is judged by the IPv4 address it carries, so that none reaches a private IPv4 host through the translator", func(v string) error {
+		ps, err := parsePrefixes(v)
+		if err != nil {
+			return err
+		}
+		for _, p := range ps {
+			if err := ipn.CheckNAT64Prefix(p); err != nil {
+				return err
+			}
+		}
+		cfg.IPN.NAT64Prefixes = ps
 		return nil
 	})
 	fs.StringVar(&cfg.TimeZone, "timezone", cfg.TimeZone, "IANA time zone of dates in callbacks and IPN, and of an order.expiry without an offset")
@@ -159,7 +173,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// when a --metrics-addr or --form-addr bind then failed.
 	cfg.Ready = func(line string) {
 		log.Info("kadi serving", "addr", ln.Addr().String(), "public_url", cfg.PublicURL, "database", redactURL(server.DatabaseURL(cfg.DataDir, cfg.DatabaseURL)),
-			"trusted_proxies", fmt.Sprint(cfg.TrustedProxies))
+			"trusted_proxies", fmt.Sprint(cfg.TrustedProxies), "nat64_prefixes", fmt.Sprint(cfg.IPN.NAT64Prefixes))
 		fmt.Fprintln(stdout, line)
 	}
 	g, err := server.New(ctx, cfg, log)

@@ -289,6 +289,8 @@ func TestServeRefusesSettingsThatBreakEverything(t *testing.T) {
 		{[]string{"--metrics-allow", "::/0"}, "-metrics-allow: ::/0 lets anyone read /metrics"},
 		{[]string{"--public-url", "pay.example.com"}, "must start with https://"},
 		{[]string{"--node-name", "web/2"}, `--node-name "web/2" holds a "/"`},
+		{[]string{"--nat64-prefixes", "64:ff9b:1:2::/80"}, "its length must be one of RFC 6052's"},
+		{[]string{"--nat64-prefixes", "192.0.2.0/24"}, "192.0.2.0/24 is not an IPv6 prefix"},
 	} {
 		var stdout, stderr bytes.Buffer
 		args := append([]string{"serve", "--data-dir", t.TempDir(), "--addr", "127.0.0.1:0"}, tt.args...)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -174,7 +175,7 @@ var refusedPrefixes = func() []refusedPrefix {
 }()
 
 var (
-	nat64 = netip.MustParsePrefix("64:ff9b::/96")
+	wellKnownNAT64 = netip.MustParsePrefix("64:ff9b::/96")
 	// nat64Local is RFC 8215's local-use NAT64 prefix; its networks carry
 	// the IPv4 address in the last 32 bits, as the well-known one does,
 	// when they translate from a /96 within it (the usual DNS64 setup).
@@ -184,8 +185,11 @@ var (
 
 // Refused says why a notification may not go to a, or "" when it may.
 // IPv6 forms that carry an IPv4 address (mapped ::ffff:a.b.c.d, NAT64,
-// 6to4) are judged by that address.
-func Refused(a netip.Addr) string {
+// 6to4) are judged by that address. nat64 are the network's own NAT64
+// prefixes (--nat64-prefixes): an address in one is judged by the IPv4
+// address it carries at that prefix's length (RFC 6052), which the
+// well-known prefixes' rule (the last 32 bits) would misread.
+func Refused(a netip.Addr, nat64 ...netip.Prefix) string {
 	if !a.IsValid() {
 		return "not an address"
 	}
@@ -199,8 +203,15 @@ func Refused(a netip.Addr) string {
 	if a.Is6() {
 		b := a.As16()
 		var v4 netip.Addr
+		for _, p := range nat64 {
+			if p.Contains(a) {
+				v4 = EmbeddedIPv4(a, p.Bits())
+				break
+			}
+		}
 		switch {
-		case nat64.Contains(a), nat64Local.Contains(a):
+		case v4.IsValid():
+		case wellKnownNAT64.Contains(a), nat64Local.Contains(a):
 			v4 = netip.AddrFrom4([4]byte(b[12:16]))
 		case sixToFour.Contains(a):
 			v4 = netip.AddrFrom4([4]byte(b[2:6]))
@@ -217,6 +228,41 @@ func Refused(a netip.Addr) string {
 		}
 	}
 	return ""
+}
+
+// nat64Lengths are the prefix lengths RFC 6052 defines an IPv4 address's
+// place in an IPv6 one for.
+var nat64Lengths = []int{32, 40, 48, 56, 64, 96}
+
+// CheckNAT64Prefix refuses a prefix that cannot be a NAT64 prefix: not
+// IPv6, a length RFC 6052 does not define, or bits past its length.
+func CheckNAT64Prefix(p netip.Prefix) error {
+	switch {
+	case !p.Addr().Is6() || p.Addr().Is4In6():
+		return fmt.Errorf("NAT64 prefix %s is not an IPv6 prefix", p)
+	case !slices.Contains(nat64Lengths, p.Bits()):
+		return fmt.Errorf("NAT64 prefix %s: its length must be one of RFC 6052's, /32, /40, /48, /56, /64 or /96", p)
+	case p != p.Masked():
+		return fmt.Errorf("NAT64 prefix %s has bits set past its length (%s?)", p, p.Masked())
+	}
+	return nil
+}
+
+// EmbeddedIPv4 is the IPv4 address a carries after a NAT64 prefix of bits
+// bits (RFC 6052, section 2.2): right after it, skipping bits 64 to 71,
+// which are always zero.
+func EmbeddedIPv4(a netip.Addr, bits int) netip.Addr {
+	b := a.As16()
+	var v4 [4]byte
+	n := 0
+	for i := bits / 8; n < 4 && i < 16; i++ {
+		if i == 8 {
+			continue // the u octet
+		}
+		v4[n] = b[i]
+		n++
+	}
+	return netip.AddrFrom4(v4)
 }
 
 // looseIPv4 parses host the way inet_aton does: one to four parts, each
@@ -267,7 +313,10 @@ func looseIPv4(host string) (netip.Addr, bool) {
 // Control hook, after DNS, on the address actually being connected to, so a
 // name that resolved to a public address when the URL was saved and to
 // 127.0.0.1 now (DNS rebinding) is still refused.
-type guard struct{ allowPrivate bool }
+type guard struct {
+	allowPrivate bool
+	nat64        []netip.Prefix
+}
 
 func (g guard) control(network, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
@@ -277,7 +326,7 @@ func (g guard) control(network, address string, _ syscall.RawConn) error {
 	if g.allowPrivate {
 		return nil
 	}
-	if why := Refused(ap.Addr()); why != "" {
+	if why := Refused(ap.Addr(), g.nat64...); why != "" {
 		return fmt.Errorf("%w: %s is %s", ErrRefusedTarget, ap.Addr(), why)
 	}
 	return nil
@@ -287,8 +336,8 @@ func (g guard) control(network, address string, _ syscall.RawConn) error {
 // (a 3xx is a failed delivery, and a redirect would skip the URL check),
 // ignores proxy settings (a proxy would connect on our behalf, past the
 // guard) and checks every address it connects to.
-func newHTTPClient(allowPrivate bool, connTimeout time.Duration, perHost int) *http.Client {
-	d := &net.Dialer{Timeout: connTimeout, KeepAlive: 30 * time.Second, Control: guard{allowPrivate}.control}
+func newHTTPClient(g guard, connTimeout time.Duration, perHost int) *http.Client {
+	d := &net.Dialer{Timeout: connTimeout, KeepAlive: 30 * time.Second, Control: g.control}
 	t := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           d.DialContext,

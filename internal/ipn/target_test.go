@@ -216,7 +216,7 @@ func TestConnectTimeGuard(t *testing.T) {
 	defer srv.Close()
 	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
 
-	strict := newHTTPClient(false, 5*time.Second, 2)
+	strict := newHTTPClient(guard{}, 5*time.Second, 2)
 	for _, u := range []string{"http://localhost:" + port + "/", srv.URL + "/", "http://[::ffff:127.0.0.1]:" + port + "/"} {
 		resp, err := strict.Post(u, "application/json", strings.NewReader("{}"))
 		if err == nil {
@@ -233,7 +233,7 @@ func TestConnectTimeGuard(t *testing.T) {
 	}
 	// The same request gets through when private targets are allowed, so
 	// the refusal above is the guard's doing.
-	resp, err := newHTTPClient(true, 5*time.Second, 2).Post(srv.URL+"/", "application/json", strings.NewReader("{}"))
+	resp, err := newHTTPClient(guard{allowPrivate: true}, 5*time.Second, 2).Post(srv.URL+"/", "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestNoRedirects(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	resp, err := newHTTPClient(true, 5*time.Second, 2).Post(srv.URL+"/ipn", "application/json", strings.NewReader("{}"))
+	resp, err := newHTTPClient(guard{allowPrivate: true}, 5*time.Second, 2).Post(srv.URL+"/ipn", "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,5 +288,78 @@ func TestUnreachable(t *testing.T) {
 		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
 			t.Errorf("Unreachable(%s) = %q, want %q", tt.url, got, tt.want)
 		}
+	}
+}
+
+// RFC 6052's table (section 2.4): 192.0.2.33 under prefixes of each length.
+func TestEmbeddedIPv4(t *testing.T) {
+	for _, tt := range []struct {
+		addr string
+		bits int
+	}{
+		{"2001:db8:c000:221::", 32},
+		{"2001:db8:1c0:2:21::", 40},
+		{"2001:db8:122:c000:2:2100::", 48},
+		{"2001:db8:122:3c0:0:221::", 56},
+		{"2001:db8:122:344:c0:2:2100:0", 64},
+		{"2001:db8:122:344::192.0.2.33", 96},
+	} {
+		if got := EmbeddedIPv4(netip.MustParseAddr(tt.addr), tt.bits); got != netip.MustParseAddr("192.0.2.33") {
+			t.Errorf("EmbeddedIPv4(%s, %d) = %s, want 192.0.2.33", tt.addr, tt.bits, got)
+		}
+	}
+}
+
+func TestCheckNAT64Prefix(t *testing.T) {
+	for p, ok := range map[string]bool{
+		"2001:db8:64::/96": true, "2001:db8:122::/48": true, "2001:db8::/32": true, "64:ff9b:1:2::/64": true,
+		"2001:db8:64::/80":  false, // a length RFC 6052 does not place an address after
+		"10.0.0.0/8":        false,
+		"::ffff:0:0/96":     false, // IPv4-mapped, not NAT64
+		"2001:db8:64::1/96": false, // bits past the length
+	} {
+		if err := CheckNAT64Prefix(netip.MustParsePrefix(p)); (err == nil) != ok {
+			t.Errorf("CheckNAT64Prefix(%s) = %v, want ok %t", p, err, ok)
+		}
+	}
+	if err := (Config{NAT64Prefixes: []netip.Prefix{netip.MustParsePrefix("2001:db8:64::/80")}}).Validate(); err == nil {
+		t.Error("Config.Validate took a /80 NAT64 prefix")
+	}
+}
+
+// On a network with a NAT64 prefix of its own, an address in it reaches
+// the IPv4 address it carries: the guard judges that one, at the prefix's
+// length: 169.254.169.254 behind 2001:db8:122::/48 is refused, where the
+// well-known prefixes' rule (the last 32 bits) reads no address there and
+// let it through.
+func TestGuardJudgesTheNetworksNAT64Prefixes(t *testing.T) {
+	prefixes := []netip.Prefix{netip.MustParsePrefix("2001:db8:122::/48"), netip.MustParsePrefix("2001:db8:64::/96")}
+	g := guard{nat64: prefixes}
+	for _, tt := range []struct {
+		dial    string
+		refused bool
+	}{
+		{"[2001:db8:122:a9fe:a9:fe00::]:443", true}, // 169.254.169.254 at /48
+		{"[2001:db8:122:a00:1::]:443", true},        // 10.0.0.1 at /48
+		{"[2001:db8:122:808:8:800::]:443", false},   // 8.8.8.8 at /48
+		{"[2001:db8:64::7f00:1]:443", true},         // 127.0.0.1 at /96
+		{"[2001:db8:64::808:808]:443", false},       // 8.8.8.8 at /96
+		{"[64:ff9b::a9fe:a9fe]:443", true},          // the well-known prefix still judged
+		{"[2606:4700:4700::1111]:443", false},       // outside every prefix
+	} {
+		err := g.control("tcp", tt.dial, nil)
+		if refused := errors.Is(err, ErrRefusedTarget); refused != tt.refused {
+			t.Errorf("connect to %s with the network's prefixes: %v, want refused %t", tt.dial, err, tt.refused)
+		}
+	}
+	// Without them, the metadata address behind the /48 reads as public.
+	if err := (guard{}).control("tcp", "[2001:db8:122:a9fe:a9:fe00::]:443", nil); err != nil {
+		t.Errorf("without the prefixes: %v; the test's /48 address should read as public then", err)
+	}
+	// A worker's deliveries use them.
+	w := &Worker{Config: Config{NAT64Prefixes: prefixes}}
+	w.init()
+	if _, err := w.clientFor(merchant.Live).Post("http://[2001:db8:64::7f00:1]:1/ipn", "application/json", strings.NewReader("{}")); !errors.Is(err, ErrRefusedTarget) {
+		t.Errorf("a live delivery to 127.0.0.1 behind the network's /96: %v, want refused", err)
 	}
 }

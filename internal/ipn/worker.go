@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -44,6 +45,11 @@ type Config struct {
 	// AllowPrivate lets test-mode notifications reach loopback and private
 	// addresses (--allow-private-ipn). Live mode never may.
 	AllowPrivate bool
+	// NAT64Prefixes are the network's own NAT64 prefixes
+	// (--nat64-prefixes), through which an IPv6 address reaches an IPv4
+	// one: notifications to an address in one are judged by the IPv4
+	// address it carries (CheckNAT64Prefix says which prefixes can be).
+	NAT64Prefixes []netip.Prefix
 }
 
 // DefaultConfig is docs/ipn.md's delivery policy. Deliveries wait on the
@@ -78,6 +84,11 @@ func (c Config) Validate() error {
 	for _, d := range c.Schedule {
 		if d <= 0 {
 			return errors.New("IPN retry waits must be positive")
+		}
+	}
+	for _, p := range c.NAT64Prefixes {
+		if err := CheckNAT64Prefix(p); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -200,10 +211,10 @@ type queuedEvent struct {
 func (w *Worker) init() {
 	w.cfg = w.Config.withDefaults()
 	w.node = secret.NewID("node")
-	w.strict = newHTTPClient(false, w.cfg.Timeout, w.cfg.PerEndpoint)
+	w.strict = newHTTPClient(guard{nat64: w.cfg.NAT64Prefixes}, w.cfg.Timeout, w.cfg.PerEndpoint)
 	w.loose = w.strict
 	if w.cfg.AllowPrivate {
-		w.loose = newHTTPClient(true, w.cfg.Timeout, w.cfg.PerEndpoint)
+		w.loose = newHTTPClient(guard{allowPrivate: true}, w.cfg.Timeout, w.cfg.PerEndpoint)
 	}
 	w.inFlight = map[Endpoint]int{}
 	w.queued = map[Endpoint][]queuedEvent{}
