@@ -190,7 +190,10 @@ type Worker struct {
 	// backlogs. An entry stays until then; there is one at most a
 	// merchant and mode.
 	slow map[Endpoint]bool
-	wg   sync.WaitGroup
+	// inTimeRun counts a slow endpoint's answers in time in a row: its share
+	// comes back at inTimeToRecover.
+	inTimeRun map[Endpoint]int
+	wg        sync.WaitGroup
 }
 
 // nudgeGap spaces the claims nudges cause: at a thousand payments a second
@@ -222,6 +225,7 @@ func (w *Worker) init() {
 	w.nudged = map[Endpoint]bool{}
 	w.waitFor = map[Endpoint]time.Time{}
 	w.slow = map[Endpoint]bool{}
+	w.inTimeRun = map[Endpoint]int{}
 	if w.clockEvery == 0 {
 		w.clockEvery = readClockEvery
 	}
@@ -545,21 +549,34 @@ func (c Config) answerIn(took time.Duration) answer {
 // sixteen that hung, and only a timeout made one slow.
 func (c Config) slowAnswer() time.Duration { return c.Timeout / 3 }
 
+// inTimeToRecover is how many answers in time in a row give a slow
+// endpoint its share back. One was enough before: a receiver that hung on
+// every other request (one of two instances dead) got sixteen slots back
+// at each answer, eight of which then hung for the whole timeout. Sent one
+// at a time, four answers take a healthy receiver milliseconds.
+const inTimeToRecover = 4
+
 // answered notes how ep answered a request (any HTTP status counts as an
 // answer: a receiver that refuses at once holds no slot). One that
 // answered late or not at all becomes slow, and what was claimed ahead
-// for it goes back; one that answers in time again gets its full share
-// back.
+// for it goes back; one that then answers in time inTimeToRecover times
+// in a row gets its full share back.
 func (w *Worker) answered(ep Endpoint, how answer, took time.Duration) {
 	w.mu.Lock()
 	was := w.slow[ep]
 	var back []queuedEvent
-	if how == inTime {
-		delete(w.slow, ep)
-	} else {
+	switch {
+	case how != inTime:
 		w.slow[ep] = true
+		delete(w.inTimeRun, ep)
 		back = w.unqueue(ep)
+	case was:
+		if w.inTimeRun[ep]++; w.inTimeRun[ep] >= inTimeToRecover {
+			delete(w.slow, ep)
+			delete(w.inTimeRun, ep)
+		}
 	}
+	recovered := was && !w.slow[ep]
 	w.mu.Unlock()
 	w.giveBack(back)
 	switch {
@@ -569,7 +586,7 @@ func (w *Worker) answered(ep Endpoint, how answer, took time.Duration) {
 	case !was && how == late:
 		w.Log.Warn("IPN receiver slow to answer: one request at a time to it from this node until it answers in time",
 			"merchant", ep.MerchantCode, "mode", ep.Mode, "took", took.Round(time.Millisecond).String(), "in_time", w.cfg.slowAnswer().String())
-	case was && how == inTime:
+	case recovered:
 		w.Log.Info("IPN receiver answering in time again", "merchant", ep.MerchantCode, "mode", ep.Mode)
 	}
 }

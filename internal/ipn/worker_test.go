@@ -421,8 +421,10 @@ func TestSlowReceiversLeaveSlotsForOthers(t *testing.T) {
 			rcB := newReceiver(t, b, nil)
 			f.setIPN(t, b.Code, rcB.URL+"/kadi/ipn")
 
+			// Enough that, once they answer in time, each has more than
+			// the answers its share waits for (inTimeToRecover) left.
 			var aEvents []string
-			for range 8 {
+			for range 12 {
 				aEvents = append(aEvents, f.event(t, a, f.pay(t, a).Reference).ID)
 				f.pay(t, c)
 			}
