@@ -200,17 +200,22 @@ func Refused(a netip.Addr, nat64 ...netip.Prefix) string {
 		}
 		return ""
 	}
+	for _, p := range nat64 {
+		if !p.Contains(a) {
+			continue
+		}
+		// The translator's address: where the connection goes is the
+		// IPv4 one, whatever range the prefix itself sits in (a
+		// unique-local one, say).
+		if why := Refused(EmbeddedIPv4(a, p.Bits())); why != "" {
+			return why + " (embedded in IPv6)"
+		}
+		return ""
+	}
 	if a.Is6() {
 		b := a.As16()
 		var v4 netip.Addr
-		for _, p := range nat64 {
-			if p.Contains(a) {
-				v4 = EmbeddedIPv4(a, p.Bits())
-				break
-			}
-		}
 		switch {
-		case v4.IsValid():
 		case wellKnownNAT64.Contains(a), nat64Local.Contains(a):
 			v4 = netip.AddrFrom4([4]byte(b[12:16]))
 		case sixToFour.Contains(a):

@@ -333,7 +333,8 @@ func TestCheckNAT64Prefix(t *testing.T) {
 // well-known prefixes' rule (the last 32 bits) reads no address there and
 // let it through.
 func TestGuardJudgesTheNetworksNAT64Prefixes(t *testing.T) {
-	prefixes := []netip.Prefix{netip.MustParsePrefix("2001:db8:122::/48"), netip.MustParsePrefix("2001:db8:64::/96")}
+	prefixes := []netip.Prefix{netip.MustParsePrefix("2001:db8:122::/48"), netip.MustParsePrefix("2001:db8:64::/96"),
+		netip.MustParsePrefix("fd00:64::/96")}
 	g := guard{nat64: prefixes}
 	for _, tt := range []struct {
 		dial    string
@@ -344,6 +345,9 @@ func TestGuardJudgesTheNetworksNAT64Prefixes(t *testing.T) {
 		{"[2001:db8:122:808:8:800::]:443", false},   // 8.8.8.8 at /48
 		{"[2001:db8:64::7f00:1]:443", true},         // 127.0.0.1 at /96
 		{"[2001:db8:64::808:808]:443", false},       // 8.8.8.8 at /96
+		{"[fd00:64::808:808]:443", false},           // 8.8.8.8 behind a unique-local prefix
+		{"[fd00:64::a00:1]:443", true},              // 10.0.0.1 behind it
+		{"[fd00:65::808:808]:443", true},            // unique-local, not the translator's
 		{"[64:ff9b::a9fe:a9fe]:443", true},          // the well-known prefix still judged
 		{"[2606:4700:4700::1111]:443", false},       // outside every prefix
 	} {
