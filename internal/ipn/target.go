@@ -239,12 +239,27 @@ func Refused(a netip.Addr, nat64 ...netip.Prefix) string {
 // place in an IPv6 one for.
 var nat64Lengths = []int{32, 40, 48, 56, 64, 96}
 
+// notNAT64 are ranges no translator's prefix may overlap: an address in a
+// NAT64 prefix is judged by its IPv4 address alone, so one of these named
+// by mistake would let a notification reach the gateway's own host or
+// link.
+var notNAT64 = []netip.Prefix{
+	netip.MustParsePrefix("::/96"), // unspecified, loopback, IPv4-compatible
+	netip.MustParsePrefix("::ffff:0:0/96"),
+	netip.MustParsePrefix("fe80::/10"),
+	netip.MustParsePrefix("fec0::/10"),
+	netip.MustParsePrefix("ff00::/8"),
+}
+
 // CheckNAT64Prefix refuses a prefix that cannot be a NAT64 prefix: not
-// IPv6, a length RFC 6052 does not define, or bits past its length.
+// IPv6, a length RFC 6052 does not define, bits past its length, or a
+// range a translator cannot sit in.
 func CheckNAT64Prefix(p netip.Prefix) error {
 	switch {
 	case !p.Addr().Is6() || p.Addr().Is4In6():
 		return fmt.Errorf("NAT64 prefix %s is not an IPv6 prefix", p)
+	case slices.ContainsFunc(notNAT64, p.Overlaps):
+		return fmt.Errorf("NAT64 prefix %s overlaps loopback, link-local, multicast or IPv4-mapped addresses", p)
 	case !slices.Contains(nat64Lengths, p.Bits()):
 		return fmt.Errorf("NAT64 prefix %s: its length must be one of RFC 6052's, /32, /40, /48, /56, /64 or /96", p)
 	case p != p.Masked():

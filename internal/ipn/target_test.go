@@ -317,6 +317,10 @@ func TestCheckNAT64Prefix(t *testing.T) {
 		"10.0.0.0/8":        false,
 		"::ffff:0:0/96":     false, // IPv4-mapped, not NAT64
 		"2001:db8:64::1/96": false, // bits past the length
+		"fe80::/64":         false, // link-local: an address there is no translator's
+		"::/96":             false, // loopback among them
+		"ff02::/32":         false,
+		"fd00:64::/96":      true,
 	} {
 		if err := CheckNAT64Prefix(netip.MustParsePrefix(p)); (err == nil) != ok {
 			t.Errorf("CheckNAT64Prefix(%s) = %v, want ok %t", p, err, ok)
