@@ -31,6 +31,7 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"merchant", "rotate-secret", "--merchant", "1234567890", "--mode", "test", "--overlap", "-1h"},
 			[]string{"--overlap -1h0m0s: give a time from 0 to 168h0m0s", "usage: kadi merchant rotate-secret"}},
 		{[]string{"merchant", "end-secret-overlap", "--merchant", "1234567890"}, []string{"test or live", "usage: kadi merchant end-secret-overlap"}},
+		{[]string{"merchant", "set-ipn", "--nat64-prefixes", "fe80::/64"}, []string{"overlaps loopback, link-local", "usage: kadi merchant set-ipn"}},
 		{[]string{"ipn", "list"}, []string{"--merchant is required", "usage: kadi ipn list"}},
 		{[]string{"merchant", "show"}, []string{"--merchant is required", "usage: kadi merchant show"}},
 		{[]string{"merchant", "list", "--limit", "0"}, []string{"--limit must be at least 1", "usage: kadi merchant list"}},

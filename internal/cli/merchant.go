@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -75,8 +76,10 @@ func merchantCreate(ctx context.Context, args []string, stdout, stderr io.Writer
 func merchantSetIPN(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var ef endpointFlags
 	var cfg merchant.IPNConfig
+	var nat64 []netip.Prefix
 	fs := newFlags("merchant set-ipn", stderr)
 	ef.register(fs)
+	nat64Flag(fs, &nat64)
 	fs.StringVar(&cfg.URL, "url", "", "the merchant's IPN receiver URL (required)")
 	fs.StringVar(&cfg.Username, "username", "", "Basic auth username sent with every IPN (required)")
 	fs.StringVar(&cfg.Password, "password", "", "Basic auth password sent with every IPN (required)")
@@ -91,7 +94,7 @@ func merchantSetIPN(ctx context.Context, args []string, stdout, stderr io.Writer
 	if cfg.Username == "" || cfg.Password == "" {
 		return usageErr(fs, errors.New("--url, --username and --password are required"))
 	}
-	if err := ipn.CheckTarget(ctx, cfg.URL, m, net.DefaultResolver); err != nil {
+	if err := ipn.CheckTarget(ctx, cfg.URL, m, net.DefaultResolver, nat64...); err != nil {
 		return usageErr(fs, err)
 	}
 	if err := ipn.CheckUsername(cfg.Username); err != nil {
@@ -111,7 +114,7 @@ func merchantSetIPN(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintln(stdout, ipn.ResentNote(resent))
 	}
 	if m == merchant.Test {
-		if why := ipn.Unreachable(ctx, cfg.URL, net.DefaultResolver); why != "" {
+		if why := ipn.Unreachable(ctx, cfg.URL, net.DefaultResolver, nat64...); why != "" {
 			fmt.Fprintf(stderr, "warning: %s: kadi serve refuses to deliver there unless it runs with --allow-private-ipn (test mode only)\n", why)
 		}
 	}

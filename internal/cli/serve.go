@@ -76,19 +76,7 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 		cfg.TrustedProxies = trusted
 		return nil
 	})
-	fs.Func("nat64-prefixes", "comma-separated NAT64 prefixes of this network beside the well-known 64:ff9b::/96 (RFC 6052 lengths, /32 to /96): an IPN receiver's address in one is judged by the IPv4 address it carries, so that none reaches a private IPv4 host through the translator", func(v string) error {
-		ps, err := parsePrefixes(v)
-		if err != nil {
-			return err
-		}
-		for _, p := range ps {
-			if err := ipn.CheckNAT64Prefix(p); err != nil {
-				return err
-			}
-		}
-		cfg.IPN.NAT64Prefixes = ps
-		return nil
-	})
+	nat64Flag(fs, &cfg.IPN.NAT64Prefixes)
 	fs.StringVar(&cfg.TimeZone, "timezone", cfg.TimeZone, "IANA time zone of dates in callbacks and IPN, and of an order.expiry without an offset")
 	fs.StringVar(&cfg.DefaultRegion, "default-region", cfg.DefaultRegion, "region (ISO 3166 alpha-2) whose national form customers' mobile numbers may use, e.g. 0712345678 in KE")
 	fs.IntVar(&cfg.IPN.Workers, "ipn-workers", cfg.IPN.Workers, "IPN requests in flight at once on this node")
@@ -238,6 +226,24 @@ func parsePrefixes(v string) ([]netip.Prefix, error) {
 		}
 	}
 	return out, nil
+}
+
+// nat64Flag binds --nat64-prefixes onto ps: kadi serve's, which its
+// deliveries follow, and set-ipn's, whose check of a URL should agree.
+func nat64Flag(fs *flag.FlagSet, ps *[]netip.Prefix) {
+	fs.Func("nat64-prefixes", "comma-separated NAT64 prefixes of this network beside the well-known 64:ff9b::/96 (RFC 6052 lengths, /32 to /96): an IPN receiver's address in one is judged by the IPv4 address it carries, so that none reaches a private IPv4 host through the translator", func(v string) error {
+		parsed, err := parsePrefixes(v)
+		if err != nil {
+			return err
+		}
+		for _, p := range parsed {
+			if err := ipn.CheckNAT64Prefix(p); err != nil {
+				return err
+			}
+		}
+		*ps = parsed
+		return nil
+	})
 }
 
 // everyAddress returns the prefix of ps that holds every address

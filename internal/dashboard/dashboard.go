@@ -14,6 +14,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -86,8 +87,10 @@ type Handler struct {
 	// (--public-url), shown on the Developers page. When it is https the
 	// dashboard's cookies are Secure and take the __Host- prefix.
 	PublicURL string
-	// AllowPrivateIPN mirrors --allow-private-ipn for the settings' checks.
+	// AllowPrivateIPN mirrors --allow-private-ipn for the settings' checks,
+	// and NAT64Prefixes --nat64-prefixes.
 	AllowPrivateIPN bool
+	NAT64Prefixes   []netip.Prefix
 
 	pages  *template.Template
 	assets *asset.Files

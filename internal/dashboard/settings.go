@@ -55,7 +55,7 @@ func (h *Handler) saveIPNSettings(w http.ResponseWriter, r *http.Request) {
 		h.renderIPNSettings(w, r, http.StatusBadRequest, again)
 		return
 	}
-	if err := ipn.CheckTarget(r.Context(), u, v.Sess.Mode, net.DefaultResolver); err != nil {
+	if err := ipn.CheckTarget(r.Context(), u, v.Sess.Mode, net.DefaultResolver, h.NAT64Prefixes...); err != nil {
 		again["Error"] = err.Error()
 		h.renderIPNSettings(w, r, http.StatusBadRequest, again)
 		return
@@ -83,7 +83,7 @@ func (h *Handler) saveIPNSettings(w http.ResponseWriter, r *http.Request) {
 		note += " " + ipn.ResentNote(resent)
 	}
 	if v.Sess.Mode == merchant.Test && !h.AllowPrivateIPN {
-		if why := ipn.Unreachable(r.Context(), u, net.DefaultResolver); why != "" {
+		if why := ipn.Unreachable(r.Context(), u, net.DefaultResolver, h.NAT64Prefixes...); why != "" {
 			note += " But " + why + ": the gateway will not deliver there unless its operator allows private addresses in test mode."
 		}
 	}

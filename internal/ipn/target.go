@@ -89,15 +89,16 @@ func CheckUsername(u string) error {
 // refuses it when any of its addresses may not be reached. It catches a
 // mistake when the URL is saved; the check that protects is the one made on
 // the resolved address at connect time, since DNS may answer differently
-// later. A name that does not resolve yet is accepted.
-func CheckTarget(ctx context.Context, raw string, mode merchant.Mode, r Resolver) error {
+// later. A name that does not resolve yet is accepted. nat64 are the
+// network's NAT64 prefixes, as Refused takes them.
+func CheckTarget(ctx context.Context, raw string, mode merchant.Mode, r Resolver, nat64 ...netip.Prefix) error {
 	if err := CheckURL(raw, mode); err != nil {
 		return err
 	}
 	if mode != merchant.Live {
 		return nil
 	}
-	if why := Unreachable(ctx, raw, r); why != "" {
+	if why := Unreachable(ctx, raw, r, nat64...); why != "" {
 		return fmt.Errorf("%w: %s", ErrRefusedTarget, why)
 	}
 	return nil
@@ -107,7 +108,7 @@ func CheckTarget(ctx context.Context, raw string, mode merchant.Mode, r Resolver
 // raw's host as it resolves now ("" when it would not): in live mode always,
 // in test mode unless the operator allows private addresses. A name that
 // does not resolve yet says nothing.
-func Unreachable(ctx context.Context, raw string, r Resolver) string {
+func Unreachable(ctx context.Context, raw string, r Resolver, nat64 ...netip.Prefix) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return ""
@@ -120,7 +121,7 @@ func Unreachable(ctx context.Context, raw string, r Resolver) string {
 		return ""
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
-		if why := Refused(a); why != "" {
+		if why := Refused(a, nat64...); why != "" {
 			return fmt.Sprintf("%s is %s", host, why)
 		}
 		return ""
@@ -130,7 +131,7 @@ func Unreachable(ctx context.Context, raw string, r Resolver) string {
 		return ""
 	}
 	for _, a := range addrs {
-		if why := Refused(a); why != "" {
+		if why := Refused(a, nat64...); why != "" {
 			return fmt.Sprintf("%s resolves to %s, which is %s", host, a, why)
 		}
 	}

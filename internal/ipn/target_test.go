@@ -37,11 +37,15 @@ func (f fakeResolver) LookupNetIP(ctx context.Context, network, host string) ([]
 }
 
 var dns = fakeResolver{
-	"ipn.shop.example":       {"93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946"},
-	"rebind.shop.example":    {"127.0.0.1"},
-	"metadata.shop.example":  {"169.254.169.254"},
-	"mixed.shop.example":     {"93.184.216.34", "10.1.2.3"},
-	"v6private.shop.example": {"fd00::5"},
+	"ipn.shop.example": {"93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946"},
+	// DNS64 behind a translator on a unique-local prefix: 8.8.8.8, then
+	// 169.254.169.254.
+	"dns64.shop.example":      {"fd00:64::808:808"},
+	"dns64-meta.shop.example": {"fd00:64::a9fe:a9fe"},
+	"rebind.shop.example":     {"127.0.0.1"},
+	"metadata.shop.example":   {"169.254.169.254"},
+	"mixed.shop.example":      {"93.184.216.34", "10.1.2.3"},
+	"v6private.shop.example":  {"fd00::5"},
 }
 
 // The live-mode guard, from the URL a merchant saves down to the address a
@@ -369,5 +373,27 @@ func TestGuardJudgesTheNetworksNAT64Prefixes(t *testing.T) {
 	w.init()
 	if _, err := w.clientFor(merchant.Live).Post("http://[2001:db8:64::7f00:1]:1/ipn", "application/json", strings.NewReader("{}")); !errors.Is(err, ErrRefusedTarget) {
 		t.Errorf("a live delivery to 127.0.0.1 behind the network's /96: %v, want refused", err)
+	}
+}
+
+// Saving a URL checks its addresses as the nodes' deliveries will: through
+// the network's NAT64 prefixes when it has some (the dashboard and set-ipn
+// are given kadi serve's), so a receiver reached through a unique-local
+// translator can be saved, and one whose translated address is private
+// still cannot.
+func TestCheckTargetThroughTheNetworksNAT64(t *testing.T) {
+	prefix := netip.MustParsePrefix("fd00:64::/96")
+	ctx := t.Context()
+	if err := CheckTarget(ctx, "https://dns64.shop.example/ipn", merchant.Live, dns); !errors.Is(err, ErrRefusedTarget) {
+		t.Errorf("without the prefix: %v, want refused (unique-local)", err)
+	}
+	if err := CheckTarget(ctx, "https://dns64.shop.example/ipn", merchant.Live, dns, prefix); err != nil {
+		t.Errorf("with the prefix: %v, want saved", err)
+	}
+	if err := CheckTarget(ctx, "https://dns64-meta.shop.example/ipn", merchant.Live, dns, prefix); !errors.Is(err, ErrRefusedTarget) {
+		t.Errorf("169.254.169.254 through the translator: %v, want refused", err)
+	}
+	if why := Unreachable(ctx, "http://dns64.shop.example/ipn", dns, prefix); why != "" {
+		t.Errorf("Unreachable with the prefix: %q, want none", why)
 	}
 }

@@ -353,7 +353,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		dashMux = newMux()
 	}
 	(&dashboard.Handler{Auth: g.Auth, Store: st, IPN: g.IPN, Location: loc, Log: log, Now: now,
-		PublicURL: cfg.PublicURL, AllowPrivateIPN: cfg.AllowPrivateIPN}).Register(dashMux)
+		PublicURL: cfg.PublicURL, AllowPrivateIPN: cfg.AllowPrivateIPN, NAT64Prefixes: cfg.IPN.NAT64Prefixes}).Register(dashMux)
 	g.ipnMetrics = ipnMetrics
 	g.metricsHandler = g.Metrics.Handler()
 	addrs := clientaddr.NewResolver(cfg.TrustedProxies)
