@@ -247,10 +247,7 @@ func TestCLIListAndShowMerchants(t *testing.T) {
 	if out, errOut, err := runKadi(t, "merchant", "set-callbacks", "--data-dir", dir, "--merchant", a.MerchantCode, "--mode", "live", "--origins", "https://shop.example"); err != nil {
 		t.Fatalf("set-callbacks: %v %s %s", err, out, errOut)
 	}
-	if out, errOut, err := runKadi(t, "merchant", "set-ipn", "--data-dir", dir, "--merchant", a.MerchantCode, "--mode", "test",
-		"--url", "https://shop.example/ipn", "--username", "shop", "--password", "ipn-password-1"); err != nil {
-		t.Fatalf("set-ipn: %v %s %s", err, out, errOut)
-	}
+	setTestIPN(t, []string{"--data-dir", dir}, a.MerchantCode, "https://shop.example/ipn", "shop", "ipn-password-1")
 
 	var codes []string
 	for after := ""; ; {
@@ -335,10 +332,7 @@ func TestRotateNotificationSecretFromTheCLI(t *testing.T) {
 	var m merchantCreds
 	g := startGateway(t, func(dir string) {
 		m = createMerchant(t, dir, "Rotating Shop")
-		if _, errOut, err := runKadi(t, "merchant", "set-ipn", "--data-dir", dir, "--merchant", m.MerchantCode, "--mode", "test",
-			"--url", receiver.URL+"/ipn", "--username", "shop-ipn", "--password", "ipn-s3cret"); err != nil {
-			t.Fatalf("kadi merchant set-ipn: %v\nstderr: %s", err, errOut)
-		}
+		setTestIPN(t, []string{"--data-dir", dir}, m.MerchantCode, receiver.URL+"/ipn", "shop-ipn", "ipn-s3cret")
 	}, "--allow-private-ipn")
 	shop := newShopper(t, g, m)
 	checksWith := func(secret string, d delivery) bool {

@@ -47,10 +47,7 @@ func TestTwoNodesSharePostgres(t *testing.T) {
 
 	// The receiver comes before the nodes so that it outlives them.
 	rx := newClusterReceiver(t, m.Test.NotificationSecret)
-	if _, errOut, err := runKadi(t, "merchant", "set-ipn", "--database-url", dbURL, "--merchant", m.MerchantCode, "--mode", "test",
-		"--url", rx.URL+"/ipn", "--username", clusterIPNUser, "--password", clusterIPNPassword); err != nil {
-		t.Fatalf("kadi merchant set-ipn: %v\nstderr: %s", err, errOut)
-	}
+	setTestIPN(t, []string{"--database-url", dbURL}, m.MerchantCode, rx.URL+"/ipn", clusterIPNUser, clusterIPNPassword)
 
 	a := clusterStartNode(t, "A", dbURL, key)
 	b := clusterStartNode(t, "B", dbURL, key)

@@ -43,10 +43,7 @@ func TestBrowserDashboard(t *testing.T) {
 	var m merchantCreds
 	g := startGateway(t, func(dir string) {
 		m = createMerchant(t, dir, "Duka la Browser")
-		if _, stderr, err := runKadi(t, "merchant", "set-ipn", "--data-dir", dir, "--merchant", m.MerchantCode, "--mode", "test",
-			"--url", receiver.URL+"/ipn", "--username", "shop", "--password", "ipn-secret-1"); err != nil {
-			t.Fatalf("set-ipn: %v %s", err, stderr)
-		}
+		setTestIPN(t, []string{"--data-dir", dir}, m.MerchantCode, receiver.URL+"/ipn", "shop", "ipn-secret-1")
 	}, "--allow-private-ipn", "--ipn-poll", "100ms")
 	s := newShopper(t, g, m)
 	b := s.createBill(t, "DASH1", "1500.00")

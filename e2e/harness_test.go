@@ -138,6 +138,18 @@ func runKadi(t testing.TB, args ...string) (stdout, stderr []byte, err error) {
 	return out.Bytes(), errOut.Bytes(), err
 }
 
+// setTestIPN points a merchant's test-mode notifications at url through
+// the CLI; where names the store ("--data-dir", DIR or "--database-url",
+// URL).
+func setTestIPN(t testing.TB, where []string, code, url, username, password string) {
+	t.Helper()
+	args := append(append([]string{"merchant", "set-ipn"}, where...),
+		"--merchant", code, "--mode", "test", "--url", url, "--username", username, "--password", password)
+	if out, errOut, err := runKadi(t, args...); err != nil {
+		t.Fatalf("kadi merchant set-ipn: %v\n%s%s", err, out, errOut)
+	}
+}
+
 // createMerchant onboards a merchant through the CLI and checks that every
 // credential the JSON promises is there.
 func createMerchant(t testing.TB, dataDir, name string) merchantCreds {

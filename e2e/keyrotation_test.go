@@ -49,10 +49,7 @@ func TestMasterKeyRotationAcrossNodes(t *testing.T) {
 		t.Fatalf("kadi merchant create --json printed %q: %v", out, err)
 	}
 	rx := newClusterReceiver(t, m.Test.NotificationSecret)
-	if _, errOut, err := runKadi(t, "merchant", "set-ipn", "--database-url", dbURL, "--merchant", m.MerchantCode, "--mode", "test",
-		"--url", rx.URL+"/ipn", "--username", clusterIPNUser, "--password", clusterIPNPassword); err != nil {
-		t.Fatalf("kadi merchant set-ipn: %v\nstderr: %s", err, errOut)
-	}
+	setTestIPN(t, []string{"--database-url", dbURL}, m.MerchantCode, rx.URL+"/ipn", clusterIPNUser, clusterIPNPassword)
 	a := clusterStartNode(t, "A", dbURL, "") // no KADI_SECRET_KEY: the nodes read KADI_SECRET_KEY_FILE
 	b := clusterStartNode(t, "B", dbURL, "")
 	clientA := a.client(t, m, m.Test.APIKey)

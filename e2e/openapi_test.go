@@ -119,10 +119,7 @@ func TestIPNFollowsTheDocument(t *testing.T) {
 	var m merchantCreds
 	g := startGateway(t, func(dir string) {
 		m = createMerchant(t, dir, "Contract Shop")
-		if _, stderr, err := runKadi(t, "merchant", "set-ipn", "--data-dir", dir, "--merchant", m.MerchantCode, "--mode", "test",
-			"--url", receiver.URL+"/ipn", "--username", "shop", "--password", "ipn-secret-1"); err != nil {
-			t.Fatalf("set-ipn: %v %s", err, stderr)
-		}
+		setTestIPN(t, []string{"--data-dir", dir}, m.MerchantCode, receiver.URL+"/ipn", "shop", "ipn-secret-1")
 	}, "--allow-private-ipn", "--ipn-poll", "100ms")
 	s := newShopper(t, g, m)
 	b := s.createBill(t, "CONTRACT1", "1500.00")
