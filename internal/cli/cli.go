@@ -27,7 +27,7 @@ Usage:
   kadi serve   [--addr 127.0.0.1:8080] [--data-dir DIR] [--public-url URL] [--database-url URL] [--allow-private-ipn] [--form-addr ADDR] [--dashboard-addr ADDR] [--metrics-addr ADDR] [--trusted-proxies CIDR,…] [--log-format json|text]
   kadi demo    [--addr 127.0.0.1:8080] [--shop-addr 127.0.0.1:8081] [--data-dir DIR]
   kadi merchant create     --data-dir DIR --name NAME [--json]
-  kadi merchant set-ipn    --data-dir DIR --merchant CODE --mode test|live --url URL --username U --password P
+  kadi merchant set-ipn    --data-dir DIR --merchant CODE --mode test|live --url URL --username U --password P [--nat64-prefixes P,…]
   kadi merchant rotate-key --data-dir DIR --merchant CODE --mode test|live [--json]
   kadi merchant rotate-secret --data-dir DIR --merchant CODE --mode test|live [--overlap 24h] [--json]
   kadi merchant end-secret-overlap --data-dir DIR --merchant CODE --mode test|live

@@ -232,14 +232,21 @@ func parsePrefixes(v string) ([]netip.Prefix, error) {
 // deliveries follow, and set-ipn's, whose check of a URL should agree.
 func nat64Flag(fs *flag.FlagSet, ps *[]netip.Prefix) {
 	fs.Func("nat64-prefixes", "comma-separated NAT64 prefixes of this network beside the well-known 64:ff9b::/96 (RFC 6052 lengths, /32 to /96): an IPN receiver's address in one is judged by the IPv4 address it carries, so that none reaches a private IPv4 host through the translator", func(v string) error {
-		parsed, err := parsePrefixes(v)
-		if err != nil {
-			return err
-		}
-		for _, p := range parsed {
-			if err := ipn.CheckNAT64Prefix(p); err != nil {
-				return err
+		// Not parsePrefixes: it masks, and a prefix mistyped with bits
+		// past its length is better refused than read as another.
+		var parsed []netip.Prefix
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f == "" {
+				continue
 			}
+			p, err := netip.ParsePrefix(f)
+			if err != nil {
+				return fmt.Errorf("%q is not a CIDR prefix", f)
+			}
+			parsed = append(parsed, p)
+		}
+		if err := ipn.CheckNAT64Prefixes(parsed); err != nil {
+			return err
 		}
 		*ps = parsed
 		return nil

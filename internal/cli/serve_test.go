@@ -291,6 +291,8 @@ func TestServeRefusesSettingsThatBreakEverything(t *testing.T) {
 		{[]string{"--node-name", "web/2"}, `--node-name "web/2" holds a "/"`},
 		{[]string{"--nat64-prefixes", "64:ff9b:1:2::/80"}, "its length must be one of RFC 6052's"},
 		{[]string{"--nat64-prefixes", "192.0.2.0/24"}, "192.0.2.0/24 is not an IPv6 prefix"},
+		{[]string{"--nat64-prefixes", "fd00:64::1:0/96"}, "has bits set past its length (fd00:64::/96?)"},
+		{[]string{"--nat64-prefixes", "fd00:64::/32,fd00:64:808:808::/96"}, "overlap"},
 	} {
 		var stdout, stderr bytes.Buffer
 		args := append([]string{"serve", "--data-dir", t.TempDir(), "--addr", "127.0.0.1:0"}, tt.args...)

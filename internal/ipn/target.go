@@ -243,10 +243,14 @@ var nat64Lengths = []int{32, 40, 48, 56, 64, 96}
 // notNAT64 are ranges no translator's prefix may overlap: an address in a
 // NAT64 prefix is judged by its IPv4 address alone, so one of these named
 // by mistake would let a notification reach the gateway's own host or
-// link.
+// link; nor may one overlap the other forms that carry an IPv4 address,
+// whose own rule it would replace.
 var notNAT64 = []netip.Prefix{
 	netip.MustParsePrefix("::/96"), // unspecified, loopback, IPv4-compatible
 	netip.MustParsePrefix("::ffff:0:0/96"),
+	netip.MustParsePrefix("100::/64"),
+	netip.MustParsePrefix("2001::/32"), // Teredo
+	netip.MustParsePrefix("2002::/16"), // 6to4
 	netip.MustParsePrefix("fe80::/10"),
 	netip.MustParsePrefix("fec0::/10"),
 	netip.MustParsePrefix("ff00::/8"),
@@ -260,11 +264,29 @@ func CheckNAT64Prefix(p netip.Prefix) error {
 	case !p.Addr().Is6() || p.Addr().Is4In6():
 		return fmt.Errorf("NAT64 prefix %s is not an IPv6 prefix", p)
 	case slices.ContainsFunc(notNAT64, p.Overlaps):
-		return fmt.Errorf("NAT64 prefix %s overlaps loopback, link-local, multicast or IPv4-mapped addresses", p)
+		return fmt.Errorf("NAT64 prefix %s overlaps loopback, link-local, multicast, IPv4-mapped, 6to4 or Teredo addresses", p)
 	case !slices.Contains(nat64Lengths, p.Bits()):
 		return fmt.Errorf("NAT64 prefix %s: its length must be one of RFC 6052's, /32, /40, /48, /56, /64 or /96", p)
 	case p != p.Masked():
 		return fmt.Errorf("NAT64 prefix %s has bits set past its length (%s?)", p, p.Masked())
+	}
+	return nil
+}
+
+// CheckNAT64Prefixes checks each of ps, and that no two overlap: an
+// address in both would be read at the length of whichever came first,
+// and a /32 listed before the /96 inside it read the metadata address
+// behind the /96 as a public one.
+func CheckNAT64Prefixes(ps []netip.Prefix) error {
+	for i, p := range ps {
+		if err := CheckNAT64Prefix(p); err != nil {
+			return err
+		}
+		for _, q := range ps[:i] {
+			if p.Overlaps(q) {
+				return fmt.Errorf("NAT64 prefixes %s and %s overlap: name each translator's prefix once", q, p)
+			}
+		}
 	}
 	return nil
 }

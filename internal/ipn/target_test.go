@@ -325,6 +325,8 @@ func TestCheckNAT64Prefix(t *testing.T) {
 		"::/96":             false, // loopback among them
 		"ff02::/32":         false,
 		"fd00:64::/96":      true,
+		"2002:a00::/32":     false, // 6to4: its own rule would be replaced
+		"2001:0:a00::/48":   false, // Teredo
 	} {
 		if err := CheckNAT64Prefix(netip.MustParsePrefix(p)); (err == nil) != ok {
 			t.Errorf("CheckNAT64Prefix(%s) = %v, want ok %t", p, err, ok)
@@ -332,6 +334,11 @@ func TestCheckNAT64Prefix(t *testing.T) {
 	}
 	if err := (Config{NAT64Prefixes: []netip.Prefix{netip.MustParsePrefix("2001:db8:64::/80")}}).Validate(); err == nil {
 		t.Error("Config.Validate took a /80 NAT64 prefix")
+	}
+	// Nested: the /32 would read the /96's addresses at its own length.
+	nested := []netip.Prefix{netip.MustParsePrefix("fd00:64::/32"), netip.MustParsePrefix("fd00:64:808:808::/96")}
+	if err := (Config{NAT64Prefixes: nested}).Validate(); err == nil {
+		t.Errorf("Config.Validate took overlapping NAT64 prefixes %v", nested)
 	}
 }
 

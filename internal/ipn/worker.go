@@ -86,12 +86,7 @@ func (c Config) Validate() error {
 			return errors.New("IPN retry waits must be positive")
 		}
 	}
-	for _, p := range c.NAT64Prefixes {
-		if err := CheckNAT64Prefix(p); err != nil {
-			return err
-		}
-	}
-	return nil
+	return CheckNAT64Prefixes(c.NAT64Prefixes)
 }
 
 func (c Config) withDefaults() Config {
