@@ -55,7 +55,7 @@ type Config struct {
 // DefaultConfig is docs/ipn.md's delivery policy. Deliveries wait on the
 // network, not the CPU, so the pool is wide: a hung or slow receiver holds
 // at most PerEndpoint slots until its first requests time out or answer
-// late, then one.
+// late, then one while half the pool or more is taken.
 // Sixteen at a time to one merchant is
 // what lets a busy one hear of 1,000 payments a second within 100 ms
 // (docs/performance.md); four held it to a few hundred a second.
@@ -177,8 +177,9 @@ type Worker struct {
 	// same refusal.
 	waitFor map[Endpoint]time.Time
 	// slow holds the endpoints whose last request here got no answer
-	// within the timeout, or a late one (slowAnswer): they get one request
-	// at a time, and nothing claimed ahead, until one is answered in time.
+	// within the timeout, or a late one (slowAnswer): they get nothing
+	// claimed ahead, and one request at a time while slots run short
+	// (limit), until they answer in time again.
 	// At their full share, sixteen receivers that hang took every slot of
 	// a node, and each slot a timeout freed went to the same merchant's
 	// next notification, so every other merchant waited for those
@@ -368,9 +369,13 @@ func (w *Worker) saturated(ep Endpoint) bool {
 }
 
 // limit is how many requests may be in flight to ep from here: one while
-// it is slow. The caller holds w.mu.
+// it is slow and half the node's slots or more are taken. Slots are cut
+// for fairness, which only matters when they run short: cut always, a
+// merchant whose receiver answers every notification in 6 s got one
+// every 6 s from an idle node, and its backlog grew without end. The
+// caller holds w.mu.
 func (w *Worker) limit(ep Endpoint) int {
-	if w.slow[ep] {
+	if w.slow[ep] && 2*w.active >= w.cfg.Workers {
 		return 1
 	}
 	return w.cfg.PerEndpoint

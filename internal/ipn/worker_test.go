@@ -463,6 +463,43 @@ func TestSlowReceiversLeaveSlotsForOthers(t *testing.T) {
 	}
 }
 
+// A receiver that answers late still gets its share from a node whose
+// slots are mostly free: the cut is for fairness, and with nobody else
+// waiting it only held a slow merchant's notifications to one at a time.
+func TestSlowReceiverKeepsItsShareOnAnIdleNode(t *testing.T) {
+	const slowMsg = "IPN receiver slow to answer: one request at a time to it from this node until it answers in time"
+	f := newFixture(t)
+	logs := &messages{}
+	var afterIn, afterMax atomic.Int32
+	a := f.shop(t, "")
+	rc := newReceiver(t, a, func(n int, w http.ResponseWriter, r *http.Request) bool {
+		if logs.count(slowMsg) > 0 {
+			in := afterIn.Add(1)
+			defer afterIn.Add(-1)
+			for m := afterMax.Load(); in > m && !afterMax.CompareAndSwap(m, in); m = afterMax.Load() {
+			}
+		}
+		time.Sleep(900 * time.Millisecond) // late: a third of the 2 s timeout is 667 ms
+		return false
+	})
+	f.setIPN(t, a.Code, rc.URL+"/kadi/ipn")
+	var ids []string
+	for range 8 {
+		ids = append(ids, f.event(t, a, f.pay(t, a).Reference).ID)
+	}
+	stop := run(t, &ipn.Worker{Queue: f.db, Config: fast(ipn.Config{Workers: 8, PerEndpoint: 2, Timeout: 2 * time.Second}), Log: slog.New(logs)})
+	for _, id := range ids {
+		waitFor(t, "the slow receiver's deliveries", f.statusIs(t, id, ipn.Delivered))
+	}
+	stop()
+	if logs.count(slowMsg) != 1 {
+		t.Fatalf("logged %q %d times, want once", slowMsg, logs.count(slowMsg))
+	}
+	if n := afterMax.Load(); n != 2 {
+		t.Errorf("at most %d requests in flight to the slow receiver on an idle node, want its share of 2", n)
+	}
+}
+
 // messages records the messages logged.
 type messages struct {
 	slog.Handler // WithAttrs, WithGroup: not used by the worker
