@@ -366,7 +366,7 @@ func TestRotateNotificationSecretFromTheCLI(t *testing.T) {
 	}
 	var rotated struct {
 		Secret string    `json:"notificationSecret"`
-		Until  time.Time `json:"previousSignsUntil"`
+		Until  time.Time `json:"previousSecretSignsUntil"`
 	}
 	if err := json.Unmarshal(out, &rotated); err != nil || !strings.HasPrefix(rotated.Secret, "whsec_") || rotated.Secret == m.Test.NotificationSecret ||
 		rotated.Until.Before(time.Now().Add(59*time.Minute)) || rotated.Until.After(time.Now().Add(time.Hour)) {

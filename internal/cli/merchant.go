@@ -166,8 +166,8 @@ func merchantRotateSecret(ctx context.Context, args []string, stdout, stderr io.
 	var asJSON bool
 	fs := newFlags("merchant rotate-secret", stderr)
 	ef.register(fs)
-	fs.DurationVar(&overlap, "overlap", 24*time.Hour, "how long the replaced secret keeps signing beside the new one (0: not at all, every receiver must have the new one at once; at most 168h)")
-	fs.BoolVar(&asJSON, "json", false, `print {"notificationSecret": …, "previousSignsUntil": …}`)
+	fs.DurationVar(&overlap, "overlap", 24*time.Hour, "how long the replaced secret keeps signing beside the new one (0: not at all, every receiver must have the new one at once; else from 1m to 168h)")
+	fs.BoolVar(&asJSON, "json", false, `print {"notificationSecret": …, "previousSecretSignsUntil": …}`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -175,8 +175,10 @@ func merchantRotateSecret(ctx context.Context, args []string, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	if overlap < 0 || overlap > maxSecretOverlap {
-		return usageErr(fs, fmt.Errorf("--overlap %s: give a time from 0 to %s", overlap, maxSecretOverlap))
+	// Under a minute an overlap would be over before a receiver could
+	// be given the secret, and the time printed already past.
+	if overlap != 0 && (overlap < time.Minute || overlap > maxSecretOverlap) {
+		return usageErr(fs, fmt.Errorf("--overlap %s: give 0, or a time from 1m to %s", overlap, maxSecretOverlap))
 	}
 	db, err := ef.st.open(ctx, false)
 	if err != nil {
@@ -196,7 +198,7 @@ func merchantRotateSecret(ctx context.Context, args []string, stdout, stderr io.
 	if asJSON {
 		out := struct {
 			Secret string     `json:"notificationSecret"`
-			Until  *time.Time `json:"previousSignsUntil,omitempty"`
+			Until  *time.Time `json:"previousSecretSignsUntil,omitempty"`
 		}{Secret: s}
 		if !until.IsZero() {
 			out.Until = &until
@@ -236,7 +238,7 @@ func merchantEndSecretOverlap(ctx context.Context, args []string, stdout, stderr
 	} else if err != nil {
 		return err
 	}
-	ended, err := db.EndSecretOverlap(ctx, ef.code, m)
+	ended, err := db.EndSecretOverlap(ctx, ef.code, m, time.Time{})
 	if err != nil {
 		return fmt.Errorf("merchant %s: %w", ef.code, err)
 	}

@@ -667,7 +667,25 @@ func TestEndSecretOverlap(t *testing.T) {
 			t.Errorf("ending it with %v: %d, signing with %d; want %d saying %q", tc.form, rec.Code, signing(), tc.code, tc.says)
 		}
 	}
-	rec := b.post("/dashboard/developers/end-overlap", url.Values{"confirm": {"yes"}, "password": {c.Password}})
+	// The page names the overlap it shows; a rotation since (another tab,
+	// the CLI) began another, which the stale page must not end.
+	page := b.get("/dashboard/developers").Body.String()
+	shown := servertest.ParsePage(page)
+	form, ok := shown.FormTo("/dashboard/developers/end-overlap")
+	if !ok || form.Values()["until"] == "" {
+		t.Fatalf("the end-overlap form names no overlap:\n%s", page)
+	}
+	until := form.Values()["until"]
+	g.Clock.Advance(time.Second) // the next rotation's overlap ends later
+	if rec := b.post("/dashboard/developers/rotate-secret", url.Values{"confirm": {"yes"}, "overlap": {"24h"}, "password": {c.Password}}); rec.Code != http.StatusOK {
+		t.Fatalf("rotate again: %d", rec.Code)
+	}
+	if rec := b.post("/dashboard/developers/end-overlap", url.Values{"confirm": {"yes"}, "until": {until}, "password": {c.Password}}); rec.Code != http.StatusConflict ||
+		!strings.Contains(rec.Body.String(), "replaced again since this page was shown") || signing() != 2 {
+		t.Errorf("ending from a page shown before another rotation: %d, signing with %d\n%s", rec.Code, signing(), rec.Body.String())
+	}
+	form, _ = servertest.ParsePage(b.get("/dashboard/developers").Body.String()).FormTo("/dashboard/developers/end-overlap")
+	rec := b.post("/dashboard/developers/end-overlap", url.Values{"confirm": {"yes"}, "until": {form.Values()["until"]}, "password": {c.Password}})
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "The replaced secret no longer signs") || signing() != 1 {
 		t.Errorf("ending it: %d, signing with %d; the answer:\n%s", rec.Code, signing(), rec.Body.String())
 	}

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -162,10 +163,22 @@ func (h *Handler) endOverlap(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := visitOf(r)
-	ended, err := h.Store.EndSecretOverlap(r.Context(), v.Merchant.Code, v.Sess.Mode)
+	// The overlap the page showed: one begun since by another rotation
+	// (another tab, the CLI) is not ended in its place.
+	var until time.Time
+	if ms, err := strconv.ParseInt(r.PostForm.Get("until"), 10, 64); err == nil && ms > 0 {
+		until = time.UnixMilli(ms)
+	}
+	ended, err := h.Store.EndSecretOverlap(r.Context(), v.Merchant.Code, v.Sess.Mode, until)
 	if err != nil {
 		h.internal(w, r, err)
 		return
+	}
+	if !ended && !until.IsZero() {
+		if st, err := h.Store.Settings(r.Context(), v.Merchant.Code, v.Sess.Mode); err == nil && len(st.SigningSecrets(h.Now())) > 1 {
+			h.renderDevelopers(w, r, http.StatusConflict, map[string]any{"Error": "The secret was replaced again since this page was shown: nothing was ended. Check which secret your receivers hold, then end the overlap below if they hold the current one."})
+			return
+		}
 	}
 	note := "The replaced secret no longer signs: notifications are signed with the current one only."
 	if !ended {

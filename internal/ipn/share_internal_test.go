@@ -33,6 +33,11 @@ func TestShareComesBackAfterAnswersInTimeInARow(t *testing.T) {
 		}
 		w.answered(ep, noAnswer, 15*time.Second)
 	}
+	// A late answer starts the count again too.
+	for range inTimeToRecover - 1 {
+		w.answered(ep, inTime, time.Millisecond)
+	}
+	w.answered(ep, late, 6*time.Second)
 	for i := 1; i < inTimeToRecover; i++ {
 		w.answered(ep, inTime, time.Millisecond)
 		if !slow() {

@@ -334,13 +334,21 @@ func (s *DB) SetNotificationSecret(ctx context.Context, code string, mode mercha
 
 // EndSecretOverlap stops the secret a rotation replaced from signing
 // before the time the rotation gave it, once the merchant's receivers
-// check the new one. ended is false when no replaced secret was signing.
-func (s *DB) EndSecretOverlap(ctx context.Context, code string, mode merchant.Mode) (ended bool, err error) {
+// check the new one. A non-zero until names the overlap meant (its end,
+// as Settings read it): another rotation since then is not ended in its
+// place, which would drop the secret the receivers were just given.
+// ended is false when no such replaced secret was signing.
+func (s *DB) EndSecretOverlap(ctx context.Context, code string, mode merchant.Mode, until time.Time) (ended bool, err error) {
 	defer s.settings.forget(endpointKey(code, mode))
+	meant := int64(0)
+	if !until.IsZero() {
+		meant = ms(until)
+	}
 	err = s.inTx(ctx, func(t tx) error {
 		now := time.Now()
 		res, err := t.exec(ctx, `UPDATE merchant_settings SET previous_notification_secret = '', previous_secret_until = 0
-			WHERE merchant_code = ? AND mode = ? AND previous_secret_until > ?`, code, string(mode), ms(now))
+			WHERE merchant_code = ? AND mode = ? AND previous_secret_until > ?
+			AND (CAST(? AS BIGINT) = 0 OR previous_secret_until = ?)`, code, string(mode), ms(now), meant, meant)
 		if err != nil {
 			return fmt.Errorf("end the notification secret's overlap: %w", err)
 		}
