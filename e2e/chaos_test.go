@@ -65,12 +65,7 @@ func TestChaos(t *testing.T) {
 		where []string
 		st    *chaosStore
 	}{{[]string{"--database-url", dbURL}, pgStore}, {[]string{"--data-dir", dataDir}, sqStore}} {
-		args := append([]string{"merchant", "set-ipn"}, s.where...)
-		args = append(args, "--merchant", s.st.m.MerchantCode, "--mode", "test", "--url", s.st.rx.URL+"/ipn",
-			"--username", clusterIPNUser, "--password", clusterIPNPassword)
-		if _, errOut, err := runKadi(t, args...); err != nil {
-			t.Fatalf("kadi merchant set-ipn: %v\n%s", err, errOut)
-		}
+		setTestIPN(t, s.where, s.st.m.MerchantCode, s.st.rx.URL+"/ipn", clusterIPNUser, clusterIPNPassword)
 	}
 
 	pgStore.nodes = []*chaosNode{
