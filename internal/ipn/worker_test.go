@@ -500,6 +500,34 @@ func TestSlowReceiverKeepsItsShareOnAnIdleNode(t *testing.T) {
 	}
 }
 
+// An answer's time runs to the end of its body: a receiver that sends its
+// headers at once and its body late holds the slot as long as one that
+// answers late, and is as slow.
+func TestAnAnswersBodyCountsInItsTime(t *testing.T) {
+	const slowMsg = "IPN receiver slow to answer: one request at a time to it from this node until it answers in time"
+	f := newFixture(t)
+	logs := &messages{}
+	a := f.shop(t, "")
+	rc := newReceiver(t, a, func(n int, w http.ResponseWriter, r *http.Request) bool {
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		time.Sleep(900 * time.Millisecond) // a third of the 2 s timeout is 667 ms
+		_, _ = w.Write([]byte("ok"))
+		return true
+	})
+	f.setIPN(t, a.Code, rc.URL+"/kadi/ipn")
+	ev := f.event(t, a, f.pay(t, a).Reference)
+	stop := run(t, &ipn.Worker{Queue: f.db, Config: fast(ipn.Config{Timeout: 2 * time.Second}), Log: slog.New(logs)})
+	waitFor(t, "the delivery", f.statusIs(t, ev.ID, ipn.Delivered))
+	stop()
+	if n := logs.count(slowMsg); n != 1 {
+		t.Errorf("logged %q %d times, want once: the body came 900 ms after the headers", slowMsg, n)
+	}
+	if atts := f.attempts(t, ev.ID); len(atts) != 1 || atts[0].Latency < 900*time.Millisecond {
+		t.Errorf("attempts %+v, want one whose latency covers the body", atts)
+	}
+}
+
 // messages records the messages logged.
 type messages struct {
 	slog.Handler // WithAttrs, WithGroup: not used by the worker
