@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"os"
@@ -110,16 +109,10 @@ func checkProfile(t *testing.T, path string) {
 // PostgreSQL (--url A,B), as docs/performance.md reports them: every row
 // without errors, both nodes serving, their CPU added up.
 func TestKadiLoadTwoNodes(t *testing.T) {
-	adminURL := os.Getenv("KADI_TEST_DATABASE_URL")
-	if testing.Short() || adminURL == "" {
-		t.Skip("needs PostgreSQL: set KADI_TEST_DATABASE_URL and drop -short")
-	}
-	dbURL, _ := clusterDatabase(t, adminURL)
-	key := hex.EncodeToString(clusterRandom(t, 32))
-	t.Setenv("KADI_SECRET_KEY", key)
-	out, errOut, err := runKadi(t, "merchant", "create", "--database-url", dbURL, "--name", "Load Cluster", "--json")
+	dbURL, _, key, m := clusterWithMerchant(t, "Load Cluster")
+	out, err := json.Marshal(m) // as kadi merchant create --json printed it
 	if err != nil {
-		t.Fatalf("kadi merchant create: %v\n%s", err, errOut)
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "kadi-load")

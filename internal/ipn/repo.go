@@ -47,7 +47,7 @@ type Claim struct {
 	// events stay unclaimed for other nodes and later polls.
 	Skip []Endpoint
 	// One lists endpoints of which the claim takes one event at most:
-	// receivers that stopped answering, sent one request at a time. At
+	// receivers slow to answer, for which nothing is claimed ahead. At
 	// PerEndpoint, each of their requests claimed a share, started one
 	// and gave the rest back: a write of each, for nothing.
 	One []Endpoint

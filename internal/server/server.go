@@ -513,7 +513,6 @@ func (g *Gateway) watchNodeKeys(ctx context.Context, node, run string) {
 	var said, failed string
 	var forgot time.Time
 	var names nameWatch
-	wasShared := false
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		if time.Since(forgot) > time.Hour {
@@ -524,6 +523,7 @@ func (g *Gateway) watchNodeKeys(ctx context.Context, node, run string) {
 		peers, last, err := g.Store.PublishNodeKey(rctx, g.keys.NodeKey(node), run, nodeKeysLive)
 		cancel()
 		if err == nil {
+			wasShared := names.shared
 			sole, shared := names.saw(last, run, time.Now(), nodeKeysLive)
 			switch {
 			case shared && !wasShared:
@@ -535,7 +535,6 @@ func (g *Gateway) watchNodeKeys(ctx context.Context, node, run string) {
 				g.nameShared.Set(0)
 			}
 			g.soleName.Store(sole)
-			wasShared = shared
 		}
 		switch {
 		case err != nil && ctx.Err() == nil && err.Error() != failed:
@@ -595,6 +594,7 @@ func (g *Gateway) soleNameNow(name, run string) func(context.Context) bool {
 type nameWatch struct {
 	published bool
 	foreign   time.Time // when another run's mark was last found
+	shared    bool      // saw's last answer
 }
 
 // saw takes one publish's finding: last is the run whose mark the row bore
@@ -609,7 +609,7 @@ func (n *nameWatch) saw(last, run string, now time.Time, hold time.Duration) (so
 	}
 	shared = !n.foreign.IsZero() && now.Sub(n.foreign) < hold
 	sole = n.published && !shared
-	n.published = true
+	n.published, n.shared = true, shared
 	return sole, shared
 }
 

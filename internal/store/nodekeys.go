@@ -29,8 +29,9 @@ func (s *DB) PublishNodeKey(ctx context.Context, k keyring.NodeKey, run string, 
 	}
 	var last string
 	err = s.inTx(ctx, func(t tx) error {
-		if err := t.queryRow(ctx, `SELECT run FROM node_keys WHERE node = ?`+lock, k.Node).Scan(&last); err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("read this node's last run: %w", err)
+		var err error
+		if last, err = scanNodeRun(t.queryRow(ctx, nodeRunQuery+lock, k.Node)); err != nil {
+			return err
 		}
 		if _, err := t.exec(ctx, `INSERT INTO node_keys (node, key_id, key_check, seen_at, run) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (node) DO UPDATE SET key_id = excluded.key_id, key_check = excluded.key_check, seen_at = excluded.seen_at, run = excluded.run`,
@@ -56,12 +57,16 @@ func (s *DB) PublishNodeKey(ctx context.Context, k keyring.NodeKey, run string, 
 
 // NodeRun is the run that last published for node ("" if none did).
 func (s *DB) NodeRun(ctx context.Context, node string) (string, error) {
+	return scanNodeRun(s.queryRow(ctx, nodeRunQuery, node))
+}
+
+// nodeRunQuery reads the run that last published for a node.
+const nodeRunQuery = `SELECT run FROM node_keys WHERE node = ?`
+
+// scanNodeRun reads nodeRunQuery's answer: "" when no run published.
+func scanNodeRun(row *sql.Row) (string, error) {
 	var run string
-	err := s.queryRow(ctx, `SELECT run FROM node_keys WHERE node = ?`, node).Scan(&run)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
-	}
-	if err != nil {
+	if err := row.Scan(&run); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("read this node's last run: %w", err)
 	}
 	return run, nil

@@ -11,14 +11,18 @@ import (
 	"github.com/kadipay/kadi/internal/store"
 )
 
+// bothDatabases opens a fresh store of each kind (PostgreSQL skips
+// without KADI_TEST_DATABASE_URL).
+var bothDatabases = map[string]func(t *testing.T) *store.DB{
+	"SQLite":     func(t *testing.T) *store.DB { return openSQLite(t, filepath.Join(t.TempDir(), "kadi.db")) },
+	"PostgreSQL": func(t *testing.T) *store.DB { return openStore(t, freshSchema(t, postgresURL(t))) },
+}
+
 // Each node's published key replaces its last; a node silent for longer
 // than the live window is not among the answer, and ForgetNodeKeys drops
 // the rows of the long silent.
 func TestPublishNodeKey(t *testing.T) {
-	for name, open := range map[string]func(t *testing.T) *store.DB{
-		"SQLite":     func(t *testing.T) *store.DB { return openSQLite(t, filepath.Join(t.TempDir(), "kadi.db")) },
-		"PostgreSQL": func(t *testing.T) *store.DB { return openStore(t, freshSchema(t, postgresURL(t))) },
-	} {
+	for name, open := range bothDatabases {
 		t.Run(name, func(t *testing.T) {
 			db := open(t)
 			ctx := t.Context()
@@ -55,10 +59,7 @@ func TestPublishNodeKey(t *testing.T) {
 // The run that published last under a node's name: the node's own after
 // its first publish, another's when a node of the same name runs too.
 func TestPublishNodeKeyTellsTheLastRun(t *testing.T) {
-	for name, open := range map[string]func(t *testing.T) *store.DB{
-		"SQLite":     func(t *testing.T) *store.DB { return openSQLite(t, filepath.Join(t.TempDir(), "kadi.db")) },
-		"PostgreSQL": func(t *testing.T) *store.DB { return openStore(t, freshSchema(t, postgresURL(t))) },
-	} {
+	for name, open := range bothDatabases {
 		t.Run(name, func(t *testing.T) {
 			db := open(t)
 			k := keyring.NodeKey{Node: "web", ID: "k0", Check: "0000000000000000"}
