@@ -581,10 +581,10 @@ func (w *Worker) answered(ep Endpoint, how answer, took time.Duration) {
 	w.giveBack(back)
 	switch {
 	case !was && how == noAnswer:
-		w.Log.Warn("IPN receiver not answering: one request at a time to it from this node until it answers in time",
+		w.Log.Warn("IPN receiver not answering: nothing claimed ahead for it on this node, and one request at a time while half the node's slots are taken, until it answers in time",
 			"merchant", ep.MerchantCode, "mode", ep.Mode, "timeout", w.cfg.Timeout.String())
 	case !was && how == late:
-		w.Log.Warn("IPN receiver slow to answer: one request at a time to it from this node until it answers in time",
+		w.Log.Warn("IPN receiver slow to answer: nothing claimed ahead for it on this node, and one request at a time while half the node's slots are taken, until it answers in time",
 			"merchant", ep.MerchantCode, "mode", ep.Mode, "took", took.Round(time.Millisecond).String(), "in_time", w.cfg.slowAnswer().String())
 	case recovered:
 		w.Log.Info("IPN receiver answering in time again", "merchant", ep.MerchantCode, "mode", ep.Mode)

@@ -365,6 +365,13 @@ func TestHungMerchantDoesNotDelayOthers(t *testing.T) {
 	}
 }
 
+// What the worker logs of a receiver when it becomes slow to the node:
+// operators' alerts match these lines.
+const (
+	notAnsweringMsg = "IPN receiver not answering: nothing claimed ahead for it on this node, and one request at a time while half the node's slots are taken, until it answers in time"
+	slowMsg         = "IPN receiver slow to answer: nothing claimed ahead for it on this node, and one request at a time while half the node's slots are taken, until it answers in time"
+)
+
 // Receivers that hang, or answer only after a third of the timeout, get
 // one request at a time once they have: a merchant whose receiver answers
 // at once has its notification sent while their backlogs wait, and once
@@ -376,9 +383,9 @@ func TestSlowReceiversLeaveSlotsForOthers(t *testing.T) {
 		slow   string        // what the worker logs of them
 		before int32         // A's requests before B's notification, at most
 	}{
-		"hung": {slow: "IPN receiver not answering: one request at a time to it from this node until it answers in time", before: 4},
+		"hung": {slow: notAnsweringMsg, before: 4},
 		// Each answer is a delivery: A's first two, then one at a time.
-		"late": {delay: 1200 * time.Millisecond, slow: "IPN receiver slow to answer: one request at a time to it from this node until it answers in time", before: 4},
+		"late": {delay: 1200 * time.Millisecond, slow: slowMsg, before: 4},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
@@ -467,7 +474,6 @@ func TestSlowReceiversLeaveSlotsForOthers(t *testing.T) {
 // slots are mostly free: the cut is for fairness, and with nobody else
 // waiting it only held a slow merchant's notifications to one at a time.
 func TestSlowReceiverKeepsItsShareOnAnIdleNode(t *testing.T) {
-	const slowMsg = "IPN receiver slow to answer: one request at a time to it from this node until it answers in time"
 	f := newFixture(t)
 	logs := &messages{}
 	var afterIn, afterMax atomic.Int32
@@ -504,7 +510,6 @@ func TestSlowReceiverKeepsItsShareOnAnIdleNode(t *testing.T) {
 // headers at once and its body late holds the slot as long as one that
 // answers late, and is as slow.
 func TestAnAnswersBodyCountsInItsTime(t *testing.T) {
-	const slowMsg = "IPN receiver slow to answer: one request at a time to it from this node until it answers in time"
 	f := newFixture(t)
 	logs := &messages{}
 	a := f.shop(t, "")
