@@ -238,7 +238,7 @@ func merchantEndSecretOverlap(ctx context.Context, args []string, stdout, stderr
 	} else if err != nil {
 		return err
 	}
-	ended, err := db.EndSecretOverlap(ctx, ef.code, m, time.Time{})
+	ended, err := db.EndSecretOverlap(ctx, ef.code, m, time.Time{}, time.Now())
 	if err != nil {
 		return fmt.Errorf("merchant %s: %w", ef.code, err)
 	}

@@ -696,6 +696,24 @@ func TestEndSecretOverlap(t *testing.T) {
 		!strings.Contains(rec.Body.String(), "No replaced secret was signing") {
 		t.Errorf("ending it again: %d\n%s", rec.Code, rec.Body.String())
 	}
+
+	// Over by the dashboard's clock when the form comes back: nothing is
+	// ended, whatever the machine's clock says.
+	if rec := b.post("/dashboard/developers/rotate-secret", url.Values{"confirm": {"yes"}, "overlap": {"1h"}, "password": {c.Password}}); rec.Code != http.StatusOK {
+		t.Fatalf("rotate with an hour's overlap: %d", rec.Code)
+	}
+	form, _ = servertest.ParsePage(b.get("/dashboard/developers").Body.String()).FormTo("/dashboard/developers/end-overlap")
+	for range 7 { // the session stays alive meanwhile
+		g.Clock.Advance(10 * time.Minute)
+		b.get("/dashboard/developers")
+	}
+	rec = b.post("/dashboard/developers/end-overlap", url.Values{"confirm": {"yes"}, "until": {form.Values()["until"]}, "password": {c.Password}})
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "No replaced secret was signing") {
+		t.Errorf("ending an overlap over by the dashboard's clock: %d\n%s", rec.Code, rec.Body.String())
+	}
+	if st, err := g.Store.Settings(t.Context(), c.MerchantCode, merchant.Test); err != nil || st.PreviousSecret == "" {
+		t.Errorf("the replaced secret of an overlap over by the dashboard's clock was ended (%v)", err)
+	}
 }
 
 // Live mode needs two-step verification, to read as much as to change

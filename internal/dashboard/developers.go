@@ -169,7 +169,7 @@ func (h *Handler) endOverlap(w http.ResponseWriter, r *http.Request) {
 	if ms, err := strconv.ParseInt(r.PostForm.Get("until"), 10, 64); err == nil && ms > 0 {
 		until = time.UnixMilli(ms)
 	}
-	ended, err := h.Store.EndSecretOverlap(r.Context(), v.Merchant.Code, v.Sess.Mode, until)
+	ended, err := h.Store.EndSecretOverlap(r.Context(), v.Merchant.Code, v.Sess.Mode, until, h.Now())
 	if err != nil {
 		h.internal(w, r, err)
 		return

@@ -337,18 +337,19 @@ func (s *DB) SetNotificationSecret(ctx context.Context, code string, mode mercha
 // check the new one. A non-zero until names the overlap meant (its end,
 // as Settings read it): another rotation since then is not ended in its
 // place, which would drop the secret the receivers were just given.
-// ended is false when no such replaced secret was signing.
-func (s *DB) EndSecretOverlap(ctx context.Context, code string, mode merchant.Mode, until time.Time) (ended bool, err error) {
+// at is the moment of the change by the caller's clock, the one its page
+// judged "still signing" by. ended is false when no such replaced secret
+// was signing at that moment.
+func (s *DB) EndSecretOverlap(ctx context.Context, code string, mode merchant.Mode, until, at time.Time) (ended bool, err error) {
 	defer s.settings.forget(endpointKey(code, mode))
 	meant := int64(0)
 	if !until.IsZero() {
 		meant = ms(until)
 	}
 	err = s.inTx(ctx, func(t tx) error {
-		now := time.Now()
 		res, err := t.exec(ctx, `UPDATE merchant_settings SET previous_notification_secret = '', previous_secret_until = 0
 			WHERE merchant_code = ? AND mode = ? AND previous_secret_until > ?
-			AND (CAST(? AS BIGINT) = 0 OR previous_secret_until = ?)`, code, string(mode), ms(now), meant, meant)
+			AND (CAST(? AS BIGINT) = 0 OR previous_secret_until = ?)`, code, string(mode), ms(at), meant, meant)
 		if err != nil {
 			return fmt.Errorf("end the notification secret's overlap: %w", err)
 		}
@@ -356,7 +357,7 @@ func (s *DB) EndSecretOverlap(ctx context.Context, code string, mode merchant.Mo
 			return nil
 		}
 		ended = true
-		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: now, MerchantCode: code, Actor: audit.ActorFrom(ctx, "cli"),
+		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: at, MerchantCode: code, Actor: audit.ActorFrom(ctx, "cli"),
 			Action: audit.SecretOverlapEnded, Detail: string(mode) + ": the replaced secret no longer signs"})
 	})
 	return ended, err

@@ -43,7 +43,7 @@ type Store interface {
 	// What the dashboard reads and changes beyond the services' needs.
 	ActiveAPIKey(ctx context.Context, code string, mode merchant.Mode) (merchant.APIKey, error)
 	SetNotificationSecret(ctx context.Context, code string, mode merchant.Mode, secret string, previousUntil time.Time) error
-	EndSecretOverlap(ctx context.Context, code string, mode merchant.Mode, until time.Time) (ended bool, err error)
+	EndSecretOverlap(ctx context.Context, code string, mode merchant.Mode, until, at time.Time) (ended bool, err error)
 	SetPassword(ctx context.Context, code, hash string) error
 	TOTP(ctx context.Context, code string) (string, time.Time, error)
 	EnableTOTP(ctx context.Context, code, secret string, recoveryHashes []string, at time.Time) error

@@ -485,7 +485,7 @@ func testRotateNotificationSecret(t *testing.T, s store.Store) {
 	must(t, "Settings", err)
 	equal(t, "secrets after an overlap that is over", [3]string{st.NotificationSecret, st.PreviousSecret, norm(st.PreviousUntil).String()},
 		[3]string{second, "", time.Time{}.String()})
-	ended, err := s.EndSecretOverlap(t.Context(), f.m.Code, merchant.Test, time.Time{})
+	ended, err := s.EndSecretOverlap(t.Context(), f.m.Code, merchant.Test, time.Time{}, time.Now())
 	must(t, "EndSecretOverlap", err)
 	equal(t, "ended an overlap that was over", ended, false)
 }
@@ -497,7 +497,7 @@ func testEndSecretOverlap(t *testing.T, s store.Store) {
 	f := addMerchant(t, s, base)
 	first := f.settings[merchant.Test].NotificationSecret
 	second := secret.NewNotificationSecret()
-	ended, err := s.EndSecretOverlap(t.Context(), f.m.Code, merchant.Test, time.Time{})
+	ended, err := s.EndSecretOverlap(t.Context(), f.m.Code, merchant.Test, time.Time{}, time.Now())
 	must(t, "EndSecretOverlap", err)
 	equal(t, "ended with no rotation", ended, false)
 	must(t, "SetNotificationSecret", s.SetNotificationSecret(t.Context(), f.m.Code, merchant.Test, second, time.Now().Add(time.Hour)))
@@ -507,13 +507,18 @@ func testEndSecretOverlap(t *testing.T, s store.Store) {
 
 	// Named by the end the page showed: another rotation's overlap is
 	// not ended in its place.
-	ended, err = s.EndSecretOverlap(t.Context(), f.m.Code, merchant.Test, st.PreviousUntil.Add(time.Minute))
+	ended, err = s.EndSecretOverlap(t.Context(), f.m.Code, merchant.Test, st.PreviousUntil.Add(time.Minute), time.Now())
 	must(t, "EndSecretOverlap(another overlap's end)", err)
 	equal(t, "ended an overlap not the one named", ended, false)
 	st, err = s.Settings(t.Context(), f.m.Code, merchant.Test)
 	must(t, "Settings", err)
 	equal(t, "signing after a refused end", st.SigningSecrets(time.Now()), []string{second, first})
-	ended, err = s.EndSecretOverlap(t.Context(), f.m.Code, merchant.Test, st.PreviousUntil)
+	// Judged at the caller's moment: by a clock past the overlap's end
+	// there is nothing left to end.
+	ended, err = s.EndSecretOverlap(t.Context(), f.m.Code, merchant.Test, st.PreviousUntil, st.PreviousUntil.Add(time.Second))
+	must(t, "EndSecretOverlap(after the overlap)", err)
+	equal(t, "ended an overlap that was over at the caller's moment", ended, false)
+	ended, err = s.EndSecretOverlap(t.Context(), f.m.Code, merchant.Test, st.PreviousUntil, time.Now())
 	must(t, "EndSecretOverlap", err)
 	equal(t, "ended during the overlap", ended, true)
 	st, err = s.Settings(t.Context(), f.m.Code, merchant.Test)
@@ -523,11 +528,11 @@ func testEndSecretOverlap(t *testing.T, s store.Store) {
 	endings := func() []string { return auditDetails(t, s, f.m.Code, audit.SecretOverlapEnded) }
 	equal(t, "audit entries of the overlap's end", endings(), []string{"test: the replaced secret no longer signs"})
 
-	ended, err = s.EndSecretOverlap(t.Context(), f.m.Code, merchant.Test, time.Time{})
+	ended, err = s.EndSecretOverlap(t.Context(), f.m.Code, merchant.Test, time.Time{}, time.Now())
 	must(t, "EndSecretOverlap", err)
 	equal(t, "ended again", ended, false)
 	equal(t, "audit entries of the overlap's end, after ending it twice", endings(), []string{"test: the replaced secret no longer signs"})
-	ended, err = s.EndSecretOverlap(t.Context(), "0000000000", merchant.Test, time.Time{})
+	ended, err = s.EndSecretOverlap(t.Context(), "0000000000", merchant.Test, time.Time{}, time.Now())
 	must(t, "EndSecretOverlap(unknown merchant)", err)
 	equal(t, "ended for an unknown merchant", ended, false)
 }
