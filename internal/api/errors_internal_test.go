@@ -26,6 +26,9 @@ func TestFailureHeaders(t *testing.T) {
 	}{
 		{"no such bill", fmt.Errorf("query: %w", bill.ErrNotFound), "", ""},
 		{"database down", down, strconv.Itoa(int(outage.RetryAfter.Seconds())), ""},
+		// The client's own network failed it: a 400, not an outage to
+		// come back after.
+		{"body cut off by the client's network", fmt.Errorf("%w: %w", errUnreadable, &net.OpError{Op: "read", Net: "tcp", Err: errors.New("i/o timeout")}), "", ""},
 		{"busy", auth.ErrBusy, "1", ""},
 		{"locked out", &auth.LockedError{RetryAfter: 90*time.Second + time.Millisecond}, "91", ""},
 		{"expired token", auth.ErrTokenExpired, "", `Bearer realm="kadi", error="invalid_token"`},
