@@ -177,11 +177,16 @@ var refusedPrefixes = func() []refusedPrefix {
 
 var (
 	wellKnownNAT64 = netip.MustParsePrefix("64:ff9b::/96")
-	// nat64Local is RFC 8215's local-use NAT64 prefix; its networks carry
-	// the IPv4 address in the last 32 bits, as the well-known one does,
-	// when they translate from a /96 within it (the usual DNS64 setup).
-	nat64Local = netip.MustParsePrefix("64:ff9b:1::/48")
-	sixToFour  = netip.MustParsePrefix("2002::/16")
+	// nat64Local is RFC 8215's local-use NAT64 prefix. Where an address in
+	// it carries its IPv4 address depends on the prefix the network chose
+	// within it, of any RFC 6052 length: only its first /96 is read
+	// unnamed, in the last 32 bits as the well-known prefix is; any other
+	// address in it could carry a private IPv4 address where the /96
+	// reading sees a public one, and is refused until --nat64-prefixes
+	// names the network's prefix.
+	nat64Local      = netip.MustParsePrefix("64:ff9b:1::/48")
+	nat64LocalFirst = netip.MustParsePrefix("64:ff9b:1::/96")
+	sixToFour       = netip.MustParsePrefix("2002::/16")
 )
 
 // Refused says why a notification may not go to a, or "" when it may.
@@ -217,7 +222,9 @@ func Refused(a netip.Addr, nat64 ...netip.Prefix) string {
 		b := a.As16()
 		var v4 netip.Addr
 		switch {
-		case wellKnownNAT64.Contains(a), nat64Local.Contains(a):
+		case nat64Local.Contains(a) && !nat64LocalFirst.Contains(a):
+			return "in the local-use NAT64 prefix 64:ff9b:1::/48, where it carries its IPv4 address depends on the network's prefix (name it with --nat64-prefixes)"
+		case wellKnownNAT64.Contains(a), nat64LocalFirst.Contains(a):
 			v4 = netip.AddrFrom4([4]byte(b[12:16]))
 		case sixToFour.Contains(a):
 			v4 = netip.AddrFrom4([4]byte(b[2:6]))

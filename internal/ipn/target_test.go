@@ -383,6 +383,38 @@ func TestGuardJudgesTheNetworksNAT64Prefixes(t *testing.T) {
 	}
 }
 
+// RFC 8215's local-use prefix, unnamed: its first /96 is read as the
+// well-known prefix is, and any other address in it, whose IPv4 address
+// sits where the network's own prefix puts it, is refused until that
+// prefix is named; named, it is read at its length.
+func TestLocalUseNAT64(t *testing.T) {
+	for _, tt := range []struct {
+		addr  string
+		named string // the network's prefix given to --nat64-prefixes, if any
+		why   string // a part of the refusal, "" for allowed
+	}{
+		{"64:ff9b:1::808:808", "", ""},                                    // 8.8.8.8 in the first /96
+		{"64:ff9b:1::a9fe:a9fe", "", "link-local"},                        // 169.254.169.254 in it
+		{"64:ff9b:1:a9fe:a9:fe00::", "", "name it with --nat64-prefixes"}, // 169.254.169.254 at /48, 0.0.0.0 at /96
+		{"64:ff9b:1:a9fe:a9:fe00:808:808", "", "name it with --nat64-prefixes"},
+		{"64:ff9b:1:2:a::100:0", "", "name it with --nat64-prefixes"},                    // 10.0.0.1 at /64
+		{"64:ff9b:1:a9fe:a9:fe00::", "64:ff9b:1::/48", "link-local"},                     // named, read at /48
+		{"64:ff9b:1:808:8:800::", "64:ff9b:1::/48", ""},                                  // 8.8.8.8 at /48
+		{"64:ff9b:1:2:8:808:800:0", "64:ff9b:1:2::/64", ""},                              // 8.8.8.8 at /64
+		{"64:ff9b:1:2:a::100:0", "64:ff9b:1:2::/64", "private"},                          // 10.0.0.1 at /64
+		{"64:ff9b:1:3:8:808:800:0", "64:ff9b:1:2::/64", "name it with --nat64-prefixes"}, // outside the one named
+	} {
+		var named []netip.Prefix
+		if tt.named != "" {
+			named = append(named, netip.MustParsePrefix(tt.named))
+		}
+		got := Refused(netip.MustParseAddr(tt.addr), named...)
+		if (tt.why == "") != (got == "") || !strings.Contains(got, tt.why) {
+			t.Errorf("Refused(%s, named %q) = %q, want %q", tt.addr, tt.named, got, tt.why)
+		}
+	}
+}
+
 // Saving a URL checks its addresses as the nodes' deliveries will: through
 // the network's NAT64 prefixes when it has some (the dashboard and set-ipn
 // are given kadi serve's), so a receiver reached through a unique-local
