@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -165,16 +164,6 @@ func (d dialect) rebind(q string) string {
 		sb.WriteByte(q[i])
 	}
 	return sb.String()
-}
-
-// lockMigrations keeps two nodes starting at once from migrating twice.
-// SQLite's immediate transaction already holds the database's write lock.
-func (d dialect) lockMigrations(ctx context.Context, t tx) error {
-	if d.name != "postgres" {
-		return nil
-	}
-	_, err := t.ExecContext(ctx, `SELECT pg_advisory_xact_lock(4711)`)
-	return err
 }
 
 // jsonTexts is a subquery of the strings in a JSON array bound to its one

@@ -6,12 +6,8 @@ package store
 import (
 	"context"
 	"database/sql"
-	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,9 +51,6 @@ type Store interface {
 	Ping(ctx context.Context) error
 	Close() error
 }
-
-//go:embed migrations/*.sql
-var migrations embed.FS
 
 // DB is the SQL implementation of Store.
 type DB struct {
@@ -439,74 +432,6 @@ func (s *DB) inTx(ctx context.Context, fn func(tx) error) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
-}
-
-func (s *DB) migrate(ctx context.Context) error {
-	// Under the migration lock too: PostgreSQL's IF NOT EXISTS is no guard
-	// against another node creating the table at the same moment.
-	err := s.inTx(ctx, func(t tx) error {
-		if err := s.d.lockMigrations(ctx, t); err != nil {
-			return err
-		}
-		_, err := t.exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)`)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
-	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		body, err := migrations.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		version := strings.TrimSuffix(strings.TrimPrefix(name, "migrations/"), ".sql")
-		err = s.inTx(ctx, func(t tx) error {
-			if err := s.d.lockMigrations(ctx, t); err != nil {
-				return err
-			}
-			var n int
-			if err := t.queryRow(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
-				return err
-			}
-			if n > 0 {
-				return nil
-			}
-			for _, stmt := range splitStatements(string(body)) {
-				if _, err := t.exec(ctx, stmt); err != nil {
-					return fmt.Errorf("%s: %w", version, err)
-				}
-			}
-			_, err := t.exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, version, ms(time.Now()))
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("migrate %s: %w", version, err)
-		}
-	}
-	return nil
-}
-
-// splitStatements cuts a migration at semicolons that end a line, dropping
-// comment-only chunks. Our migrations keep semicolons out of literals.
-func splitStatements(body string) []string {
-	var out []string
-	for _, chunk := range strings.Split(body, ";\n") {
-		var lines []string
-		for _, l := range strings.Split(chunk, "\n") {
-			if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "--") {
-				lines = append(lines, l)
-			}
-		}
-		if stmt := strings.TrimSuffix(strings.TrimSpace(strings.Join(lines, "\n")), ";"); stmt != "" {
-			out = append(out, stmt)
-		}
-	}
-	return out
 }
 
 func ms(t time.Time) int64 {

@@ -1,3 +1,4 @@
+-- kadi:online
 -- The poll's claim takes each endpoint's oldest due events, however long
 -- another endpoint's backlog in front of them: it walks the endpoints with
 -- pending events through this index, and reads a few events of each.

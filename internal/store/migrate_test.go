@@ -1,0 +1,175 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/kadipay/kadi/internal/store"
+)
+
+// undoMigration takes a migration that built index back out of a migrated
+// PostgreSQL schema, as if the database were of the release before it.
+func undoMigration(t *testing.T, db *sql.DB, version, index string) {
+	t.Helper()
+	for _, q := range []string{`DROP INDEX ` + index, `DELETE FROM schema_migrations WHERE version = '` + version + `'`} {
+		if _, err := db.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+func indexValid(t *testing.T, db *sql.DB, index string) bool {
+	t.Helper()
+	var valid bool
+	if err := db.QueryRowContext(t.Context(), `SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass($1)`, index).Scan(&valid); err != nil {
+		t.Fatalf("index %s: %v", index, err)
+	}
+	return valid
+}
+
+// A migration that builds an index on ipn_events runs while the previous
+// release's nodes write the table: its build waits for their transactions
+// instead of holding their next writes (a plain CREATE INDEX queues for a
+// lock that every INSERT then queues behind, for the whole build).
+func TestOnlineMigrationLetsWritesThrough(t *testing.T) {
+	dsn := freshSchema(t, postgresURL(t))
+	openStore(t, dsn).Close()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	undoMigration(t, db, "0011_ipn_endpoint_index", "ipn_events_endpoint")
+
+	// A node of the previous release, in the middle of a payment's write.
+	writing, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writing.Rollback()
+	if _, err := writing.ExecContext(t.Context(), `LOCK TABLE ipn_events IN ROW EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	// The nodes' starts give up after a while, so that a failure of this
+	// test is an error, not a hang.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	start := func() chan error {
+		done := make(chan error, 1)
+		go func() {
+			s, err := store.Open(ctx, dsn)
+			if err == nil {
+				s.Close()
+			}
+			done <- err
+		}()
+		return done
+	}
+	opened := start()
+	// The build has started and waits for that write.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting int
+		if err := db.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM pg_stat_activity
+			WHERE query LIKE 'CREATE INDEX%ipn_events_endpoint%' AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the migration's index build never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Another node starting meanwhile waits for the migration lock, and
+	// lets the build finish while it waits.
+	second := start()
+	time.Sleep(100 * time.Millisecond)
+	// Another write of that node meanwhile goes through.
+	next, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Rollback()
+	if _, err := next.ExecContext(t.Context(), `SET LOCAL lock_timeout = '2s'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := next.ExecContext(t.Context(), `LOCK TABLE ipn_events IN ROW EXCLUSIVE MODE`); err != nil {
+		t.Errorf("a write to ipn_events during the migration: %v", err)
+	}
+	next.Rollback()
+	writing.Rollback()
+	if err := <-opened; err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if err := <-second; err != nil {
+		t.Fatalf("Open of the node that started during the migration: %v", err)
+	}
+	if !indexValid(t, db, "ipn_events_endpoint") {
+		t.Error("the index built online is not valid")
+	}
+}
+
+// A build cut short (the node stopped mid-way) leaves an invalid index of
+// the migration's name behind; the next start builds it again.
+func TestOnlineMigrationRebuildsAnIndexLeftInvalid(t *testing.T) {
+	dsn := freshSchema(t, postgresURL(t))
+	openStore(t, dsn).Close()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		`UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass('ipn_events_endpoint')`,
+		`DELETE FROM schema_migrations WHERE version = '0011_ipn_endpoint_index'`,
+	} {
+		if _, err := db.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if indexValid(t, db, "ipn_events_endpoint") {
+		t.Fatal("the index is still valid: the test's set-up did not take")
+	}
+	s, err := store.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("Open after a build cut short: %v", err)
+	}
+	s.Close()
+	if !indexValid(t, db, "ipn_events_endpoint") {
+		t.Error("the index left invalid was not built again")
+	}
+}
+
+// The migration lock is taken for a connection's session: a node whose
+// start is cancelled while it waits for it gets its context's error.
+func TestMigrationLockWaitEndsWithItsContext(t *testing.T) {
+	dsn := freshSchema(t, postgresURL(t))
+	openStore(t, dsn).Close()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), `SELECT pg_advisory_lock(4711)`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := store.Open(ctx, dsn); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Open while another holds the migration lock: %v, want the context's deadline", err)
+	}
+	if _, err := conn.ExecContext(t.Context(), `SELECT pg_advisory_unlock(4711)`); err != nil {
+		t.Fatal(err)
+	}
+	openStore(t, dsn).Close()
+}
