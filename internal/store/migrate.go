@@ -3,14 +3,17 @@ package store
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 //go:embed migrations/*.sql
@@ -24,9 +27,14 @@ var migrations embed.FS
 // one writer, runs it as any other.
 const onlineMarker = "-- kadi:online"
 
-// migrationLock is the advisory lock that keeps two PostgreSQL nodes
-// starting at once from migrating twice.
-const migrationLock = 4711
+// migrationLock is the PostgreSQL advisory lock that keeps two nodes
+// starting at once from migrating twice. Releases before 2026-11-27 took
+// 4711 and waited for it inside a transaction, holding a snapshot that an
+// online build waits to see end: were it the same lock, such a node
+// starting during a build would wait for the build and the build for it.
+// They only find the migrations they know applied, so they need not wait
+// for this release's.
+const migrationLock = 4712
 
 // lockPoll spaces the tries for the migration lock.
 const lockPoll = 20 * time.Millisecond
@@ -34,32 +42,23 @@ const lockPoll = 20 * time.Millisecond
 // migrate applies the migrations this release embeds that the database
 // lacks, each in a transaction of its own, an online one on PostgreSQL
 // outside any.
-func (s *DB) migrate(ctx context.Context) (err error) {
-	run := s.inTx // SQLite: the writer's immediate transaction holds the database's write lock
-	var conn *sql.Conn
+func (s *DB) migrate(ctx context.Context) error {
 	if s.d.name == "postgres" {
-		if conn, err = s.lockMigrations(ctx); err != nil {
+		// The lock's transaction holds a connection while the
+		// migrations take another: a pool of one would wait for ever.
+		if s.pool.MaxConns == 1 {
+			s.db.SetMaxOpenConns(2)
+			defer s.pool.apply(s.db)
+		}
+		unlock, err := s.lockMigrations(ctx)
+		if err != nil {
 			return err
 		}
-		defer func() {
-			// Closed, not returned to the pool: the lock goes with it,
-			// whatever happened.
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-			_ = conn.Close()
-		}()
-		run = func(ctx context.Context, fn func(tx) error) error {
-			sqlTx, err := conn.BeginTx(ctx, nil)
-			if err != nil {
-				return fmt.Errorf("begin: %w", err)
-			}
-			if err := fn(tx{Tx: sqlTx, s: s}); err != nil {
-				_ = sqlTx.Rollback()
-				return err
-			}
-			return sqlTx.Commit()
-		}
+		defer unlock()
 	}
-	err = run(ctx, func(t tx) error {
+	// Under the migration lock too: PostgreSQL's IF NOT EXISTS is no guard
+	// against another node creating the table at the same moment.
+	err := s.inTx(ctx, func(t tx) error {
 		_, err := t.exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at BIGINT NOT NULL)`)
 		return err
 	})
@@ -78,10 +77,12 @@ func (s *DB) migrate(ctx context.Context) (err error) {
 		}
 		version := strings.TrimSuffix(strings.TrimPrefix(name, "migrations/"), ".sql")
 		stmts := splitStatements(string(body))
-		if conn != nil && strings.HasPrefix(string(body), onlineMarker+"\n") {
-			err = migrateOnline(ctx, conn, version, stmts)
+		if s.d.name == "postgres" && strings.HasPrefix(string(body), onlineMarker+"\n") {
+			err = s.migrateOnline(ctx, version, stmts)
 		} else {
-			err = run(ctx, func(t tx) error {
+			// SQLite: the writer's immediate transaction holds the
+			// database's write lock.
+			err = s.inTx(ctx, func(t tx) error {
 				if done, err := migrated(t.queryRow(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version)); done || err != nil {
 					return err
 				}
@@ -107,81 +108,123 @@ func migrated(row scanner) (bool, error) {
 	return n > 0, err
 }
 
-// lockMigrations takes PostgreSQL's migration lock for the session of a
-// connection of its own, which the caller closes to let it go. The lock is
-// tried, never waited for, and outside any transaction: a node waiting
-// for it inside one holds a snapshot, which the CREATE INDEX CONCURRENTLY
-// of the node holding the lock waits to see end, so each would wait for
-// the other.
-func (s *DB) lockMigrations(ctx context.Context) (*sql.Conn, error) {
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
+// lockMigrations takes PostgreSQL's migration lock for a transaction of
+// its own, left open until unlock: a transaction's lock, unlike a
+// session's, goes back with its connection through a pooler in
+// transaction mode (PgBouncer's). The lock is tried, never waited for (a
+// statement waiting for it holds a snapshot, which an online build waits
+// to see end), by one statement of the simple protocol that fails when
+// the lock is taken: a query with a result, through the extended
+// protocol, leaves its portal, and the portal its snapshot, open with the
+// transaction, and the build waited for the node that ran it.
+func (s *DB) lockMigrations(ctx context.Context) (unlock func(), err error) {
 	for {
-		var got bool
-		if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1)`, migrationLock).Scan(&got); err != nil {
-			conn.Close()
+		t, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
 			return nil, fmt.Errorf("take the migration lock: %w", err)
 		}
-		if got {
-			return conn, nil
+		_, err = t.ExecContext(ctx, `DO $$ BEGIN
+			IF NOT pg_try_advisory_xact_lock(`+strconv.Itoa(migrationLock)+`) THEN
+				RAISE EXCEPTION USING ERRCODE = 'lock_not_available', MESSAGE = 'another node is migrating';
+			END IF;
+		END $$`)
+		if err == nil {
+			return func() { _ = t.Rollback() }, nil
+		}
+		_ = t.Rollback()
+		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != lockNotAvailable {
+			return nil, fmt.Errorf("take the migration lock: %w", err)
 		}
 		select {
 		case <-ctx.Done():
-			conn.Close()
 			return nil, fmt.Errorf("take the migration lock: %w", ctx.Err())
 		case <-time.After(lockPoll):
 		}
 	}
 }
 
-// migrateOnline runs an online migration on PostgreSQL, on conn, which
-// holds the migration lock: its statements CONCURRENTLY, one at a time.
-func migrateOnline(ctx context.Context, conn *sql.Conn, version string, stmts []string) error {
-	var online []string
+// lockNotAvailable is PostgreSQL's SQLSTATE for a lock not taken.
+const lockNotAvailable = "55P03"
+
+// migrateOnline runs an online migration on PostgreSQL, under the
+// migration lock, on a connection of its own: each statement
+// CONCURRENTLY, one at a time. Names are qualified with the schema the
+// migrations build in, the search path's first: unqualified, a drop takes
+// the first index of that name on the path, which may be another
+// deployment's. A build cut short (the node stopped mid-way) leaves an
+// invalid index behind, which would be taken for done, so it is dropped
+// and built again; one that finished is kept.
+func (s *DB) migrateOnline(ctx context.Context, version string, stmts []string) error {
+	steps := make([]onlineStep, 0, len(stmts))
 	for _, stmt := range stmts {
-		qs, err := concurrently(stmt)
+		st, err := parseOnline(stmt)
 		if err != nil {
 			return err
 		}
-		online = append(online, qs...)
+		steps = append(steps, st)
 	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
 	if done, err := migrated(conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = $1`, version)); done || err != nil {
 		return err
 	}
-	for _, q := range online {
-		if _, err := conn.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("%s: %w", q, err)
+	var schema string
+	if err := conn.QueryRowContext(ctx, `SELECT quote_ident(current_schema())`).Scan(&schema); err != nil {
+		return fmt.Errorf("the schema to migrate: %w", err)
+	}
+	for _, st := range steps {
+		var valid sql.NullBool
+		err := conn.QueryRowContext(ctx, `SELECT x.indisvalid FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid
+			WHERE c.relname = $1 AND c.relnamespace = to_regnamespace(current_schema())`, strings.ToLower(st.index)).Scan(&valid)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("index %s: %w", st.index, err)
+		}
+		exists := valid.Valid
+		var qs []string
+		switch {
+		case st.build == "" && exists:
+			qs = []string{"DROP INDEX CONCURRENTLY " + schema + "." + st.index}
+		case st.build != "" && exists && !valid.Bool:
+			qs = []string{"DROP INDEX CONCURRENTLY " + schema + "." + st.index, st.build}
+		case st.build != "" && !exists:
+			qs = []string{st.build}
+		}
+		for _, q := range qs {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("%s: %w", q, err)
+			}
 		}
 	}
-	_, err := conn.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, version, ms(time.Now()))
+	_, err = conn.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, version, ms(time.Now()))
 	return err
 }
 
+// onlineStep is one statement of an online migration: index is built by
+// build, or dropped when build is empty.
+type onlineStep struct{ index, build string }
+
 var (
 	createIndex = regexp.MustCompile(`(?is)^CREATE\s+(UNIQUE\s+)?INDEX\s+(\w+)\s+(ON\s.*)$`)
-	dropIndex   = regexp.MustCompile(`(?is)^DROP\s+INDEX\s+(?:IF\s+EXISTS\s+)?(\w+)$`)
+	dropIndex   = regexp.MustCompile(`(?is)^DROP\s+INDEX\s+(\w+)$`)
 )
 
-// concurrently is what PostgreSQL runs for stmt of an online migration. A
-// build first drops an index of its name: one cut short (a node stopped
-// mid-build) is left behind invalid, and would be taken for done.
-func concurrently(stmt string) ([]string, error) {
+// parseOnline reads a statement of an online migration: an index built,
+// which PostgreSQL then builds CONCURRENTLY, or one dropped.
+func parseOnline(stmt string) (onlineStep, error) {
 	if m := createIndex.FindStringSubmatch(stmt); m != nil {
-		unique, name, rest := strings.ToUpper(strings.TrimSpace(m[1])), m[2], m[3]
-		if unique != "" {
-			unique += " "
+		unique := ""
+		if strings.TrimSpace(m[1]) != "" {
+			unique = "UNIQUE "
 		}
-		return []string{
-			"DROP INDEX CONCURRENTLY IF EXISTS " + name,
-			"CREATE " + unique + "INDEX CONCURRENTLY " + name + " " + rest,
-		}, nil
+		return onlineStep{index: m[2], build: "CREATE " + unique + "INDEX CONCURRENTLY " + m[2] + " " + m[3]}, nil
 	}
 	if m := dropIndex.FindStringSubmatch(stmt); m != nil {
-		return []string{"DROP INDEX CONCURRENTLY IF EXISTS " + m[1]}, nil
+		return onlineStep{index: m[1]}, nil
 	}
-	return nil, fmt.Errorf("an online migration only creates and drops indexes, not: %.60s", stmt)
+	return onlineStep{}, fmt.Errorf("an online migration only creates and drops indexes, not: %.60s", stmt)
 }
 
 // splitStatements cuts a migration at semicolons that end a line, dropping

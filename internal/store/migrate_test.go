@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -36,13 +38,25 @@ func indexValid(t *testing.T, db *sql.DB, index string) bool {
 // lock that every INSERT then queues behind, for the whole build).
 func TestOnlineMigrationLetsWritesThrough(t *testing.T) {
 	dsn := freshSchema(t, postgresURL(t))
-	openStore(t, dsn).Close()
+	// A fresh schema's migrations build online too: one that waited for
+	// its own node's lock would wait for ever.
+	first, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	s, err := store.Open(first, dsn)
+	if err != nil {
+		t.Fatalf("Open of a fresh schema: %v", err)
+	}
+	s.Close()
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	undoMigration(t, db, "0011_ipn_endpoint_index", "ipn_events_endpoint")
+	// The nodes' connections are named, so that the build looked for is
+	// this test's, not another package's in a schema of its own.
+	app := "kadi_online_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	nodeDSN := withParam(t, dsn, "application_name", app)
 
 	// A node of the previous release, in the middle of a payment's write.
 	writing, err := db.BeginTx(t.Context(), nil)
@@ -60,7 +74,7 @@ func TestOnlineMigrationLetsWritesThrough(t *testing.T) {
 	start := func() chan error {
 		done := make(chan error, 1)
 		go func() {
-			s, err := store.Open(ctx, dsn)
+			s, err := store.Open(ctx, nodeDSN)
 			if err == nil {
 				s.Close()
 			}
@@ -74,7 +88,7 @@ func TestOnlineMigrationLetsWritesThrough(t *testing.T) {
 	for {
 		var waiting int
 		if err := db.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM pg_stat_activity
-			WHERE query LIKE 'CREATE INDEX%ipn_events_endpoint%' AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			WHERE application_name = $1 AND query LIKE 'CREATE INDEX%ipn_events_endpoint%' AND wait_event_type = 'Lock'`, app).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting > 0 {
@@ -86,8 +100,18 @@ func TestOnlineMigrationLetsWritesThrough(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// Another node starting meanwhile waits for the migration lock, and
-	// lets the build finish while it waits.
+	// lets the build finish while it waits; so does a node of a release
+	// before online builds, which waited for its lock in a transaction.
 	second := start()
+	old := make(chan error, 1)
+	go func() {
+		t, err := db.BeginTx(ctx, nil)
+		if err == nil {
+			_, err = t.ExecContext(ctx, `SELECT pg_advisory_xact_lock(4711)`)
+			_ = t.Rollback()
+		}
+		old <- err
+	}()
 	time.Sleep(100 * time.Millisecond)
 	// Another write of that node meanwhile goes through.
 	next, err := db.BeginTx(t.Context(), nil)
@@ -109,13 +133,17 @@ func TestOnlineMigrationLetsWritesThrough(t *testing.T) {
 	if err := <-second; err != nil {
 		t.Fatalf("Open of the node that started during the migration: %v", err)
 	}
+	if err := <-old; err != nil {
+		t.Fatalf("the previous release's migration lock during the migration: %v", err)
+	}
 	if !indexValid(t, db, "ipn_events_endpoint") {
 		t.Error("the index built online is not valid")
 	}
 }
 
 // A build cut short (the node stopped mid-way) leaves an invalid index of
-// the migration's name behind; the next start builds it again.
+// the migration's name behind; the next start builds it again. One that
+// finished before its node stopped, valid, is kept.
 func TestOnlineMigrationRebuildsAnIndexLeftInvalid(t *testing.T) {
 	dsn := freshSchema(t, postgresURL(t))
 	openStore(t, dsn).Close()
@@ -143,6 +171,91 @@ func TestOnlineMigrationRebuildsAnIndexLeftInvalid(t *testing.T) {
 	if !indexValid(t, db, "ipn_events_endpoint") {
 		t.Error("the index left invalid was not built again")
 	}
+
+	built := indexOID(t, db, "ipn_events_endpoint")
+	if _, err := db.ExecContext(t.Context(), `DELETE FROM schema_migrations WHERE version = '0011_ipn_endpoint_index'`); err != nil {
+		t.Fatal(err)
+	}
+	openStore(t, dsn).Close()
+	if indexOID(t, db, "ipn_events_endpoint") != built {
+		t.Error("a valid index of an unrecorded migration was built again")
+	}
+}
+
+func indexOID(t *testing.T, db *sql.DB, index string) (oid int64) {
+	t.Helper()
+	if err := db.QueryRowContext(t.Context(), `SELECT to_regclass($1)::oid`, index).Scan(&oid); err != nil {
+		t.Fatalf("index %s: %v", index, err)
+	}
+	return oid
+}
+
+// withParam is dsn with a connection parameter set.
+func withParam(t *testing.T, dsn, key, value string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set(key, value)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// A schema sharing the search path with another deployment's: an online
+// migration drops and builds in its own, the path's first, and leaves an
+// index of the same name further along the path alone.
+func TestOnlineMigrationKeepsToItsSchema(t *testing.T) {
+	base := postgresURL(t)
+	dsn := freshSchema(t, base)
+	openStore(t, dsn).Close()
+	other := freshSchema(t, base)
+	odb, err := sql.Open("pgx", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer odb.Close()
+	if _, err := odb.ExecContext(t.Context(), `CREATE TABLE t (a INT); CREATE INDEX ipn_events_endpoint ON t (a)`); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	undoMigration(t, db, "0011_ipn_endpoint_index", "ipn_events_endpoint")
+	mine, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := url.Parse(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := mine.Query().Get("search_path") + "," + theirs.Query().Get("search_path")
+	openStore(t, withParam(t, dsn, "search_path", path)).Close()
+	var n int
+	if err := odb.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'ipn_events_endpoint'`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("the other schema's index of the same name: %d, %v; want it kept", n, err)
+	}
+	if !indexValid(t, db, "ipn_events_endpoint") {
+		t.Error("the migration's own index was not built")
+	}
+}
+
+// The migration lock goes with the migration, not with the store: a node
+// that starts while another runs opens at once.
+func TestMigrationLockEndsWithTheMigration(t *testing.T) {
+	dsn := freshSchema(t, postgresURL(t))
+	openStore(t, dsn) // stays open
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	s, err := store.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("Open beside a running node: %v", err)
+	}
+	s.Close()
 }
 
 // The migration lock is taken for a connection's session: a node whose
@@ -160,7 +273,7 @@ func TestMigrationLockWaitEndsWithItsContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(t.Context(), `SELECT pg_advisory_lock(4711)`); err != nil {
+	if _, err := conn.ExecContext(t.Context(), `SELECT pg_advisory_lock(4712)`); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
@@ -168,7 +281,7 @@ func TestMigrationLockWaitEndsWithItsContext(t *testing.T) {
 	if _, err := store.Open(ctx, dsn); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Open while another holds the migration lock: %v, want the context's deadline", err)
 	}
-	if _, err := conn.ExecContext(t.Context(), `SELECT pg_advisory_unlock(4711)`); err != nil {
+	if _, err := conn.ExecContext(t.Context(), `SELECT pg_advisory_unlock(4712)`); err != nil {
 		t.Fatal(err)
 	}
 	openStore(t, dsn).Close()
