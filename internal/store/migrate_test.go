@@ -12,6 +12,20 @@ import (
 	"github.com/kadipay/kadi/internal/store"
 )
 
+// migratedSchema is a fresh PostgreSQL schema the store has migrated, and
+// a connection to it of the test's own.
+func migratedSchema(t *testing.T) (dsn string, db *sql.DB) {
+	t.Helper()
+	dsn = freshSchema(t, postgresURL(t))
+	openStore(t, dsn).Close()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return dsn, db
+}
+
 // undoMigration takes a migration that built index back out of a migrated
 // PostgreSQL schema, as if the database were of the release before it.
 func undoMigration(t *testing.T, db *sql.DB, version, index string) {
@@ -145,13 +159,7 @@ func TestOnlineMigrationLetsWritesThrough(t *testing.T) {
 // the migration's name behind; the next start builds it again. One that
 // finished before its node stopped, valid, is kept.
 func TestOnlineMigrationRebuildsAnIndexLeftInvalid(t *testing.T) {
-	dsn := freshSchema(t, postgresURL(t))
-	openStore(t, dsn).Close()
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	dsn, db := migratedSchema(t)
 	for _, q := range []string{
 		`UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass('ipn_events_endpoint')`,
 		`DELETE FROM schema_migrations WHERE version = '0011_ipn_endpoint_index'`,
@@ -207,10 +215,8 @@ func withParam(t *testing.T, dsn, key, value string) string {
 // migration drops and builds in its own, the path's first, and leaves an
 // index of the same name further along the path alone.
 func TestOnlineMigrationKeepsToItsSchema(t *testing.T) {
-	base := postgresURL(t)
-	dsn := freshSchema(t, base)
-	openStore(t, dsn).Close()
-	other := freshSchema(t, base)
+	dsn, db := migratedSchema(t)
+	other := freshSchema(t, postgresURL(t))
 	odb, err := sql.Open("pgx", other)
 	if err != nil {
 		t.Fatal(err)
@@ -219,11 +225,6 @@ func TestOnlineMigrationKeepsToItsSchema(t *testing.T) {
 	if _, err := odb.ExecContext(t.Context(), `CREATE TABLE t (a INT); CREATE INDEX ipn_events_endpoint ON t (a)`); err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	undoMigration(t, db, "0011_ipn_endpoint_index", "ipn_events_endpoint")
 	mine, err := url.Parse(dsn)
 	if err != nil {
@@ -258,16 +259,10 @@ func TestMigrationLockEndsWithTheMigration(t *testing.T) {
 	s.Close()
 }
 
-// The migration lock is taken for a connection's session: a node whose
-// start is cancelled while it waits for it gets its context's error.
+// A node whose start is cancelled while another holds the migration lock
+// gets its context's error.
 func TestMigrationLockWaitEndsWithItsContext(t *testing.T) {
-	dsn := freshSchema(t, postgresURL(t))
-	openStore(t, dsn).Close()
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	dsn, db := migratedSchema(t)
 	conn, err := db.Conn(t.Context())
 	if err != nil {
 		t.Fatal(err)
