@@ -145,7 +145,7 @@ func OpenStoreWithKeys(ctx context.Context, dataDir, url string, keys *keyring.K
 	return openStore(ctx, dataDir, url, keys, store.DefaultPool())
 }
 
-func openStore(ctx context.Context, dataDir, url string, keys *keyring.Keyring, pool store.Pool) (*store.DB, error) {
+func openStore(ctx context.Context, dataDir, url string, keys *keyring.Keyring, pool store.Pool, opts ...store.Option) (*store.DB, error) {
 	if err := CheckDatabaseURL(url); err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func openStore(ctx context.Context, dataDir, url string, keys *keyring.Keyring, 
 	if err != nil {
 		return nil, err
 	}
-	return store.Open(ctx, DatabaseURL(dataDir, url), store.WithSealer(sealer), store.WithPool(pool))
+	return store.Open(ctx, DatabaseURL(dataDir, url), append(opts, store.WithSealer(sealer), store.WithPool(pool))...)
 }
 
 // MetricsListener is what --metrics-addr serves: /metrics and Go's
@@ -239,7 +239,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(ctx, cfg.DataDir, cfg.DatabaseURL, keys, cfg.DBPool)
+	st, err := openStore(ctx, cfg.DataDir, cfg.DatabaseURL, keys, cfg.DBPool, store.WithLog(log))
 	if err != nil {
 		return nil, err
 	}

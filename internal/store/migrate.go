@@ -36,8 +36,12 @@ const onlineMarker = "-- kadi:online"
 // for this release's.
 const migrationLock = 4712
 
-// lockPoll spaces the tries for the migration lock.
-const lockPoll = 20 * time.Millisecond
+// lockPoll spaces the tries for the migration lock; after waitSaid of
+// them, or of an index's build, a start says what it waits for.
+const (
+	lockPoll = 20 * time.Millisecond
+	waitSaid = 5 * time.Second
+)
 
 // migrate applies the migrations this release embeds that the database
 // lacks, each in a transaction of its own, an online one on PostgreSQL
@@ -118,6 +122,7 @@ func migrated(row scanner) (bool, error) {
 // protocol, leaves its portal, and the portal its snapshot, open with the
 // transaction, and the build waited for the node that ran it.
 func (s *DB) lockMigrations(ctx context.Context) (unlock func(), err error) {
+	began, said := time.Now(), false
 	for {
 		t, err := s.db.BeginTx(ctx, nil)
 		if err != nil {
@@ -134,6 +139,10 @@ func (s *DB) lockMigrations(ctx context.Context) (unlock func(), err error) {
 		_ = t.Rollback()
 		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != lockNotAvailable {
 			return nil, fmt.Errorf("take the migration lock: %w", err)
+		}
+		if !said && time.Since(began) >= waitSaid {
+			said = true
+			s.log.InfoContext(ctx, "waiting for another node's migrations to end (PostgreSQL advisory lock)", "lock", migrationLock)
 		}
 		select {
 		case <-ctx.Done():
@@ -192,10 +201,22 @@ func (s *DB) migrateOnline(ctx context.Context, version string, stmts []string) 
 		case st.build != "" && !exists:
 			qs = []string{st.build}
 		}
+		// A build waits for every older snapshot in the database: a start
+		// that takes minutes says why, one that does not says nothing.
+		began, said := time.Now(), make(chan struct{})
+		slow := time.AfterFunc(waitSaid, func() {
+			s.log.InfoContext(ctx, "building an index online: it waits for the database's older transactions to end", "migration", version, "index", st.index)
+			close(said)
+		})
 		for _, q := range qs {
 			if _, err := conn.ExecContext(ctx, q); err != nil {
+				slow.Stop()
 				return fmt.Errorf("%s: %w", q, err)
 			}
+		}
+		if !slow.Stop() { // said, or saying it
+			<-said
+			s.log.InfoContext(ctx, "index built", "migration", version, "index", st.index, "took", time.Since(began).Round(time.Millisecond).String())
 		}
 	}
 	_, err = conn.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, version, ms(time.Now()))

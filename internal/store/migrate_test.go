@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"net/url"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,10 +88,11 @@ func TestOnlineMigrationLetsWritesThrough(t *testing.T) {
 	// test is an error, not a hang.
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
+	logs := &lockedBuffer{}
 	start := func() chan error {
 		done := make(chan error, 1)
 		go func() {
-			s, err := store.Open(ctx, nodeDSN)
+			s, err := store.Open(ctx, nodeDSN, store.WithLog(slog.New(slog.NewTextHandler(logs, nil))))
 			if err == nil {
 				s.Close()
 			}
@@ -140,6 +144,15 @@ func TestOnlineMigrationLetsWritesThrough(t *testing.T) {
 		t.Errorf("a write to ipn_events during the migration: %v", err)
 	}
 	next.Rollback()
+	// A build held this long says so (after 5 s): a start can wait
+	// minutes on it.
+	const building = `msg="building an index online: it waits for the database's older transactions to end" migration=0011_ipn_endpoint_index index=ipn_events_endpoint`
+	for !strings.Contains(logs.String(), building) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a build held for seconds said nothing; the log:\n%s", logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	writing.Rollback()
 	if err := <-opened; err != nil {
 		t.Fatalf("Open: %v", err)
@@ -153,6 +166,29 @@ func TestOnlineMigrationLetsWritesThrough(t *testing.T) {
 	if !indexValid(t, db, "ipn_events_endpoint") {
 		t.Error("the index built online is not valid")
 	}
+	for _, line := range []string{building, `msg="index built" migration=0011_ipn_endpoint_index index=ipn_events_endpoint`} {
+		if n := strings.Count(logs.String(), line); n != 1 {
+			t.Errorf("logged %q %d times, want once; the log:\n%s", line, n, logs)
+		}
+	}
+}
+
+// lockedBuffer is a log's destination that nodes starting at once share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // A build cut short (the node stopped mid-way) leaves an invalid index of
@@ -260,7 +296,8 @@ func TestMigrationLockEndsWithTheMigration(t *testing.T) {
 }
 
 // A node whose start is cancelled while another holds the migration lock
-// gets its context's error.
+// gets its context's error, and said what it was waiting for once it had
+// waited a while.
 func TestMigrationLockWaitEndsWithItsContext(t *testing.T) {
 	dsn, db := migratedSchema(t)
 	conn, err := db.Conn(t.Context())
@@ -271,10 +308,14 @@ func TestMigrationLockWaitEndsWithItsContext(t *testing.T) {
 	if _, err := conn.ExecContext(t.Context(), `SELECT pg_advisory_lock(4712)`); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Second) // the log line comes after 5 s
 	defer cancel()
-	if _, err := store.Open(ctx, dsn); !errors.Is(err, context.DeadlineExceeded) {
+	var logs strings.Builder
+	if _, err := store.Open(ctx, dsn, store.WithLog(slog.New(slog.NewTextHandler(&logs, nil)))); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Open while another holds the migration lock: %v, want the context's deadline", err)
+	}
+	if want := `msg="waiting for another node's migrations to end (PostgreSQL advisory lock)" lock=4712`; strings.Count(logs.String(), want) != 1 {
+		t.Errorf("the log of a start waiting for the migration lock:\n%s\nwant %q once", logs.String(), want)
 	}
 	if _, err := conn.ExecContext(t.Context(), `SELECT pg_advisory_unlock(4712)`); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +61,9 @@ type DB struct {
 	// behindKey: see BehindKey.
 	behindKey string
 	pool      Pool
+	// log hears what a start spends long on: waiting for another node's
+	// migrations, building an index online.
+	log *slog.Logger
 	// writes commits SQLite's writes in groups (writer.go); nil on
 	// PostgreSQL and while migrating.
 	writes *writer
@@ -123,6 +127,9 @@ type Option func(*DB)
 // it they are stored as given: fine for tests, never what `kadi` does.
 func WithSealer(s *secret.Sealer) Option { return func(db *DB) { db.sealer = s } }
 
+// WithLog logs what migrating spends long on (the default says nothing).
+func WithLog(l *slog.Logger) Option { return func(db *DB) { db.log = l } }
+
 // WithPool sizes the PostgreSQL connection pool (default DefaultPool).
 func WithPool(p Pool) Option { return func(db *DB) { db.pool = p } }
 
@@ -130,7 +137,7 @@ func WithPool(p Pool) Option { return func(db *DB) { db.pool = p } }
 // "sqlite:" prefixed) and applies pending migrations.
 func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	s := &DB{merchants: recent[merchant.Merchant]{maxAge: merchantMaxAge}, settings: recent[merchant.Settings]{maxAge: merchantMaxAge},
-		pool: DefaultPool()}
+		pool: DefaultPool(), log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(s)
 	}
