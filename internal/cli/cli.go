@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -216,7 +217,12 @@ func usageLine(command string) string {
 }
 
 // storeFlags are the flags every command that opens the database shares.
-type storeFlags struct{ dataDir, databaseURL string }
+// stderr hears what opening spends long on (another node's migrations, an
+// index built online), as a serving node's log does.
+type storeFlags struct {
+	dataDir, databaseURL string
+	stderr               io.Writer
+}
 
 // open opens the store the flags name. Only the commands that set a
 // gateway up (serve, demo, merchant create) may create a data dir: for any
@@ -228,10 +234,15 @@ func (s *storeFlags) open(ctx context.Context, create bool) (*store.DB, error) {
 			return nil, fmt.Errorf("no Kadi database in %s: pass the --data-dir kadi serve uses (or --database-url)", s.dataDir)
 		}
 	}
-	return server.OpenStore(ctx, s.dataDir, s.databaseURL)
+	var opts []store.Option
+	if s.stderr != nil {
+		opts = append(opts, store.WithLog(slog.New(slog.NewTextHandler(s.stderr, nil))))
+	}
+	return server.OpenStore(ctx, s.dataDir, s.databaseURL, opts...)
 }
 
 func (s *storeFlags) register(fs *flag.FlagSet) {
+	s.stderr = fs.Output()
 	fs.StringVar(&s.dataDir, "data-dir", "kadi-data", "directory of the embedded SQLite database and the secret key")
 	fs.StringVar(&s.databaseURL, "database-url", "", "postgres://… to use PostgreSQL instead of SQLite")
 }

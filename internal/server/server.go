@@ -132,12 +132,12 @@ func CheckDatabaseURL(url string) error {
 // OpenStore opens (creating if need be) the configured database, with
 // secrets sealed under the master key found as `kadi serve` finds it: the
 // CLI and the server must agree on it.
-func OpenStore(ctx context.Context, dataDir, url string) (*store.DB, error) {
+func OpenStore(ctx context.Context, dataDir, url string, opts ...store.Option) (*store.DB, error) {
 	keys, err := keyRing(Config{DataDir: dataDir, DatabaseURL: url})
 	if err != nil {
 		return nil, err
 	}
-	return OpenStoreWithKeys(ctx, dataDir, url, keys)
+	return openStore(ctx, dataDir, url, keys, store.DefaultPool(), opts...)
 }
 
 // OpenStoreWithKeys opens the database with secrets sealed under keys.
