@@ -234,11 +234,15 @@ func (s *storeFlags) open(ctx context.Context, create bool) (*store.DB, error) {
 			return nil, fmt.Errorf("no Kadi database in %s: pass the --data-dir kadi serve uses (or --database-url)", s.dataDir)
 		}
 	}
-	var opts []store.Option
-	if s.stderr != nil {
-		opts = append(opts, store.WithLog(slog.New(slog.NewTextHandler(s.stderr, nil))))
+	return server.OpenStore(ctx, s.dataDir, s.databaseURL, s.options()...)
+}
+
+// options are what every command opens the store with.
+func (s *storeFlags) options() []store.Option {
+	if s.stderr == nil {
+		return nil
 	}
-	return server.OpenStore(ctx, s.dataDir, s.databaseURL, opts...)
+	return []store.Option{store.WithLog(slog.New(slog.NewTextHandler(s.stderr, nil)))}
 }
 
 func (s *storeFlags) register(fs *flag.FlagSet) {

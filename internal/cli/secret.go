@@ -126,7 +126,7 @@ then run "kadi secret reseal". Until every node has it, keep the old value every
 	if reseal {
 		// The ring must open what it is to re-seal before it is changed:
 		// a wrong key file was rotated, then the re-seal failed.
-		if db, err = server.OpenStoreWithKeys(ctx, f.st.dataDir, f.st.databaseURL, keys); err != nil {
+		if db, err = server.OpenStoreWithKeys(ctx, f.st.dataDir, f.st.databaseURL, keys, f.st.options()...); err != nil {
 			return err
 		}
 		defer db.Close()
@@ -174,7 +174,7 @@ func secretReseal(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	} else if keys, err = keyring.Load(src.File); err != nil {
 		return err
 	}
-	db, err := server.OpenStoreWithKeys(ctx, f.st.dataDir, f.st.databaseURL, keys)
+	db, err := server.OpenStoreWithKeys(ctx, f.st.dataDir, f.st.databaseURL, keys, f.st.options()...)
 	if err != nil {
 		return err
 	}

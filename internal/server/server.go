@@ -141,8 +141,8 @@ func OpenStore(ctx context.Context, dataDir, url string, opts ...store.Option) (
 }
 
 // OpenStoreWithKeys opens the database with secrets sealed under keys.
-func OpenStoreWithKeys(ctx context.Context, dataDir, url string, keys *keyring.Keyring) (*store.DB, error) {
-	return openStore(ctx, dataDir, url, keys, store.DefaultPool())
+func OpenStoreWithKeys(ctx context.Context, dataDir, url string, keys *keyring.Keyring, opts ...store.Option) (*store.DB, error) {
+	return openStore(ctx, dataDir, url, keys, store.DefaultPool(), opts...)
 }
 
 func openStore(ctx context.Context, dataDir, url string, keys *keyring.Keyring, pool store.Pool, opts ...store.Option) (*store.DB, error) {

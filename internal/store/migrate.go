@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -47,6 +48,10 @@ const (
 // lacks, each in a transaction of its own, an online one on PostgreSQL
 // outside any.
 func (s *DB) migrate(ctx context.Context) error {
+	// held checks, before each migration, that the lock is still this
+	// node's: a session ended under it (a timeout, a dropped connection)
+	// lets it go, and another node in.
+	held := func() error { return nil }
 	if s.d.name == "postgres" {
 		// The lock's transaction holds a connection while the
 		// migrations take another: a pool of one would wait for ever.
@@ -54,11 +59,18 @@ func (s *DB) migrate(ctx context.Context) error {
 			s.db.SetMaxOpenConns(2)
 			defer s.pool.apply(s.db)
 		}
-		unlock, err := s.lockMigrations(ctx)
+		lock, err := s.lockMigrations(ctx)
 		if err != nil {
 			return err
 		}
-		defer unlock()
+		defer lock.Rollback()
+		held = func() error {
+			// Simple protocol: no portal, no snapshot left behind.
+			if _, err := lock.ExecContext(ctx, `SELECT 1`); err != nil {
+				return fmt.Errorf("lost the migration lock (another node may be migrating): %w", err)
+			}
+			return nil
+		}
 	}
 	// Under the migration lock too: PostgreSQL's IF NOT EXISTS is no guard
 	// against another node creating the table at the same moment.
@@ -81,6 +93,9 @@ func (s *DB) migrate(ctx context.Context) error {
 		}
 		version := strings.TrimSuffix(strings.TrimPrefix(name, "migrations/"), ".sql")
 		stmts := splitStatements(string(body))
+		if err := held(); err != nil {
+			return fmt.Errorf("migrate %s: %w", version, err)
+		}
 		if s.d.name == "postgres" && strings.HasPrefix(string(body), onlineMarker+"\n") {
 			err = s.migrateOnline(ctx, version, stmts)
 		} else {
@@ -121,20 +136,28 @@ func migrated(row scanner) (bool, error) {
 // the lock is taken: a query with a result, through the extended
 // protocol, leaves its portal, and the portal its snapshot, open with the
 // transaction, and the build waited for the node that ran it.
-func (s *DB) lockMigrations(ctx context.Context) (unlock func(), err error) {
+func (s *DB) lockMigrations(ctx context.Context) (*sql.Tx, error) {
 	began, said := time.Now(), false
 	for {
 		t, err := s.db.BeginTx(ctx, nil)
 		if err != nil {
 			return nil, fmt.Errorf("take the migration lock: %w", err)
 		}
+		// Held idle while indexes build for minutes: a timeout of the
+		// server's, the role's or a pooler's for idle transactions would
+		// end it, and the lock with it. (PgBouncer's own
+		// idle_transaction_timeout is the operator's to raise.)
 		_, err = t.ExecContext(ctx, `DO $$ BEGIN
 			IF NOT pg_try_advisory_xact_lock(`+strconv.Itoa(migrationLock)+`) THEN
 				RAISE EXCEPTION USING ERRCODE = 'lock_not_available', MESSAGE = 'another node is migrating';
 			END IF;
+			PERFORM set_config('idle_in_transaction_session_timeout', '0', true);
+			IF current_setting('server_version_num')::int >= 170000 THEN
+				PERFORM set_config('transaction_timeout', '0', true);
+			END IF;
 		END $$`)
 		if err == nil {
-			return func() { _ = t.Rollback() }, nil
+			return t, nil
 		}
 		_ = t.Rollback()
 		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != lockNotAvailable {
@@ -176,9 +199,24 @@ func (s *DB) migrateOnline(ctx context.Context, version string, stmts []string) 
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() {
+		// Closed, not returned to the pool, with the timeouts set off
+		// below.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		_ = conn.Close()
+	}()
 	if done, err := migrated(conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = $1`, version)); done || err != nil {
 		return err
+	}
+	// A build waits for every older snapshot in the database: a
+	// statement_timeout meant for the gateway's queries would cancel it at
+	// every start, and each start would build it again. (Through a pooler
+	// in transaction mode these settings may land on another server
+	// connection: raise the role's there.)
+	for _, q := range []string{`SET statement_timeout = 0`, `SET lock_timeout = 0`} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
 	}
 	var schema string
 	if err := conn.QueryRowContext(ctx, `SELECT quote_ident(current_schema())`).Scan(&schema); err != nil {
@@ -187,7 +225,7 @@ func (s *DB) migrateOnline(ctx context.Context, version string, stmts []string) 
 	for _, st := range steps {
 		var valid sql.NullBool
 		err := conn.QueryRowContext(ctx, `SELECT x.indisvalid FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid
-			WHERE c.relname = $1 AND c.relnamespace = to_regnamespace(current_schema())`, strings.ToLower(st.index)).Scan(&valid)
+			WHERE c.relname = $1 AND c.relnamespace = to_regnamespace(quote_ident(current_schema()))`, strings.ToLower(st.index)).Scan(&valid)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("index %s: %w", st.index, err)
 		}

@@ -74,6 +74,10 @@ func TestOnlineMigrationLetsWritesThrough(t *testing.T) {
 	// this test's, not another package's in a schema of its own.
 	app := "kadi_online_" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	nodeDSN := withParam(t, dsn, "application_name", app)
+	// An operator's timeouts, meant for the gateway's queries, neither end
+	// the lock's idle transaction nor cancel a build held for seconds.
+	nodeDSN = withParam(t, nodeDSN, "idle_in_transaction_session_timeout", "1000")
+	nodeDSN = withParam(t, nodeDSN, "statement_timeout", "2000")
 
 	// A node of the previous release, in the middle of a payment's write.
 	writing, err := db.BeginTx(t.Context(), nil)
@@ -245,6 +249,41 @@ func withParam(t *testing.T, dsn, key, value string) string {
 	q.Set(key, value)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// A schema whose name needs quoting (upper-case letters) is found by the
+// online steps: a build cut short in it is built again.
+func TestOnlineMigrationInAQuotedSchema(t *testing.T) {
+	base := postgresURL(t)
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	schema := "Kadi_Quoted_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := admin.ExecContext(t.Context(), `CREATE SCHEMA "`+schema+`"`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.ExecContext(context.Background(), `DROP SCHEMA "`+schema+`" CASCADE`) })
+	dsn := withParam(t, base, "search_path", `"`+schema+`"`)
+	openStore(t, dsn).Close()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		`UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass('ipn_events_endpoint')`,
+		`DELETE FROM schema_migrations WHERE version = '0011_ipn_endpoint_index'`,
+	} {
+		if _, err := db.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	openStore(t, dsn).Close()
+	if !indexValid(t, db, "ipn_events_endpoint") {
+		t.Error("the index left invalid in a quoted schema was not built again")
+	}
 }
 
 // A schema sharing the search path with another deployment's: an online
