@@ -248,7 +248,9 @@ func (s *DB) migrateOnline(ctx context.Context, version string, stmts []string) 
 		})
 		for _, q := range qs {
 			if _, err := conn.ExecContext(ctx, q); err != nil {
-				slow.Stop()
+				if !slow.Stop() {
+					<-said // said before the error is, not after
+				}
 				return fmt.Errorf("%s: %w", q, err)
 			}
 		}
