@@ -2,9 +2,7 @@ package cli
 
 import (
 	"bytes"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"os"
 	"strings"
 	"testing"
@@ -20,9 +18,8 @@ func TestCommandSaysItWaitsForMigrations(t *testing.T) {
 	if base == "" {
 		t.Skip("KADI_TEST_DATABASE_URL is not set: skipping the PostgreSQL run")
 	}
-	key := make([]byte, 32)
-	rand.Read(key)
-	t.Setenv("KADI_SECRET_KEY", hex.EncodeToString(key))
+	t.Setenv("KADI_SECRET_KEY_FILE", "")
+	t.Setenv("KADI_SECRET_KEY", strings.Repeat("ab", 32))
 	dsn := storetest.FreshSchema(t, base)
 	list := []string{"merchant", "list", "--database-url", dsn}
 	var stdout, stderr bytes.Buffer

@@ -137,7 +137,7 @@ func OpenStore(ctx context.Context, dataDir, url string, opts ...store.Option) (
 	if err != nil {
 		return nil, err
 	}
-	return openStore(ctx, dataDir, url, keys, store.DefaultPool(), opts...)
+	return OpenStoreWithKeys(ctx, dataDir, url, keys, opts...)
 }
 
 // OpenStoreWithKeys opens the database with secrets sealed under keys.
@@ -158,7 +158,7 @@ func openStore(ctx context.Context, dataDir, url string, keys *keyring.Keyring, 
 	if err != nil {
 		return nil, err
 	}
-	return store.Open(ctx, DatabaseURL(dataDir, url), append(opts, store.WithSealer(sealer), store.WithPool(pool))...)
+	return store.Open(ctx, DatabaseURL(dataDir, url), append([]store.Option{store.WithSealer(sealer), store.WithPool(pool)}, opts...)...)
 }
 
 // MetricsListener is what --metrics-addr serves: /metrics and Go's

@@ -128,7 +128,8 @@ func migrated(row scanner) (bool, error) {
 }
 
 // lockMigrations takes PostgreSQL's migration lock for a transaction of
-// its own, left open until unlock: a transaction's lock, unlike a
+// its own, which the caller leaves open until its migrations are done and
+// then rolls back: a transaction's lock, unlike a
 // session's, goes back with its connection through a pooler in
 // transaction mode (PgBouncer's). The lock is tried, never waited for (a
 // statement waiting for it holds a snapshot, which an online build waits
@@ -225,7 +226,7 @@ func (s *DB) migrateOnline(ctx context.Context, version string, stmts []string) 
 	for _, st := range steps {
 		var valid sql.NullBool
 		err := conn.QueryRowContext(ctx, `SELECT x.indisvalid FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid
-			WHERE c.relname = $1 AND c.relnamespace = to_regnamespace(quote_ident(current_schema()))`, strings.ToLower(st.index)).Scan(&valid)
+			WHERE c.relname = $1 AND c.relnamespace = to_regnamespace($2)`, strings.ToLower(st.index), schema).Scan(&valid)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("index %s: %w", st.index, err)
 		}

@@ -20,13 +20,37 @@ import (
 func migratedSchema(t *testing.T) (dsn string, db *sql.DB) {
 	t.Helper()
 	dsn = freshSchema(t, postgresURL(t))
+	return dsn, openMigrated(t, dsn)
+}
+
+// openMigrated has the store migrate dsn's schema and gives a connection
+// to it of the test's own.
+func openMigrated(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
 	openStore(t, dsn).Close()
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return dsn, db
+	return db
+}
+
+// cutShort leaves migration 0011 as a node stopped during its online
+// build does: its index invalid, the migration unrecorded.
+func cutShort(t *testing.T, db *sql.DB) {
+	t.Helper()
+	for _, q := range []string{
+		`UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass('ipn_events_endpoint')`,
+		`DELETE FROM schema_migrations WHERE version = '0011_ipn_endpoint_index'`,
+	} {
+		if _, err := db.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if indexValid(t, db, "ipn_events_endpoint") {
+		t.Fatal("the index is still valid: the test's set-up did not take")
+	}
 }
 
 // undoMigration takes a migration that built index back out of a migrated
@@ -200,17 +224,7 @@ func (l *lockedBuffer) String() string {
 // finished before its node stopped, valid, is kept.
 func TestOnlineMigrationRebuildsAnIndexLeftInvalid(t *testing.T) {
 	dsn, db := migratedSchema(t)
-	for _, q := range []string{
-		`UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass('ipn_events_endpoint')`,
-		`DELETE FROM schema_migrations WHERE version = '0011_ipn_endpoint_index'`,
-	} {
-		if _, err := db.ExecContext(t.Context(), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	if indexValid(t, db, "ipn_events_endpoint") {
-		t.Fatal("the index is still valid: the test's set-up did not take")
-	}
+	cutShort(t, db)
 	s, err := store.Open(t.Context(), dsn)
 	if err != nil {
 		t.Fatalf("Open after a build cut short: %v", err)
@@ -266,20 +280,8 @@ func TestOnlineMigrationInAQuotedSchema(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = admin.ExecContext(context.Background(), `DROP SCHEMA "`+schema+`" CASCADE`) })
 	dsn := withParam(t, base, "search_path", `"`+schema+`"`)
-	openStore(t, dsn).Close()
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, q := range []string{
-		`UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass('ipn_events_endpoint')`,
-		`DELETE FROM schema_migrations WHERE version = '0011_ipn_endpoint_index'`,
-	} {
-		if _, err := db.ExecContext(t.Context(), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	db := openMigrated(t, dsn)
+	cutShort(t, db)
 	openStore(t, dsn).Close()
 	if !indexValid(t, db, "ipn_events_endpoint") {
 		t.Error("the index left invalid in a quoted schema was not built again")
