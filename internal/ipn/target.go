@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -115,13 +116,13 @@ func Unreachable(ctx context.Context, raw string, r Resolver, nat64 ...netip.Pre
 	}
 	host := u.Hostname()
 	if a, ok := looseIPv4(host); ok {
-		if why := Refused(a); why != "" {
+		if why := refusedHere(a, nil, nil); why != "" {
 			return fmt.Sprintf("%s is %s", host, why)
 		}
 		return ""
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
-		if why := Refused(a, nat64...); why != "" {
+		if why := refusedHere(a, nat64, nil); why != "" {
 			return fmt.Sprintf("%s is %s", host, why)
 		}
 		return ""
@@ -131,7 +132,7 @@ func Unreachable(ctx context.Context, raw string, r Resolver, nat64 ...netip.Pre
 		return ""
 	}
 	for _, a := range addrs {
-		if why := Refused(a, nat64...); why != "" {
+		if why := refusedHere(a, nat64, nil); why != "" {
 			return fmt.Sprintf("%s resolves to %s, which is %s", host, a, why)
 		}
 	}
@@ -145,7 +146,10 @@ type refusedPrefix struct {
 
 // refusedPrefixes are the destinations a notification must never reach
 // unless the operator allows them in test mode: the gateway's own host,
-// its private network and cloud metadata services (169.254.169.254).
+// its private network and cloud metadata services (169.254.169.254), and
+// every other range IANA's special-purpose registries mark as not globally
+// reachable (a network may number its own hosts from the documentation
+// ranges, and some do).
 var refusedPrefixes = func() []refusedPrefix {
 	list := []struct{ cidr, why string }{
 		{"0.0.0.0/8", "unspecified (this network)"},
@@ -155,14 +159,21 @@ var refusedPrefixes = func() []refusedPrefix {
 		{"169.254.0.0/16", "link-local"},
 		{"172.16.0.0/12", "private"},
 		{"192.0.0.0/24", "reserved for protocol assignments"},
+		{"192.0.2.0/24", "reserved for documentation"},
+		{"192.88.99.0/24", "6to4 relay anycast (deprecated)"},
 		{"192.168.0.0/16", "private"},
 		{"198.18.0.0/15", "reserved for benchmarking"},
+		{"198.51.100.0/24", "reserved for documentation"},
+		{"203.0.113.0/24", "reserved for documentation"},
 		{"224.0.0.0/4", "multicast"},
 		{"240.0.0.0/4", "reserved"},
 		{"::/128", "unspecified"},
 		{"::1/128", "loopback"},
 		{"::/96", "an IPv4-compatible address (deprecated)"},
 		{"100::/64", "discard-only"},
+		{"2001::/23", "reserved for IETF protocol assignments (Teredo, benchmarking, ORCHID)"},
+		{"2001:db8::/32", "reserved for documentation"},
+		{"3fff::/20", "reserved for documentation"},
 		{"fc00::/7", "unique-local"},
 		{"fe80::/10", "link-local"},
 		{"fec0::/10", "site-local (deprecated)"},
@@ -200,40 +211,15 @@ func Refused(a netip.Addr, nat64 ...netip.Prefix) string {
 		return "not an address"
 	}
 	a = a.WithZone("")
-	if a.Is4In6() {
-		if why := Refused(a.Unmap()); why != "" {
-			return why + " (IPv4-mapped)"
+	v4, form, why := carried(a, nat64)
+	switch {
+	case why != "":
+		return why
+	case form != "":
+		if why := Refused(v4); why != "" {
+			return why + " (" + form + ")"
 		}
 		return ""
-	}
-	for _, p := range nat64 {
-		if !p.Contains(a) {
-			continue
-		}
-		// The translator's address: where the connection goes is the
-		// IPv4 one, whatever range the prefix itself sits in (a
-		// unique-local one, say).
-		if why := Refused(EmbeddedIPv4(a, p.Bits())); why != "" {
-			return why + " (embedded in IPv6)"
-		}
-		return ""
-	}
-	if a.Is6() {
-		b := a.As16()
-		var v4 netip.Addr
-		switch {
-		case nat64Local.Contains(a) && !nat64LocalFirst.Contains(a):
-			return "in the local-use NAT64 prefix 64:ff9b:1::/48, where it carries its IPv4 address depends on the network's prefix (name it with --nat64-prefixes)"
-		case wellKnownNAT64.Contains(a), nat64LocalFirst.Contains(a):
-			v4 = netip.AddrFrom4([4]byte(b[12:16]))
-		case sixToFour.Contains(a):
-			v4 = netip.AddrFrom4([4]byte(b[2:6]))
-		}
-		if v4.IsValid() {
-			if why := Refused(v4); why != "" {
-				return why + " (embedded in IPv6)"
-			}
-		}
 	}
 	for _, p := range refusedPrefixes {
 		if p.prefix.Contains(a) {
@@ -241,6 +227,96 @@ func Refused(a netip.Addr, nat64 ...netip.Prefix) string {
 		}
 	}
 	return ""
+}
+
+// carried is the IPv4 address a connection to a reaches, when a is an IPv6
+// form that carries one, and which form ("" for none). why is set instead
+// for an address whose IPv4 address cannot be read: one in the local-use
+// NAT64 prefix past its first /96 that no named prefix covers. The
+// translator's address decides where the connection goes, whatever range
+// the prefix itself sits in (a unique-local one, say).
+func carried(a netip.Addr, nat64 []netip.Prefix) (v4 netip.Addr, form, why string) {
+	if a.Is4In6() {
+		return a.Unmap(), "IPv4-mapped", ""
+	}
+	for _, p := range nat64 {
+		if p.Contains(a) {
+			return EmbeddedIPv4(a, p.Bits()), "embedded in IPv6", ""
+		}
+	}
+	if !a.Is6() {
+		return netip.Addr{}, "", ""
+	}
+	b := a.As16()
+	switch {
+	case nat64Local.Contains(a) && !nat64LocalFirst.Contains(a):
+		return netip.Addr{}, "", "in the local-use NAT64 prefix 64:ff9b:1::/48, where it carries its IPv4 address depends on the network's prefix (name it with --nat64-prefixes)"
+	case wellKnownNAT64.Contains(a), nat64LocalFirst.Contains(a):
+		return netip.AddrFrom4([4]byte(b[12:16])), "embedded in IPv6", ""
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte(b[2:6])), "embedded in IPv6", ""
+	}
+	return netip.Addr{}, "", ""
+}
+
+// hostAddrs are the addresses of the gateway host's own interfaces. A
+// notification sent to one reaches the host itself (any service listening
+// on all its interfaces, the metrics listener), however public the address
+// is. They are read again at most every hostAddrsFresh, as interfaces come
+// and go.
+type hostAddrs struct {
+	list func() ([]net.Addr, error)
+
+	mu    sync.Mutex
+	read  time.Time
+	addrs []netip.Addr
+	err   error
+}
+
+const hostAddrsFresh = 5 * time.Second
+
+// thisHost reads the interfaces of the machine the gateway runs on.
+var thisHost = &hostAddrs{list: net.InterfaceAddrs}
+
+// refused says why a is refused as one of the host's addresses, directly
+// or carried in an IPv6 form, or "". When the interfaces cannot be listed
+// every address is refused: the guard cannot tell.
+func (h *hostAddrs) refused(a netip.Addr, nat64 []netip.Prefix) string {
+	addrs, err := h.current()
+	if err != nil {
+		return "not checked against this host's own addresses (" + err.Error() + ")"
+	}
+	a = a.WithZone("")
+	v4, form, _ := carried(a, nat64)
+	for _, own := range addrs {
+		switch {
+		case own == a:
+			return "an address of the gateway's own host"
+		case form != "" && own == v4:
+			return "an address of the gateway's own host (" + form + ")"
+		}
+	}
+	return ""
+}
+
+func (h *hostAddrs) current() ([]netip.Addr, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if time.Since(h.read) < hostAddrsFresh {
+		return h.addrs, h.err
+	}
+	list, err := h.list()
+	h.read, h.addrs, h.err = time.Now(), h.addrs[:0], nil
+	if err != nil {
+		h.err = fmt.Errorf("listing its interfaces: %w", err)
+		return nil, h.err
+	}
+	for _, n := range list {
+		if p, err := netip.ParsePrefix(n.String()); err == nil {
+			h.addrs = append(h.addrs, p.Addr().Unmap().WithZone(""))
+		}
+	}
+	return h.addrs, nil
 }
 
 // nat64Lengths are the prefix lengths RFC 6052 defines an IPv4 address's
@@ -366,6 +442,7 @@ func looseIPv4(host string) (netip.Addr, bool) {
 type guard struct {
 	allowPrivate bool
 	nat64        []netip.Prefix
+	host         *hostAddrs // nil: thisHost
 }
 
 func (g guard) control(network, address string, _ syscall.RawConn) error {
@@ -376,10 +453,21 @@ func (g guard) control(network, address string, _ syscall.RawConn) error {
 	if g.allowPrivate {
 		return nil
 	}
-	if why := Refused(ap.Addr(), g.nat64...); why != "" {
+	if why := refusedHere(ap.Addr(), g.nat64, g.host); why != "" {
 		return fmt.Errorf("%w: %s is %s", ErrRefusedTarget, ap.Addr(), why)
 	}
 	return nil
+}
+
+// refusedHere is Refused, then a check against the host's own addresses.
+func refusedHere(a netip.Addr, nat64 []netip.Prefix, host *hostAddrs) string {
+	if why := Refused(a, nat64...); why != "" {
+		return why
+	}
+	if host == nil {
+		host = thisHost
+	}
+	return host.refused(a, nat64)
 }
 
 // newHTTPClient returns the client deliveries use. It follows no redirect

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -82,6 +83,17 @@ func TestLiveGuard(t *testing.T) {
 		{"[64:ff9b:1::a9fe:a9fe]", "[64:ff9b:1::a9fe:a9fe]:443"}, // local-use NAT64 (RFC 8215) of 169.254.169.254
 		{"[2002:7f00:1::1]", "[2002:7f00:1::1]:443"},             // 6to4 of 127.0.0.1
 		{"[::127.0.0.1]", "[::7f00:1]:443"},                      // IPv4-compatible
+		// Not globally reachable (IANA's special-purpose registries); some
+		// networks number their own hosts from these.
+		{"192.0.2.2", "192.0.2.2:443"},
+		{"198.51.100.7", "198.51.100.7:443"},
+		{"203.0.113.9", "203.0.113.9:443"},
+		{"192.88.99.1", "192.88.99.1:443"},
+		{"[::ffff:192.0.2.2]", "[::ffff:c000:202]:443"},
+		{"[64:ff9b::c000:202]", "[64:ff9b::c000:202]:443"},
+		{"[2001:db8::1]", "[2001:db8::1]:443"},
+		{"[3fff::1]", "[3fff::1]:443"},
+		{"[2001:0:4136:e378:8000:63bf:3fff:fdd2]", "[2001:0:4136:e378:8000:63bf:3fff:fdd2]:443"}, // Teredo
 		// Other spellings of 127.0.0.1 that C resolvers accept.
 		{"2130706433", ""},
 		{"0x7f000001", ""},
@@ -214,6 +226,53 @@ func TestLooseIPv4(t *testing.T) {
 // The check happens when connecting, on the address the name resolved to:
 // a name (here localhost, in production a rebinding DNS name) that was
 // never looked at when saved is refused, and the receiver sees nothing.
+// An address of the gateway's own host is the host itself, however public:
+// refused directly and in the IPv6 forms that carry it, and refused
+// altogether when the host's addresses cannot be listed.
+func TestGuardRefusesTheHostsOwnAddresses(t *testing.T) {
+	own := func() ([]net.Addr, error) {
+		return []net.Addr{
+			&net.IPNet{IP: net.ParseIP("8.8.4.4"), Mask: net.CIDRMask(24, 32)},
+			&net.IPNet{IP: net.ParseIP("2606:4700::6810:84e5"), Mask: net.CIDRMask(64, 128)},
+		}, nil
+	}
+	g := guard{host: &hostAddrs{list: own}, nat64: []netip.Prefix{netip.MustParsePrefix("2600:64::/96")}}
+	for _, tt := range []struct {
+		dial    string
+		refused bool
+	}{
+		{"8.8.4.4:443", true},
+		{"[::ffff:8.8.4.4]:443", true},
+		{"[64:ff9b::808:404]:443", true},
+		{"[2002:808:404::1]:443", true},  // 6to4
+		{"[2600:64::808:404]:443", true}, // behind the network's NAT64 prefix
+		{"[2606:4700::6810:84e5]:443", true},
+		{"8.8.8.8:443", false},
+		{"8.8.4.5:443", false}, // the host's network is not the host
+		{"[2606:4700::6810:84e6]:443", false},
+		{"[2600:64::808:808]:443", false},
+	} {
+		err := g.control("tcp", tt.dial, nil)
+		if refused := errors.Is(err, ErrRefusedTarget); refused != tt.refused {
+			t.Errorf("connect to %s: %v, want refused %t", tt.dial, err, tt.refused)
+		}
+		if tt.refused && (err == nil || !strings.Contains(err.Error(), "own host")) {
+			t.Errorf("connect to %s: %v, want the reason", tt.dial, err)
+		}
+	}
+
+	broken := guard{host: &hostAddrs{list: func() ([]net.Addr, error) { return nil, errors.New("netlink: permission denied") }}}
+	if err := broken.control("tcp", "8.8.8.8:443", nil); !errors.Is(err, ErrRefusedTarget) || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("with the interfaces unlisted: %v, want refused with the reason", err)
+	}
+
+	// This machine's own interfaces are listed: loopback at least.
+	addrs, err := thisHost.current()
+	if err != nil || !slices.Contains(addrs, netip.MustParseAddr("127.0.0.1")) {
+		t.Errorf("this host's addresses: %v, %v; want 127.0.0.1 among them", addrs, err)
+	}
+}
+
 func TestConnectTimeGuard(t *testing.T) {
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
@@ -344,20 +403,20 @@ func TestCheckNAT64Prefix(t *testing.T) {
 
 // On a network with a NAT64 prefix of its own, an address in it reaches
 // the IPv4 address it carries: the guard judges that one, at the prefix's
-// length: 169.254.169.254 behind 2001:db8:122::/48 is refused, where the
+// length: 169.254.169.254 behind 2600:db8:122::/48 is refused, where the
 // well-known prefixes' rule (the last 32 bits) reads no address there and
 // let it through.
 func TestGuardJudgesTheNetworksNAT64Prefixes(t *testing.T) {
-	prefixes := []netip.Prefix{netip.MustParsePrefix("2001:db8:122::/48"), netip.MustParsePrefix("2001:db8:64::/96"),
+	prefixes := []netip.Prefix{netip.MustParsePrefix("2600:db8:122::/48"), netip.MustParsePrefix("2001:db8:64::/96"),
 		netip.MustParsePrefix("fd00:64::/96")}
 	g := guard{nat64: prefixes}
 	for _, tt := range []struct {
 		dial    string
 		refused bool
 	}{
-		{"[2001:db8:122:a9fe:a9:fe00::]:443", true}, // 169.254.169.254 at /48
-		{"[2001:db8:122:a00:1::]:443", true},        // 10.0.0.1 at /48
-		{"[2001:db8:122:808:8:800::]:443", false},   // 8.8.8.8 at /48
+		{"[2600:db8:122:a9fe:a9:fe00::]:443", true}, // 169.254.169.254 at /48
+		{"[2600:db8:122:a00:1::]:443", true},        // 10.0.0.1 at /48
+		{"[2600:db8:122:808:8:800::]:443", false},   // 8.8.8.8 at /48
 		{"[2001:db8:64::7f00:1]:443", true},         // 127.0.0.1 at /96
 		{"[2001:db8:64::808:808]:443", false},       // 8.8.8.8 at /96
 		{"[fd00:64::808:808]:443", false},           // 8.8.8.8 behind a unique-local prefix
@@ -372,7 +431,7 @@ func TestGuardJudgesTheNetworksNAT64Prefixes(t *testing.T) {
 		}
 	}
 	// Without them, the metadata address behind the /48 reads as public.
-	if err := (guard{}).control("tcp", "[2001:db8:122:a9fe:a9:fe00::]:443", nil); err != nil {
+	if err := (guard{}).control("tcp", "[2600:db8:122:a9fe:a9:fe00::]:443", nil); err != nil {
 		t.Errorf("without the prefixes: %v; the test's /48 address should read as public then", err)
 	}
 	// A worker's deliveries use them.
