@@ -77,7 +77,40 @@ func TestNoCardDataAtRestOrInLogs(t *testing.T) {
 	if cb["orderStatus"] != "Transaction Failed" || !strings.Contains(cb["message"], "cardFirstName must be the name on the card") {
 		t.Errorf("a merchant form with a card number as the name: %v", cb)
 	}
-	for _, ref := range []string{b.Reference, b2.Reference} {
+	// A shop's form whose own fields hold a card number (a shopper who typed
+	// it into the shop's address box) fails before our card page, whose
+	// session would keep them; one whose holder names do shows the page
+	// without them.
+	b3 := g.CreateBill(c, tok, "PANFIELDS", "10")
+	v := servertest.FormFields(c, tok, b3)
+	shopFields := map[string]string{"address": visa2, "city": spaced(mastercard2), "productDescription": "gift " + amex,
+		"customerFirstName": spaced(visa), "postalcodeZip": mastercard, "ipAddress": cardDeclined}
+	for k, n := range shopFields {
+		v.Set(k, n)
+	}
+	rec := g.CardPay(v)
+	if strings.Contains(rec.Body.String(), `name="cardNumber"`) {
+		t.Error("the card page was shown for a shop form holding card numbers in its own fields")
+	}
+	cb = g.Callback(rec)
+	for k := range shopFields {
+		if cb["orderStatus"] != "Transaction Failed" || !strings.Contains(cb["message"], k+" must not hold a card number") {
+			t.Errorf("a card number in the shop's %s: %v", k, cb)
+		}
+	}
+	b4 := g.CreateBill(c, tok, "PANPREFILL", "10")
+	v = servertest.FormFields(c, tok, b4)
+	v.Set("cardFirstName", spaced(visa2))
+	v.Set("cardLastName", mastercard2)
+	page := g.CardPay(v).Body.String()
+	if !strings.Contains(page, `name="cardNumber"`) {
+		t.Fatal("no card page for a shop form with card numbers as the holder's names")
+	}
+	if strings.Contains(page, spaced(visa2)) || strings.Contains(page, mastercard2) {
+		t.Error("the card page shows a card number the shop sent as a holder name")
+	}
+
+	for _, ref := range []string{b.Reference, b2.Reference, b3.Reference, b4.Reference} {
 		if n := g.CountPayments(ref, ""); n != 0 {
 			t.Errorf("bill %s: %d payments after names that were card numbers", ref, n)
 		}

@@ -346,6 +346,13 @@ func (h *Handler) startCheckout(ctx context.Context, t *trusted, paymentID strin
 // the mobile number in the one form the IPN carries.
 func (h *Handler) checkCustomer(sub *Submission) []Problem {
 	var problems []Problem
+	// A checkout session keeps these fields: a card number a shopper typed
+	// into the shop's address box would be on disk in clear.
+	for _, f := range fields {
+		if !f.card && f.name != "token" && card.HoldsPAN(*f.ptr(sub)) {
+			problems = append(problems, Problem{f.name, "must not hold a card number: card details go only into the card fields"})
+		}
+	}
 	if sub.MobileNumber != "" {
 		if m, err := phone.Mobile(sub.MobileNumber, h.DefaultRegion); err != nil {
 			problems = append(problems, Problem{"mobileNumber", err.Error()})

@@ -161,12 +161,13 @@ func submissionOf(v url.Values) (Submission, error) {
 
 // sessionFields are the merchant's fields a checkout session keeps: all
 // but the token (which our pages never carry on) and the card, but for
-// the cardholder's names, which prefill our card page.
+// the cardholder's names, which prefill our card page unless they hold
+// digits enough to be a card number typed in the wrong box.
 func (s Submission) sessionFields() map[string]string {
 	out := map[string]string{}
 	for _, f := range fields {
 		if (!f.card || isHolderName(f.name)) && f.name != "token" {
-			if v := *f.ptr(&s); v != "" {
+			if v := *f.ptr(&s); v != "" && !(f.card && numberLike(v)) {
 				out[f.name] = v
 			}
 		}

@@ -28,14 +28,15 @@ var Swahili = &Lang{Tag: "sw", Name: "Kiswahili", msgs: map[string]string{
 	"Cancel and return to the shop":                                          "Ghairi na urudi dukani",
 
 	// What is wrong with a field; the field's name comes first.
-	"is in the past: the card has expired":         "imepita: kadi imeisha muda wake",
-	"is not a valid month and year":                "si mwezi na mwaka halali",
-	"must be 3 digits (4 for American Express)":    "lazima iwe tarakimu 3 (4 kwa American Express)",
-	"is not a card brand we accept":                "si aina ya kadi tunayokubali",
-	"is not a valid card number":                   "si nambari halali ya kadi",
-	"must be at most 50 characters":                "isizidi herufi 50",
-	"contains characters that are not allowed":     "ina herufi zisizoruhusiwa",
-	"must be the name on the card, not its number": "lazima liwe jina lililo kwenye kadi, si nambari yake",
+	"is in the past: the card has expired":                                   "imepita: kadi imeisha muda wake",
+	"is not a valid month and year":                                          "si mwezi na mwaka halali",
+	"must be 3 digits (4 for American Express)":                              "lazima iwe tarakimu 3 (4 kwa American Express)",
+	"is not a card brand we accept":                                          "si aina ya kadi tunayokubali",
+	"is not a valid card number":                                             "si nambari halali ya kadi",
+	"must be at most 50 characters":                                          "isizidi herufi 50",
+	"contains characters that are not allowed":                               "ina herufi zisizoruhusiwa",
+	"must be the name on the card, not its number":                           "lazima liwe jina lililo kwenye kadi, si nambari yake",
+	"must not hold a card number: card details go only into the card fields": "lisiwe na nambari ya kadi: maelezo ya kadi huandikwa kwenye sehemu za kadi pekee",
 
 	// 3-D Secure.
 	"Confirm your payment": "Thibitisha malipo yako",
