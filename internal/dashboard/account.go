@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"encoding/base32"
 	"encoding/base64"
 	"errors"
 	"html/template"
@@ -14,8 +15,13 @@ import (
 	"rsc.io/qr"
 
 	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/secret"
 )
+
+// totpSecretSize is a second factor's secret in bytes: RFC 4226 asks for
+// 160 bits.
+const totpSecretSize = 20
 
 func (h *Handler) security(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "security.html", map[string]any{"Note": h.takeNote(w, r)})
@@ -67,7 +73,7 @@ func (h *Handler) startTOTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusConflict, "Two-step verification is already on", "It stays as it is.")
 		return
 	}
-	key, err := totp.Generate(totp.GenerateOpts{Issuer: "Kadi", AccountName: v.Merchant.Code})
+	key, err := totp.Generate(totp.GenerateOpts{Issuer: "Kadi", AccountName: v.Merchant.Code, SecretSize: totpSecretSize})
 	if err != nil {
 		h.internal(w, r, err)
 		return
@@ -106,7 +112,7 @@ func (h *Handler) confirmTOTP(w http.ResponseWriter, r *http.Request) {
 	}
 	sec, err1 := formValue(r, "secret", 64)
 	code, err2 := formValue(r, "code", 10)
-	if err1 != nil || err2 != nil || sec == "" {
+	if err1 != nil || err2 != nil || !enrolmentSecret(sec) {
 		h.fail(w, r, http.StatusBadRequest, "Enrolment form not valid", "Start again from Security.")
 		return
 	}
@@ -127,7 +133,12 @@ func (h *Handler) confirmTOTP(w http.ResponseWriter, r *http.Request) {
 		codes[i] = c[:5] + "-" + c[5:]
 		hashes[i] = recoveryHash(codes[i])
 	}
-	if err := h.Store.EnableTOTP(r.Context(), v.Merchant.Code, sec, hashes, h.Now()); err != nil {
+	if err := h.Store.EnableTOTP(r.Context(), v.Merchant.Code, sec, hashes, h.Now()); errors.Is(err, merchant.ErrTwoStepOn) {
+		// Another session confirmed first, while this one checked the
+		// password.
+		h.fail(w, r, http.StatusConflict, "Two-step verification is already on", "It stays as it is.")
+		return
+	} else if err != nil {
 		h.internal(w, r, err)
 		return
 	}
@@ -150,6 +161,15 @@ func (h *Handler) confirmTOTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(context.WithValue(r.Context(), visitKey{}, v))
 	h.render(w, r, http.StatusOK, "security.html", map[string]any{"RecoveryCodes": codes,
 		"Note": "Every other session is signed out."})
+}
+
+// enrolmentSecret reports whether sec is a secret as startTOTP draws them,
+// 160 random bits in base32: the page carries it back, and a secret of a
+// few bytes typed into the form instead would make every code guessable
+// from a few.
+func enrolmentSecret(sec string) bool {
+	b, err := base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(sec)
+	return err == nil && len(b) >= totpSecretSize
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -1086,6 +1087,67 @@ func TestSecondFactorEnrolment(t *testing.T) {
 	}
 	if sec, _, _ := g.Store.TOTP(t.Context(), c.MerchantCode); sec != secret {
 		t.Errorf("the secret was replaced")
+	}
+}
+
+// Two sessions confirming their own new secrets at once (each spends the
+// password check's time after reading the factor off): one wins, the other
+// hears 409, and the secret and recovery codes kept are the winner's. And
+// a secret of the browser's own choosing, shorter than the ones drawn, is
+// refused.
+func TestSecondFactorEnrolmentRace(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Racing Shop")
+	secretOf := regexp.MustCompile(`id="totp-secret">([A-Z2-7]+)<`)
+	var sessions [2]*browser
+	var secrets, codes [2]string
+	for i := range sessions {
+		sessions[i] = signIn(t, g, c)
+		m := secretOf.FindStringSubmatch(sessions[i].post("/dashboard/security/totp/start", nil).Body.String())
+		if m == nil {
+			t.Fatal("no secret on the enrolment page")
+		}
+		secrets[i], codes[i] = m[1], mustCode(t, m[1], g.Clock.Now())
+	}
+	weak := "AAAAAAAA"
+	rec := sessions[0].post("/dashboard/security/totp/confirm", url.Values{"secret": {weak}, "code": {mustCode(t, weak, g.Clock.Now())}, "password": {c.Password}})
+	if rec.Code != http.StatusBadRequest {
+		t.Errorf("a 5-byte secret of the browser's choosing: %d, want 400", rec.Code)
+	}
+	var recs [2]*httptest.ResponseRecorder
+	var wg sync.WaitGroup
+	for i := range sessions {
+		wg.Go(func() {
+			recs[i] = sessions[i].post("/dashboard/security/totp/confirm",
+				url.Values{"secret": {secrets[i]}, "code": {codes[i]}, "password": {c.Password}})
+		})
+	}
+	wg.Wait()
+	winner := -1
+	for i, rec := range recs {
+		switch rec.Code {
+		case http.StatusOK:
+			if winner >= 0 {
+				t.Fatal("both sessions turned two-step verification on")
+			}
+			winner = i
+		case http.StatusConflict:
+		default:
+			t.Fatalf("session %d: %d", i, rec.Code)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("neither session turned two-step verification on")
+	}
+	if sec, _, _ := g.Store.TOTP(t.Context(), c.MerchantCode); sec != secrets[winner] {
+		t.Errorf("the secret kept is not the one the winning session was shown")
+	}
+	recovery := regexp.MustCompile(`[A-Z0-9]{5}-[A-Z0-9]{5}`).FindAllString(recs[winner].Body.String(), -1)
+	if len(recovery) == 0 {
+		t.Fatal("no recovery codes shown")
+	}
+	if rec := signIn(t, g, c).post("/dashboard/verify", url.Values{"code": {recovery[0]}}); rec.Code != http.StatusSeeOther {
+		t.Errorf("the winner's recovery code at sign-in: %d, want 303", rec.Code)
 	}
 }
 

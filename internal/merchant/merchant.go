@@ -115,3 +115,8 @@ func KeyPrefix(key string) string {
 
 // ErrNotFound is returned by lookups that find no merchant, key or settings.
 var ErrNotFound = errors.New("merchant not found")
+
+// ErrTwoStepOn refuses to turn two-step verification on over a factor
+// already on: only an operator's reset (kadi merchant reset-access)
+// takes one away.
+var ErrTwoStepOn = errors.New("two-step verification is already on")

@@ -443,15 +443,29 @@ func (s *DB) TOTP(ctx context.Context, code string) (string, time.Time, error) {
 }
 
 // EnableTOTP turns the second factor on with secret and replaces the
-// recovery codes (their hashes).
+// recovery codes (their hashes); merchant.ErrTwoStepOn when it is on.
 func (s *DB) EnableTOTP(ctx context.Context, code, secret string, recoveryHashes []string, at time.Time) error {
 	sealed, err := s.seal(secret, code, "account", "totp_secret")
 	if err != nil {
 		return err
 	}
 	return s.inTx(ctx, func(t tx) error {
-		if _, err := t.exec(ctx, `UPDATE merchants SET totp_secret = ?, totp_enabled_at = ?, totp_last_step = 0 WHERE code = ?`, sealed, ms(at), code); err != nil {
+		// Conditional: two sessions confirming at once must not both win,
+		// the second replacing the secret and recovery codes the first
+		// was just shown.
+		res, err := t.exec(ctx, `UPDATE merchants SET totp_secret = ?, totp_enabled_at = ?, totp_last_step = 0 WHERE code = ? AND totp_enabled_at = 0`, sealed, ms(at), code)
+		if err != nil {
 			return fmt.Errorf("enable totp: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			var found int
+			if err := t.queryRow(ctx, `SELECT COUNT(*) FROM merchants WHERE code = ?`, code).Scan(&found); err != nil {
+				return err
+			}
+			if found == 0 {
+				return merchant.ErrNotFound
+			}
+			return merchant.ErrTwoStepOn
 		}
 		if _, err := t.exec(ctx, `DELETE FROM recovery_codes WHERE merchant_code = ?`, code); err != nil {
 			return err

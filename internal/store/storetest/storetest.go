@@ -1789,7 +1789,27 @@ func testTOTP(t *testing.T, s store.Store) {
 		steps = append(steps, ok)
 	}
 	equal(t, "steps 100, 100, 99, 101", steps, []bool{true, false, false, true})
-	// A new secret starts afresh: its first code may fall on any step.
+	// A factor that is on is not replaced, nor are its recovery codes.
+	if err := s.EnableTOTP(ctx, f.m.Code, "KRSXG5CTMVRXEZLU", []string{"h3"}, base); !errors.Is(err, merchant.ErrTwoStepOn) {
+		t.Fatalf("EnableTOTP over a factor that is on: %v, want %v", err, merchant.ErrTwoStepOn)
+	}
+	sec, _, err = s.TOTP(ctx, f.m.Code)
+	must(t, "TOTP", err)
+	ok, err = s.UseRecoveryCode(ctx, f.m.Code, "h2", base)
+	must(t, "UseRecoveryCode", err)
+	equal(t, "the secret and a recovery code after a refused EnableTOTP", []any{sec, ok}, []any{"JBSWY3DPEHPK3PXP", true})
+	if err := s.EnableTOTP(ctx, "NOSUCHMERCHANT", "KRSXG5CTMVRXEZLU", nil, base); !errors.Is(err, merchant.ErrNotFound) {
+		t.Fatalf("EnableTOTP of no merchant: %v", err)
+	}
+	// After an operator's reset a new secret starts afresh: its first code
+	// may fall on any step.
+	resetter, ok := s.(interface {
+		ResetAccess(ctx context.Context, code, passwordHash string, twoStep bool, at time.Time) error
+	})
+	if !ok {
+		t.Fatalf("%T cannot reset a merchant's access", s)
+	}
+	must(t, "ResetAccess", resetter.ResetAccess(ctx, f.m.Code, "", true, base))
 	must(t, "EnableTOTP", s.EnableTOTP(ctx, f.m.Code, "KRSXG5CTMVRXEZLU", nil, base))
 	ok, err = s.UseTOTPStep(ctx, f.m.Code, 50)
 	must(t, "UseTOTPStep", err)
