@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"net/netip"
 	"log/slog"
 	"strings"
 	"time"
@@ -269,18 +270,21 @@ func (s *Service) SignIn(ctx context.Context, username, password, clientIP strin
 		return merchant.Merchant{}, err
 	}
 	m, err := s.Repo.MerchantByCode(ctx, username)
-	if errors.Is(err, merchant.ErrNotFound) {
-		if _, err := s.hashCheck(ctx, "", password); err != nil {
-			return merchant.Merchant{}, err
-		}
-		return merchant.Merchant{}, s.throttle(ctx, now, ErrInvalidGrant, clientIP)
-	} else if err != nil {
+	known := err == nil
+	if err != nil && !errors.Is(err, merchant.ErrNotFound) {
 		return merchant.Merchant{}, fmt.Errorf("load merchant: %w", err)
 	}
-	err = s.guarded(ctx, now, signInLock(m.Code), clientIP, m.Code, func() (bool, error) {
-		return s.hashCheck(ctx, m.PasswordHash, password)
+	// An unknown code is counted and locked as a known one is: a lock that
+	// only real merchants' codes could reach would tell which exist.
+	lock := signInLock(username)
+	if known {
+		lock = signInLock(m.Code)
+	}
+	err = s.guarded(ctx, now, lock, clientIP, m.Code, func() (bool, error) {
+		ok, err := s.hashCheck(ctx, m.PasswordHash, password)
+		return ok && known, err
 	})
-	return m, err
+	return m, err // the merchant, when known, even on a failure: its audit log records it
 }
 
 // Reauthenticate is a re-authentication inside a signed-in session (before
@@ -366,7 +370,7 @@ func (s *Service) AuthenticateKey(ctx context.Context, apiKey, clientIP string) 
 // checkThrottle refuses an address that must still wait after its last
 // failure.
 func (s *Service) checkThrottle(ctx context.Context, clientIP string, now time.Time) error {
-	until, err := s.Repo.AuthLockedUntil(ctx, "ip:"+clientIP, now)
+	until, err := s.Repo.AuthLockedUntil(ctx, throttleSubject(clientIP), now)
 	if err != nil {
 		return fmt.Errorf("check throttle: %w", err)
 	}
@@ -378,7 +382,7 @@ func (s *Service) checkThrottle(ctx context.Context, clientIP string, now time.T
 
 // throttle counts a failure against the client address and returns cause.
 func (s *Service) throttle(ctx context.Context, now time.Time, cause error, clientIP string) error {
-	next, err := s.Repo.ThrottleAuthFailure(ctx, "ip:"+clientIP, now, s.Throttle)
+	next, err := s.Repo.ThrottleAuthFailure(ctx, throttleSubject(clientIP), now, s.Throttle)
 	if err != nil {
 		return fmt.Errorf("record auth failure: %w", err)
 	}
@@ -386,6 +390,19 @@ func (s *Service) throttle(ctx context.Context, now time.Time, cause error, clie
 		s.Log.InfoContext(ctx, "client address throttled", "address", clientIP, "until", next)
 	}
 	return cause
+}
+
+// throttleSubject is what a client address's failures are counted
+// under: an IPv4 address alone, an IPv6 address by its /64, the least a
+// network hands one subscriber, who could otherwise draw a fresh address
+// for every guess.
+func throttleSubject(clientIP string) string {
+	a, err := netip.ParseAddr(clientIP)
+	if err != nil || !a.Unmap().Is6() {
+		return "ip:" + clientIP
+	}
+	p, _ := a.WithZone("").Prefix(64)
+	return "ip:" + p.String()
 }
 
 // fail settles a wrong password: the address is throttled, and the
@@ -401,6 +418,8 @@ func (s *Service) fail(ctx context.Context, now time.Time, clientIP, merchantCod
 	}
 	if newly {
 		s.Log.WarnContext(ctx, "credential locked out", "subject", sub, "until", until)
+	}
+	if newly && merchantCode != "" { // no merchant, no audit log: an unknown code's sign-in
 		err := s.Repo.RecordAudit(ctx, audit.Event{ID: secret.NewID("aud"), At: now, MerchantCode: merchantCode, Actor: "ip:" + clientIP, Action: audit.LockedOut,
 			Detail: fmt.Sprintf("%s locked until %s after %d failures", sub, until.UTC().Format(time.RFC3339), s.Lockout.MaxFailures)})
 		if err != nil {

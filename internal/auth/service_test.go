@@ -552,3 +552,72 @@ func TestKeyElsewhereDoesNotLockTheMerchant(t *testing.T) {
 		t.Errorf("the key's merchant after %d mismatches: %v", 20, err)
 	}
 }
+
+// An IPv6 client's failures are counted by its /64: a subscriber's
+// network holds at least that many addresses, one for every guess. IPv4
+// addresses stay apart.
+func TestThrottleGroupsIPv6By64(t *testing.T) {
+	s, _, _ := newTestService(t)
+	ctx := context.Background()
+	fail := func(ip string) error {
+		g := grantA()
+		g.APIKey, g.ClientIP = "kadi_test_guess", ip
+		_, err := s.Issue(ctx, g)
+		return err
+	}
+	for i := range DefaultThrottle.Free + 1 {
+		if err := fail(fmt.Sprintf("2001:db8:1:2::%x", i+1)); err != ErrInvalidClient {
+			t.Fatalf("guess %d: %v", i+1, err)
+		}
+	}
+	var le *LockedError
+	for _, ip := range []string{"2001:db8:1:2::ffff", "2001:db8:1:2:aaaa:bbbb:cccc:dddd"} {
+		if err := fail(ip); !errors.As(err, &le) {
+			t.Errorf("a fresh address in the same /64, %s: %v, want throttled", ip, err)
+		}
+	}
+	for _, ip := range []string{"2001:db8:1:3::1", "203.0.113.8"} {
+		if err := fail(ip); err != ErrInvalidClient {
+			t.Errorf("an address elsewhere, %s: %v, want only refused", ip, err)
+		}
+	}
+	for i := range DefaultThrottle.Free + 1 {
+		if err := fail(fmt.Sprintf("198.51.100.%d", i+1)); errors.As(err, &le) {
+			t.Fatalf("IPv4 address %d of a /24: %v; IPv4 addresses are counted apart", i+1, err)
+		}
+	}
+}
+
+// Sign-ins with a merchant code no merchant has are locked after as many
+// failures as a real one's: a lock only real codes could reach would say
+// which codes exist. Nothing is audit-logged for a merchant that is not.
+func TestSignInLocksUnknownCodesAlike(t *testing.T) {
+	s, repo, _ := newTestService(t)
+	ctx := context.Background()
+	lockedAfter := func(code string) int {
+		for i := 1; i <= DefaultLockout.MaxFailures+1; i++ {
+			ip := fmt.Sprintf("198.51.100.%d", i) // apart from the address throttle
+			_, err := s.SignIn(ctx, code, "wrong password 1", ip)
+			var le *LockedError
+			if errors.As(err, &le) {
+				return i
+			}
+			if err != ErrInvalidGrant {
+				t.Fatalf("%s, attempt %d: %v", code, i, err)
+			}
+		}
+		return 0
+	}
+	known, unknown := lockedAfter(codeB), lockedAfter("4999999999")
+	if known == 0 || known != unknown {
+		t.Errorf("locked after %d failures for a real code and %d for an unknown one; want the same", known, unknown)
+	}
+	for _, e := range repo.auditEvents() {
+		if e.MerchantCode != codeB {
+			t.Errorf("audit event %+v for no merchant", e)
+		}
+	}
+	if _, err := s.SignIn(ctx, codeA, passwordA, "198.51.100.200"); err != nil {
+		t.Errorf("another merchant's sign-in: %v", err)
+	}
+}
