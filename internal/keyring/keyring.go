@@ -177,6 +177,16 @@ func (p *Purpose) keys() *derived {
 	return d
 }
 
+// IDs are the ring's key ids, the current one first.
+func (p *Purpose) IDs() []string {
+	r := p.k.ring.Load()
+	ids := make([]string, len(r.Keys))
+	for i, key := range r.Keys {
+		ids[i] = key.ID
+	}
+	return ids
+}
+
 // Current is the current key's id and derived key.
 func (p *Purpose) Current() (string, []byte) {
 	d := p.keys()

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"sync"
@@ -152,6 +155,33 @@ func (s *Sealer) CurrentKeyID() string {
 func (s *Sealer) HasKey(id string) bool {
 	_, ok := s.keys.Key(id)
 	return ok
+}
+
+// KeyCheck is a fingerprint of the key id names, false when the ring
+// lacks it. Stored beside the sealed values, it tells a key from another
+// install's key under the same id, and reveals neither.
+func (s *Sealer) KeyCheck(id string) (string, bool) {
+	key, ok := s.keys.Key(id)
+	if !ok {
+		return "", false
+	}
+	return keyCheck(key), true
+}
+
+// KeyIDs lists the ids of the ring's keys: all of them when the key source
+// can list them (keyring.Purpose can), else the current one.
+func (s *Sealer) KeyIDs() []string {
+	if l, ok := s.keys.(interface{ IDs() []string }); ok {
+		return l.IDs()
+	}
+	id, _ := s.keys.Current()
+	return []string{id}
+}
+
+func keyCheck(key []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("kadi sealing key check"))
+	return hex.EncodeToString(m.Sum(nil)[:16])
 }
 
 // SealedKeyID says which key v was sealed under; ok is false for a value

@@ -788,4 +788,21 @@ func TestForeignKeyRingOnPostgreSQL(t *testing.T) {
 	if err := open("k1 " + other); !errors.As(err, &foreign) {
 		t.Errorf("another install's ring with the same key id: %v", err)
 	}
+	// Once a ring that opens the secrets has started, its keys are known:
+	// another install's ring whose only key shares the older id, which
+	// lacks the newer key as a node behind does, is refused (it was taken
+	// for one behind, and sealed new merchants' secrets no node could open
+	// after), and the node behind still starts.
+	if err := open("k1 " + fresh + ", k0 " + old); err != nil {
+		t.Fatal(err)
+	}
+	if err := open("k0 " + other); !errors.As(err, &foreign) || foreign.KeyID != "k0" {
+		t.Errorf("another install's ring, its only key under the older id: %v", err)
+	}
+	if err := open("k7 " + other); !errors.As(err, &foreign) {
+		t.Errorf("another install's ring sharing no key id with the database: %v", err)
+	}
+	if err := open("k0 " + old); err != nil {
+		t.Errorf("a node behind the rotation, once the keys are recorded: %v", err)
+	}
 }

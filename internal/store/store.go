@@ -176,34 +176,80 @@ func (e *ForeignKeysError) Error() string {
 		"use the key file the gateway was set up with (KADI_SECRET_KEY_FILE, or secret.key in the data dir); nothing was changed", e.KeyID)
 }
 
-// checkSealer opens one sealed value. A ring that cannot (another
-// install's key file, a restore with the wrong one, a key dropped before
-// its values were resealed) would start a node that reports ready and
-// answers every token request with a 500, and let the CLI seal new
-// merchants under a key the rest of the database does not share.
+// checkSealer makes sure this ring is the database's. A ring that is not
+// (another install's key file, a restore with the wrong one, a key dropped
+// before its values were resealed) would start a node that reports ready
+// and answers every token request with a 500, and let the CLI seal new
+// merchants under a key the rest of the database does not share, which no
+// node could open after. Two checks: every key the database recorded that
+// this ring has the id of must be the same key (sealing_keys), and one
+// sealed value must open. A ring that opens it is the database's, and its
+// keys are recorded.
 func (s *DB) checkSealer(ctx context.Context) error {
 	if s.sealer == nil {
 		return nil
 	}
+	rows, err := s.db.QueryContext(ctx, `SELECT key_id, key_check FROM sealing_keys ORDER BY key_id`)
+	if err != nil {
+		return fmt.Errorf("read the sealing keys' checks: %w", err)
+	}
+	recorded, err := collect(rows, func(row scanner) ([2]string, error) {
+		var k [2]string
+		err := row.Scan(&k[0], &k[1])
+		return k, err
+	})
+	if err != nil {
+		return fmt.Errorf("read the sealing keys' checks: %w", err)
+	}
+	shared := 0
+	for _, k := range recorded {
+		if check, ok := s.sealer.KeyCheck(k[0]); ok {
+			if check != k[1] {
+				return &ForeignKeysError{KeyID: k[0]}
+			}
+			shared++
+		}
+	}
 	var code, mode, v string
-	err := s.db.QueryRowContext(ctx, s.d.rebind(`SELECT merchant_code, mode, notification_secret FROM merchant_settings
+	err = s.db.QueryRowContext(ctx, s.d.rebind(`SELECT merchant_code, mode, notification_secret FROM merchant_settings
 		WHERE notification_secret <> '' ORDER BY merchant_code, mode LIMIT 1`)).Scan(&code, &mode, &v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil // nothing sealed yet
-	} else if err != nil {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil // nothing proves this ring yet: it is recorded once it opens a value
+	case err != nil:
 		return fmt.Errorf("read a sealed secret to check the master key: %w", err)
 	}
 	if _, err := s.open(v, code, merchant.Mode(mode), "notification_secret"); err != nil {
 		id, _ := secret.SealedKeyID(v)
-		if s.d.name == "postgres" && !s.sealer.HasKey(id) {
-			// A node of a shared database behind a rotation (its copy of
-			// the ring lacks the new key): it starts, and the nodes' key
-			// check (node_keys) tells, and takes it out of the balancer
-			// when the others are ahead, until its file catches up.
+		// A node of a shared database behind a rotation (its copy of the
+		// ring lacks the new key, and shares an older one): it starts,
+		// and the nodes' key check (node_keys) tells, and takes it out of
+		// the balancer when the others are ahead, until its file catches
+		// up. A database no ring was recorded for yet (upgraded from a
+		// release before sealing_keys) cannot tell it from a stranger.
+		if s.d.name == "postgres" && !s.sealer.HasKey(id) && (shared > 0 || len(recorded) == 0) {
 			s.behindKey = id
 			return nil
 		}
 		return &ForeignKeysError{KeyID: id}
+	}
+	return s.recordSealingKeys(ctx)
+}
+
+// recordSealingKeys records the checks of this ring's keys once it has
+// proved to be the database's: a copy of it that misses a later rotation
+// shares them.
+func (s *DB) recordSealingKeys(ctx context.Context) error {
+	for _, id := range s.sealer.KeyIDs() {
+		check, ok := s.sealer.KeyCheck(id)
+		if !ok {
+			continue
+		}
+		_, err := s.db.ExecContext(ctx, s.d.rebind(`INSERT INTO sealing_keys (key_id, key_check, recorded_at) VALUES (?, ?, ?)
+			ON CONFLICT (key_id) DO NOTHING`), id, check, ms(time.Now()))
+		if err != nil {
+			return fmt.Errorf("record the sealing keys' checks: %w", err)
+		}
 	}
 	return nil
 }
