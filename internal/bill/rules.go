@@ -304,13 +304,20 @@ func trimSpaces(s string) string { return strings.Trim(s, " ") }
 // the same hash, or every field the same and an expiry naming the instant
 // stored's was set to, written another way ("…T10:00:00Z" and
 // "…T13:00:00+03:00", or a client's one time.Time in two zones), which
-// was told 409. (An expiry that was capped is judged by its text only.)
-func (b Bill) sameRequest(stored Bill) bool {
-	if stored.RequestHash == b.RequestHash {
+// was told 409. stored's expiry was capped at maxTTL when it asked for
+// more (the stored hash has its text, the bill only the cap): then any
+// expiry that would have been capped when stored was created makes that
+// same bill, and is the same request.
+func (b Bill) sameRequest(stored Bill, maxTTL time.Duration) bool {
+	switch {
+	case stored.RequestHash == b.RequestHash:
+		return true
+	case b.requestedExpiry.IsZero() || !slices.Equal(b.requestFields(), stored.requestFields()):
+		return false
+	case b.requestedExpiry.Equal(stored.ExpiresAt):
 		return true
 	}
-	return !b.requestedExpiry.IsZero() && b.requestedExpiry.Equal(stored.ExpiresAt) &&
-		slices.Equal(b.requestFields(), stored.requestFields())
+	return stored.ExpiresAt.Sub(stored.CreatedAt) >= maxTTL && b.requestedExpiry.Sub(stored.CreatedAt) > maxTTL
 }
 
 // requestFields are what a bill request asks besides its expiry, as

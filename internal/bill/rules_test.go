@@ -579,6 +579,7 @@ func TestRequestHash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stored.CreatedAt = testNow // as the service stores it
 	for _, tc := range []struct {
 		b    body
 		same bool
@@ -596,10 +597,70 @@ func TestRequestHash(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := b.sameRequest(stored); got != tc.same {
+		if got := b.sameRequest(stored, DefaultPolicy().MaxTTL); got != tc.same {
 			t.Errorf("%s: same request as 15:00:00Z = %v, want %v", tc.b, got, tc.same)
 		}
 	}
+
+	// An expiry past the longest a bill stays open is capped: the stored
+	// bill keeps the cap, not the instant asked. Retried in another offset,
+	// or retried later (the cap then moved on), any expiry that was capped
+	// when the bill was made is the same request; one within the cap, or
+	// a bill that was not capped, is not.
+	far := base.with("order.expiry", "2030-01-17T00:00:00+03:00")
+	capped, err := validate(t, far, DefaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	capped.CreatedAt = testNow
+	if !capped.ExpiresAt.Equal(testNow.Add(DefaultPolicy().MaxTTL)) {
+		t.Fatalf("%s was not capped: expires %v", far, capped.ExpiresAt)
+	}
+	withinCap := testNow.Add(DefaultPolicy().MaxTTL - time.Hour).Format(time.RFC3339)
+	later := func(b body) Bill {
+		req, err := DecodeRequest(b.bytes(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := Validate(req, testMerchant, DefaultPolicy(), testNow.Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name string
+		b    Bill
+		same bool
+	}{
+		{"the same instant in UTC", mustValidate(t, base.with("order.expiry", "2030-01-16T21:00:00Z")), true},
+		{"the same instant with no offset", mustValidate(t, base.with("order.expiry", "2030-01-17T00:00:00")), true},
+		{"the same text an hour later", later(far), true},
+		{"another far-off instant", mustValidate(t, base.with("order.expiry", "2031-06-01T00:00:00Z")), true},
+		{"an expiry within the cap", mustValidate(t, base.with("order.expiry", withinCap)), false},
+		{"no expiry", mustValidate(t, base), false},
+		{"another amount", mustValidate(t, far.with("order.amount", "1500.01")), false},
+	} {
+		if got := tc.b.sameRequest(capped, DefaultPolicy().MaxTTL); got != tc.same {
+			t.Errorf("%s: same request as a capped bill = %v, want %v", tc.name, got, tc.same)
+		}
+	}
+	// A bill that was not capped is not taken for one: an expiry past its
+	// own asks for another bill.
+	uncapped := mustValidate(t, base.with("order.expiry", withinCap))
+	uncapped.CreatedAt = testNow
+	if mustValidate(t, far).sameRequest(uncapped, DefaultPolicy().MaxTTL) {
+		t.Error("a far-off expiry is the same request as a bill within the cap")
+	}
+}
+
+func mustValidate(t *testing.T, b body) Bill {
+	t.Helper()
+	v, err := validate(t, b, DefaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // The stored hash is of the expiry's text, as the release before stores

@@ -66,7 +66,7 @@ func (s *Service) Create(ctx context.Context, m merchant.Merchant, mode merchant
 		case created:
 			s.Metrics.created(mode)
 			return stored, false, nil
-		case b.sameRequest(stored) && now.Sub(stored.CreatedAt) < IdempotencyWindow:
+		case b.sameRequest(stored, s.Policy.MaxTTL) && now.Sub(stored.CreatedAt) < IdempotencyWindow:
 			return stored, true, nil
 		default:
 			return Bill{}, false, ErrReferenceReused
@@ -95,7 +95,7 @@ func (s *Service) retryAfterExpiry(ctx context.Context, m merchant.Merchant, mod
 		return Bill{}, false
 	}
 	then, err := Validate(req, m, s.Policy, stored.CreatedAt)
-	if err != nil || !then.sameRequest(stored) {
+	if err != nil || !then.sameRequest(stored, s.Policy.MaxTTL) {
 		return Bill{}, false
 	}
 	return stored, true

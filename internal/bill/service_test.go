@@ -355,3 +355,28 @@ func TestCreateRetryAfterItsExpiryPassed(t *testing.T) {
 		})
 	}
 }
+
+// A far-off expiry is capped; a retry naming it in another offset (a
+// client's one time.Time formatted in UTC on the retry) gets the bill, as
+// an uncapped one does, and one asking an expiry within the cap does not.
+func TestCreateRetryOfACappedExpiry(t *testing.T) {
+	original := validBody().with("order.expiry", "2030-01-17T00:00:00+03:00")
+	for _, tt := range []struct {
+		retry  body
+		replay bool
+	}{
+		{original.with("order.expiry", "2030-01-16T21:00:00Z"), true},
+		{original.with("order.expiry", "2030-01-17T00:00:00"), true}, // the operator's zone, Nairobi
+		{original.with("order.expiry", "2026-03-16T18:00:00Z"), false},
+	} {
+		first, got, replay, stored, err := createThenRetry(t, original, tt.retry, time.Minute)
+		switch {
+		case tt.replay && (err != nil || !replay || got.Reference != first.Reference):
+			t.Errorf("%s: %+v, replay %v, %v; want the original bill", tt.retry, got, replay, err)
+		case !tt.replay && !errors.Is(err, ErrReferenceReused):
+			t.Errorf("%s: %v, want %v", tt.retry, err, ErrReferenceReused)
+		case stored != 1:
+			t.Errorf("%s: %d bills stored", tt.retry, stored)
+		}
+	}
+}
