@@ -37,7 +37,7 @@ func (h *Handler) accessToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	issued, err := h.Auth.Issue(r.Context(), auth.Grant{
-		APIKey: apiKeyFromBasic(r.Header.Get("Authorization")), Username: fields.Get("username"),
+		APIKey: apiKeyFromBasic(r.Header.Get("Authorization")), Username: strings.TrimSpace(fields.Get("username")),
 		Password: fields.Get("password"), ClientIP: clientIP(r), Scope: auth.ScopeAPI,
 	})
 	if err != nil {
@@ -70,9 +70,11 @@ func (h *Handler) paymentToken(w http.ResponseWriter, r *http.Request) {
 	}
 	// The spec's text calls the merchant code the username too: take
 	// either name for it.
-	code, named := fields.Get("merchantCode"), "merchantCode"
+	// Trimmed as the bills' and the form's fields are: " 4000000001 " was
+	// told the key belonged to another merchant code.
+	code, named := strings.TrimSpace(fields.Get("merchantCode")), "merchantCode"
 	if code == "" && fields.Has("username") {
-		code, named = fields.Get("username"), "username"
+		code, named = strings.TrimSpace(fields.Get("username")), "username"
 	}
 	issued, err := h.Auth.Issue(r.Context(), auth.Grant{
 		APIKey: apiKeyFromBasic(r.Header.Get("Authorization")), Username: code, UsernameField: named,
@@ -138,7 +140,11 @@ func readFields(r *http.Request) (url.Values, error) {
 				v.Set(k, x.String())
 			case nil:
 			default:
-				return nil, &auth.RequestError{Code: "invalid_request", Message: fmt.Sprintf("the field %q is not text", clip(k))}
+				if tokenFields[k] {
+					return nil, &auth.RequestError{Code: "invalid_request", Message: fmt.Sprintf("the field %q is not text", clip(k))}
+				}
+				// A field of the client's own ("remember": true) is
+				// ignored, as the bills' unknown fields are.
 			}
 		}
 		return v, nil
@@ -167,6 +173,9 @@ func readFields(r *http.Request) (url.Values, error) {
 	}
 	return v, nil
 }
+
+// tokenFields are the fields the token endpoints read.
+var tokenFields = map[string]bool{"username": true, "password": true, "merchantCode": true, "grant_type": true}
 
 // clip keeps a client's field name short in an error message.
 func clip(s string) string {

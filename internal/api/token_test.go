@@ -57,6 +57,11 @@ func TestTokenResponses(t *testing.T) {
 		// a JSON number: the same digits.
 		{"access token, JSON body after a byte order mark", "token_200",
 			jsonBody("\xef\xbb\xbf" + `{"username":"` + c.Username + `","password":"` + c.Password + `"}`)},
+		{"access token, username with spaces around it", "token_200", servertest.TokenRequest(c.Test.APIKey, " "+c.Username+"\t", c.Password)},
+		{"access token, a JSON field of the client's own that is not text", "token_200",
+			jsonBody(`{"username":"` + c.Username + `","password":"` + c.Password + `","remember":true,"scopes":["a"]}`)},
+		{"payment token, merchant code with spaces around it", "payment_token_200",
+			servertest.PaymentTokenRequest(c.Test.APIKey, " "+c.MerchantCode+" ", c.Password, "password")},
 		{"access token, JSON number as username", "token_200",
 			jsonBody(`{"username":` + c.Username + `,"password":"` + c.Password + `"}`)},
 		// What PHP's cURL sends for an array body, and fetch for FormData.
@@ -81,11 +86,11 @@ func TestTokenResponses(t *testing.T) {
 		{"payment token, username without the password", "payment_token_invalid_request_username",
 			multipartBody("/token", [][2]string{{"username", c.MerchantCode}, {"grant_type", "password"}}, false)},
 		// The key is judged first: without one, the answer is about the key.
-		{"payment token without the key or the merchant code", "payment_token_invalid_client",
+		{"payment token without the key or the merchant code", "payment_token_invalid_client_no_key",
 			servertest.PaymentTokenRequest("", "", c.Password, "password")},
 
 		{"wrong API key", "token_invalid_client", servertest.TokenRequest("kadi_test_nope", c.Username, c.Password)},
-		{"no Authorization header", "token_invalid_client", servertest.TokenRequest("", c.Username, c.Password)},
+		{"no Authorization header", "token_invalid_client_no_key", servertest.TokenRequest("", c.Username, c.Password)},
 		{"wrong API key on /token", "payment_token_invalid_client", servertest.PaymentTokenRequest("kadi_test_nope", c.MerchantCode, c.Password, "password")},
 		{"wrong password", "token_invalid_grant", servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password+"x")},
 		// Answers never reveal whether a merchant exists.

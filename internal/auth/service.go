@@ -95,6 +95,9 @@ var (
 	// client address only, and telling the key's holder reveals nothing
 	// it lacks (the answer is the same whether the code exists or not).
 	ErrKeyElsewhere = fmt.Errorf("%w: this API key belongs to another merchant code than the one sent", ErrInvalidGrant)
+	// ErrNoAPIKey: the request carried no API key at all, a set-up
+	// mistake said as such.
+	ErrNoAPIKey = fmt.Errorf("%w: no API key was sent; send it as Authorization: Basic <API key>", ErrInvalidClient)
 	// ErrBusy: every password-hashing slot stayed taken for the whole
 	// queue wait. The caller should come back in a second.
 	ErrBusy = errors.New("the gateway is busy checking other sign-ins; try again in a moment")
@@ -163,7 +166,7 @@ type Issued struct {
 func (s *Service) Issue(ctx context.Context, g Grant) (Issued, error) {
 	now := s.Now()
 	if g.APIKey == "" {
-		return Issued{}, ErrInvalidClient
+		return Issued{}, ErrNoAPIKey
 	}
 	if g.Username == "" || g.Password == "" {
 		return Issued{}, &RequestError{Code: "invalid_request", Message: cmp.Or(g.UsernameField, "username") + " and password are required"}

@@ -87,7 +87,7 @@ func TestIssue(t *testing.T) {
 	}{
 		{"test key", func(*Grant) {}, nil, "", "key_a_test", "whsec_a_test"},
 		{"live key", func(g *Grant) { g.APIKey = keyALive }, nil, "", "key_a_live", "whsec_a_live"},
-		{"no API key", func(g *Grant) { g.APIKey = "" }, ErrInvalidClient, "", "", ""},
+		{"no API key", func(g *Grant) { g.APIKey = "" }, ErrNoAPIKey, "", "", ""},
 		{"wrong API key", func(g *Grant) { g.APIKey = keyATest + "x" }, ErrInvalidClient, "", "", ""},
 		{"API key hash instead of the key", func(g *Grant) { g.APIKey = secret.HashAPIKey(keyATest) }, ErrInvalidClient, "", "", ""},
 		{"wrong password", func(g *Grant) { g.Password = passwordA + "x" }, ErrInvalidGrant, "", "", ""},
