@@ -12,6 +12,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/kadipay/kadi/internal/card"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/money"
@@ -156,7 +158,9 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 		if !ok {
 			continue
 		}
-		if n := utf8.RuneCountInString(v); n > r.max {
+		// Counted as composed characters: a phone keyboard that sends "é"
+		// as e and a combining accent (NFD) was refused below the limit.
+		if n := utf8.RuneCountInString(norm.NFC.String(v)); n > r.max {
 			add(r.field, CodeTooLong, "must be at most %d characters, got %d", r.max, n)
 		}
 		if i := strings.IndexFunc(v, func(c rune) bool { return !r.allowed(c) }); i >= 0 {

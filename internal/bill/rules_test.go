@@ -55,6 +55,9 @@ func TestValidateCustomerName(t *testing.T) {
 		{"50 two-byte characters", strings.Repeat("ë", 50), "", strings.Repeat("ë", 50)},
 		{"51 characters", strings.Repeat("a", 51), CodeTooLong, ""},
 		{"51 two-byte characters", strings.Repeat("ë", 51), CodeTooLong, ""},
+		// As a phone keyboard may send them: e and a combining diaeresis.
+		{"50 decomposed characters", strings.Repeat("e\u0308", 50), "", strings.Repeat("e\u0308", 50)},
+		{"51 decomposed characters", strings.Repeat("e\u0308", 51), CodeTooLong, ""},
 		{"length counted after trimming", "  " + strings.Repeat("a", 50) + "  ", "", strings.Repeat("a", 50)},
 		{"leading and trailing spaces trimmed", "  Zoë Wanjiru  ", "", "Zoë Wanjiru"},
 		{"JSON number kept as its text", raw("123"), "", "123"},
@@ -119,6 +122,7 @@ func TestValidateDescription(t *testing.T) {
 		{"70 two-byte characters", strings.Repeat("é", 70), "", strings.Repeat("é", 70)},
 		{"71 characters", strings.Repeat("x", 71), CodeTooLong, ""},
 		{"71 two-byte characters", strings.Repeat("é", 71), CodeTooLong, ""},
+		{"70 decomposed characters", strings.Repeat("e\u0301", 70), "", strings.Repeat("e\u0301", 70)},
 		{"trimmed", "  Shoes  ", "", "Shoes"},
 		{"JSON number kept as its text", raw("42"), "", "42"},
 
