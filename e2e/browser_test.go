@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,11 +106,24 @@ func TestBrowserCheckout(t *testing.T) {
 				run(t, cctx, chromedp.ResetViewport())
 			}
 			if tc.name == "approved visa" {
-				// The language switch: Kiswahili and back, remembered.
+				// The language switch: Kiswahili and back, remembered; the
+				// names and expiry typed come along, the card number not.
+				run(t, cctx,
+					chromedp.Clear(chromedp.CSS(`input[name="cardFirstName"]`)),
+					chromedp.SendKeys(chromedp.CSS(`input[name="cardFirstName"]`), "Amina"),
+					chromedp.Clear(chromedp.CSS(`input[name="cardLastName"]`)),
+					chromedp.SendKeys(chromedp.CSS(`input[name="cardLastName"]`), "Otieno"),
+					chromedp.SendKeys(chromedp.ID("cardExpiry"), "01"+year[2:]),
+					chromedp.SendKeys(chromedp.ID("cardNumber"), tc.card))
 				run(t, cctx, chromedp.Click(chromedp.CSS(`button[name="language"][value="sw"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="sw"] #cardNumber`)))
 				if h1 := value(t, cctx, chromedp.Text(chromedp.CSS("h1"))); h1 != "Lipa kwa kadi" {
 					t.Errorf("after switching to Kiswahili the page says %q", h1)
 				}
+				kept := value(t, cctx, chromedp.Evaluate[[]string](`["cardFirstName","cardLastName","cardExpiry","cardNumber"].map(function (n) { return document.getElementById(n).value; })`))
+				if want := []string{"Amina", "Otieno", "01 / " + year[2:], ""}; !slices.Equal(kept, want) {
+					t.Errorf("after switching the card page holds %q, want %q", kept, want)
+				}
+				run(t, cctx, chromedp.Clear(chromedp.ID("cardExpiry")))
 				if screenshots {
 					saveScreenshot(t, cctx, "card-entry-sw.png")
 				}

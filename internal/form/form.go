@@ -548,12 +548,53 @@ func (h *Handler) switchLanguage(w http.ResponseWriter, r *http.Request) {
 			HttpOnly: true, Secure: h.HSTS, SameSite: http.SameSiteLaxMode})
 	}
 	id := r.PostForm.Get(pageField)
-	if _, err := h.openPage(id); err != nil {
+	p, err := h.openPage(id)
+	if err != nil {
 		h.fail(w, r, nil, err)
 		return
 	}
+	if p.Kind == kindCheckout {
+		h.keepTyped(r, p.Checkout)
+	}
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, pagePrefix+id, http.StatusSeeOther)
+}
+
+// keepTyped keeps the names and expiry the shopper typed on the card page
+// across a language switch (card.js sends them along): the page came back
+// in the new language with everything typed gone. The card number and CVV
+// are never sent back to a page, so those are typed again. Best effort: a
+// switch that cannot keep them still switches.
+func (h *Handler) keepTyped(r *http.Request, checkoutID string) {
+	form := r.PostForm
+	if !form.Has("cardFirstName") && !form.Has("cardLastName") && !form.Has("cardExpiry") {
+		return
+	}
+	sess, _, err := h.session(r.Context(), checkoutID)
+	if err != nil || !sess.EntryPage {
+		return
+	}
+	n := sess.Notice
+	n.FirstName, n.LastName, n.Expiry = typedText(form.Get("cardFirstName"), 50), typedText(form.Get("cardLastName"), 50), typedText(form.Get("cardExpiry"), 9)
+	if numberLike(n.FirstName) {
+		n.FirstName = ""
+	}
+	if numberLike(n.LastName) {
+		n.LastName = ""
+	}
+	if err := h.Checkouts.SetCheckoutNotice(r.Context(), checkout.Hash(checkoutID), n); err != nil {
+		h.Log.WarnContext(r.Context(), "keep the card page's typed names across a language switch", "err", err)
+	}
+}
+
+// typedText is v trimmed, or "" when it is longer than max characters or
+// holds control characters: what the card page's fields accept.
+func typedText(v string, max int) string {
+	v = strings.TrimSpace(v)
+	if utf8.RuneCountInString(v) > max || strings.IndexFunc(v, isControl) >= 0 || !utf8.ValidString(v) {
+		return ""
+	}
+	return v
 }
 
 // pageField names the page id in the language switch's form.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 
@@ -226,5 +227,54 @@ func TestSwahiliSuccessOfAnUncataloguedMessage(t *testing.T) {
 	body := rec.Body.String()
 	if strings.Contains(body, "Malipo hayakupita") || !strings.Contains(body, `<span lang="en">Approved by the issuer</span>`) {
 		t.Errorf("the Swahili success page:\n%s", body)
+	}
+}
+
+// A language switch from the card page keeps the names and expiry typed
+// (card.js sends them along): the page came back in the new language
+// with everything typed gone. A card number typed as a name is not kept,
+// nor is anything sent as the card number.
+func TestLanguageSwitchKeepsWhatWasTyped(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Duka la Mama")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "SWA2", "1500.00")
+	page := servertest.ParsePage(g.CardPay(servertest.FormFields(c, tok, b)).Body.String())
+	lf, ok := page.FormTo("/cardPay/language")
+	if !ok {
+		t.Fatal("no language switch on the card page")
+	}
+	for _, tt := range []struct {
+		first, last, expiry      string
+		wantFirst, wantLast, exp string
+	}{
+		{"Amina", "Otieno", "12 / 30", "Amina", "Otieno", "12 / 30"},
+		{visa, "Otieno", "1230", "", "Otieno", "1230"},
+		{"Amina", strings.Repeat("x", 51), "12 / 30 / 40", "Amina", "", ""},
+	} {
+		form := url.Values{"page": {lf.Values()["page"]}, "language": {"sw"},
+			"cardFirstName": {tt.first}, "cardLastName": {tt.last}, "cardExpiry": {tt.expiry}, "cardNumber": {mastercard}}
+		sw := httptest.NewRequest(http.MethodPost, "/cardPay/language", strings.NewReader(form.Encode()))
+		sw.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		rec := g.ServeOnce(sw)
+		if rec.Code != http.StatusSeeOther {
+			t.Fatalf("switch: %d", rec.Code)
+		}
+		body := g.Serve(httptest.NewRequest(http.MethodGet, rec.Header().Get("Location"), nil)).Body.String()
+		f, ok := servertest.ParsePage(body).FormTo("/cardPay")
+		if !ok {
+			t.Fatalf("no card page after the switch:\n%s", body)
+		}
+		var got []string
+		for _, name := range []string{"cardFirstName", "cardLastName", "cardExpiry"} {
+			in, _ := f.Input(name)
+			got = append(got, in.Attrs["value"])
+		}
+		if want := []string{tt.wantFirst, tt.wantLast, tt.exp}; !slices.Equal(got, want) {
+			t.Errorf("after switching with %q %q %q: the page holds %q, want %q", tt.first, tt.last, tt.expiry, got, want)
+		}
+		if strings.Contains(body, visa) || strings.Contains(body, mastercard) {
+			t.Error("a card number came back on the page")
+		}
 	}
 }

@@ -102,4 +102,16 @@
     }
     f.classList.add("busy");
   }, true);
+  // A language switch takes the names and expiry along, never the card
+  // number or CVV: the page comes back in the new language as typed.
+  var lf = document.querySelector("form.languages");
+  if (lf) {
+    lf.addEventListener("submit", function () {
+      ["cardFirstName", "cardLastName", "cardExpiry"].forEach(function (n) {
+        var i = document.createElement("input");
+        i.type = "hidden"; i.name = n; i.value = f.elements[n].value;
+        lf.appendChild(i);
+      });
+    });
+  }
 })();
