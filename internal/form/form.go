@@ -127,6 +127,18 @@ type pageError struct {
 
 func (e *pageError) Error() string { return e.Title + ": " + e.Message + " " + e.Detail }
 
+// noCharge reports whether the error is the shop's form or the shopper's
+// request refused before any card could be charged: the page says the card
+// was not charged, not "nothing more" (which read as if it had been once).
+func (e *pageError) noCharge() bool {
+	switch e.Status {
+	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusMethodNotAllowed,
+		http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+		return true
+	}
+	return false
+}
+
 func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	var maxBytes *http.MaxBytesError
@@ -377,10 +389,11 @@ func (h *Handler) checkCard(sub Submission) (payment.Attempt, []Problem) {
 	if err != nil {
 		problems = append(problems, Problem{"cardExpiry", cardMessage(err)})
 	}
-	if pan.Last4() != "" {
-		if err := card.CheckCVV(sub.CardSecurity, pan.Brand()); err != nil {
-			problems = append(problems, Problem{"cardSecurity", cardMessage(err)})
-		}
+	// Without a number to read the brand from, a code that is no brand's
+	// (not 3 or 4 digits) is said at once: a page without scripts showed
+	// it only once the number was right, a round trip later.
+	if err := card.CheckCVV(sub.CardSecurity, pan.Brand()); err != nil && (pan.Last4() != "" || card.CheckCVV(sub.CardSecurity, card.Amex) != nil) {
+		problems = append(problems, Problem{"cardSecurity", cardMessage(err)})
 	}
 	for _, f := range []struct{ field, name string }{{"cardFirstName", sub.CardFirstName}, {"cardLastName", sub.CardLastName}} {
 		if numberLike(f.name) {

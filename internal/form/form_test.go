@@ -705,6 +705,13 @@ func TestAcquirerErrorLetsTheCustomerRetry(t *testing.T) {
 	tok := g.Token(c, merchant.Test)
 	b, cb := g.Pay(c, tok, "AQERR1", "10", servertest.Card{Number: cardAcquirerError, CVV: cvv})
 	failed(t, cb, b, "nothing was charged")
+	// On our card page the shopper is told so once: the acquirer's message
+	// says it already.
+	entry := g.OpenCheckout(servertest.FormFields(c, tok, b))
+	page := strings.ToLower(g.CardPay(servertest.CheckoutPost(entry, servertest.Card{Number: cardAcquirerError, CVV: cvv})).Body.String())
+	if n := strings.Count(page, "nothing was charged"); n != 1 {
+		t.Errorf("the card page after an acquirer error says %d times that nothing was charged", n)
+	}
 	cb = callback(t, g.CardPay(servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))))
 	if cb["orderStatus"] != "Transaction Successfull" {
 		t.Errorf("retry after an acquirer error: %v", cb)
@@ -1109,5 +1116,44 @@ func TestCallbackOriginsChangedDuringACheckout(t *testing.T) {
 	g.Clock.Advance(2 * time.Second) // past the settings cache
 	if cb := callback(t, g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv}))); cb["orderStatus"] != "Transaction Successfull" {
 		t.Errorf("the checkout after the origins changed: %v", cb)
+	}
+}
+
+// Without the page's script the server is the only check: a security code
+// that is no brand's is said with a number that is wrong, not a round trip
+// later once the number is right; one that could be any brand's waits for
+// the number. The names, optional, are not marked required.
+func TestCardPageSaysEveryProblemAtOnce(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Checks Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "ATONCE1", "10")
+	entry := g.OpenCheckout(servertest.FormFields(c, tok, b))
+	for _, tt := range []struct {
+		cvv     string
+		cvvBad  bool
+		comment string
+	}{
+		{"1", true, "one digit"},
+		{"12345", true, "five digits"},
+		{"12a", true, "a letter"},
+		{"123", false, "three digits: any brand but Amex"},
+		{"1234", false, "four digits: Amex"},
+	} {
+		page := g.CardPay(servertest.CheckoutPost(entry, servertest.Card{Number: badLuhn, CVV: tt.cvv})).Body.String()
+		if !strings.Contains(page, `id="cardNumber-error"`) {
+			t.Errorf("%s: no error for the card number", tt.comment)
+		}
+		if got := strings.Contains(page, `id="cardSecurity-error"`); got != tt.cvvBad {
+			t.Errorf("%s: security code error shown %v, want %v", tt.comment, got, tt.cvvBad)
+		}
+		f, _ := servertest.ParsePage(page).FormTo("/cardPay")
+		for _, name := range []string{"cardFirstName", "cardLastName"} {
+			if in, _ := f.Input(name); in.Attrs != nil {
+				if _, required := in.Attrs["required"]; required {
+					t.Errorf("%s is marked required, and nothing requires it", name)
+				}
+			}
+		}
 	}
 }

@@ -127,6 +127,15 @@ func errorPage(t *testing.T, rec *httptest.ResponseRecorder, want int) {
 	if !strings.Contains(body, `role="alert"`) {
 		t.Errorf("not our error page:\n%s", body)
 	}
+	// Refused before any card could be charged: the page says the card was
+	// not, where "nothing more was charged" read as if it once had been.
+	switch want {
+	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusMethodNotAllowed,
+		http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+		if strings.Contains(body, "Nothing more was charged") || !strings.Contains(body, "Your card was not charged") && !strings.Contains(body, `class="button"`) {
+			t.Errorf("a %d page does not say the card was not charged:\n%s", want, body)
+		}
+	}
 	securityHeaders(t, rec, "'self'")
 }
 

@@ -139,7 +139,7 @@ func (h *Handler) problem(r *http.Request, t *trusted, err error) *pageError {
 	} else {
 		h.Log.ErrorContext(r.Context(), "payment page failed", "err", err)
 		pe = &pageError{Status: http.StatusInternalServerError, Title: "Something went wrong",
-			Message: "We could not process this request. You have not been charged twice; please contact the shop and quote the reference below."}
+			Message: "We could not process this request. If your card was charged, it was charged only once; please contact the shop and quote the reference below."}
 	}
 	pe.RequestID = logging.RequestID(r.Context())
 	if t != nil && t.bill.Reference != "" {

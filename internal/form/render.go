@@ -91,6 +91,9 @@ func (h *Handler) renderCard(w http.ResponseWriter, r *http.Request, t trusted, 
 		"Title": "Pay by card", "Header": header(t), "CheckoutField": checkoutField, "Checkout": t.checkoutID, "Errors": errs,
 		"FirstName": first, "LastName": last, "Expiry": n.Expiry,
 		"Declined": n.Declined, "AttemptsLeft": left,
+		// An acquirer's message that says so itself is not told twice
+		// that nothing was charged.
+		"DeclinedSaysUncharged": strings.Contains(strings.ToLower(n.Declined), "nothing was charged"),
 	})
 }
 
@@ -147,7 +150,7 @@ func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, pe *pageEr
 		w.Header().Set("Retry-After", strconv.Itoa(int(outage.RetryAfter.Seconds())))
 	}
 	h.render(w, r, pe.Status, "'self'", "error.html", map[string]any{"Title": pe.Title, "Message": pe.Message, "Detail": pe.Detail, "Status": pe.Status, "Test": pe.Test,
-		"RequestID": pe.RequestID, "Shop": pe.Shop, "ShopURL": pe.ShopURL, "Pending": pe.Pending, "Retry": pe.Retry,
+		"RequestID": pe.RequestID, "Shop": pe.Shop, "ShopURL": pe.ShopURL, "Pending": pe.Pending, "Retry": pe.Retry, "NoCharge": pe.noCharge(),
 		// A live page (a checkout's, reached by GET) asks again until the
 		// payment is settled; a shopper need not press anything. With
 		// scripts, follow.js asks in the background and reloads only when

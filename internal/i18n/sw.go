@@ -72,12 +72,13 @@ var Swahili = &Lang{Tag: "sw", Name: "Kiswahili", msgs: map[string]string{
 	"The payment did not go through":                                                                                "Malipo hayakupita",
 
 	// Error pages.
-	"Nothing more was charged. Go back to the shop's page and start the payment again; if it happens again, contact the shop.": "Hakuna pesa zaidi iliyotozwa. Rudi kwenye ukurasa wa duka uanze malipo upya; ikitokea tena, wasiliana na duka.",
+	"Nothing more was charged. Go back to the shop's page and start the payment again; if it happens again, contact the shop.":  "Hakuna pesa zaidi iliyotozwa. Rudi kwenye ukurasa wa duka uanze malipo upya; ikitokea tena, wasiliana na duka.",
+	"Your card was not charged. Go back to the shop's page and start the payment again; if it happens again, contact the shop.": "Kadi yako haikutozwa. Rudi kwenye ukurasa wa duka uanze malipo upya; ikitokea tena, wasiliana na duka.",
 	"Reference for support:": "Kumbukumbu ya msaada:",
 	// Before an English detail that only the shop's developers need.
 	"For the shop's developers:": "Kwa wasanidi programu wa duka:",
 	"Something went wrong":       "Kuna hitilafu",
-	"We could not process this request. You have not been charged twice; please contact the shop and quote the reference below.": "Hatukuweza kushughulikia ombi hili. Hujatozwa mara mbili; tafadhali wasiliana na duka na utaje kumbukumbu iliyo hapa chini.",
+	"We could not process this request. If your card was charged, it was charged only once; please contact the shop and quote the reference below.": "Hatukuweza kushughulikia ombi hili. Ikiwa kadi yako ilitozwa, ilitozwa mara moja tu; tafadhali wasiliana na duka na utaje kumbukumbu iliyo hapa chini.",
 	"Payment form too large":                                   "Fomu ya malipo ni kubwa mno",
 	"The payment form sent by the shop is larger than 64 KiB.": "Fomu ya malipo iliyotumwa na duka ni kubwa kuliko KiB 64.",
 	"Payment form unreadable":                                  "Fomu ya malipo haisomeki",
