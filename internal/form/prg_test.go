@@ -367,6 +367,11 @@ func TestUnansweredChargeIsBeingConfirmed(t *testing.T) {
 		if body := rec.Body.String(); rec.Code != http.StatusAccepted || !strings.Contains(body, "being confirmed") || strings.Contains(body, "Transaction Failed") {
 			t.Fatalf("entry page %v: the page of an unanswered charge: %d\n%s", entryPage, rec.Code, body)
 		}
+		// Not an error: it reads as a status, and does not put a big
+		// button back to the shop, where a worried shopper pays again.
+		if body := rec.Body.String(); !strings.Contains(body, `class="notice" role="status"`) || strings.Contains(body, `role="alert"`) || strings.Contains(body, `class="button"`) {
+			t.Errorf("entry page %v: the page of an unanswered charge looks like a failure:\n%s", entryPage, body)
+		}
 		if n := g.CountPayments(b.Reference, payment.Unknown); n != 1 {
 			t.Fatalf("entry page %v: %d unknown payments, want 1", entryPage, n)
 		}
