@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strconv"
+	"slices"
 	"strings"
 
 	"github.com/kadipay/kadi/internal/ipn"
@@ -103,6 +104,26 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 	})
 }
 
+// zeroMeansDefault are the flags whose zero value the gateway reads as
+// "the default": given as 0 on the command line, it is a mistake to say,
+// not a default to take silently.
+var zeroMeansDefault = []string{"ipn-workers", "ipn-per-merchant", "ipn-timeout", "ipn-poll", "ipn-lease", "ipn-max-retry-after", "db-max-conns"}
+
+// zeroGiven refuses one of zeroMeansDefault set to zero.
+func zeroGiven(fs *flag.FlagSet) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if v := f.Value.String(); err == nil && slices.Contains(zeroMeansDefault, f.Name) && (v == "0" || v == "0s") {
+			def := f.DefValue
+			if def == "0" {
+				def = "chosen by the machine"
+			}
+			err = fmt.Errorf("--%s 0: give more than zero, or leave it out for the default (%s)", f.Name, def)
+		}
+	})
+	return err
+}
+
 // logFlags are how a long-running command logs.
 type logFlags struct{ level, format string }
 
@@ -116,6 +137,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg.DataDir, cfg.DatabaseURL = st.dataDir, st.databaseURL
+	if err := zeroGiven(fs); err != nil {
+		return usageErr(fs, err)
+	}
+	if err := cfg.Check(); err != nil {
+		return usageErr(fs, err)
+	}
 	if cfg.Bills.MaxAmount < 1 {
 		return usageErr(fs, fmt.Errorf("--max-amount %d would refuse every bill: give the largest amount in major units, e.g. 1000000", cfg.Bills.MaxAmount))
 	}
@@ -305,7 +332,7 @@ func tuneCollector(log *slog.Logger) {
 func newLogger(w io.Writer, f logFlags) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(f.level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+		return nil, fmt.Errorf("--log-level %q: give debug, info, warn or error", f.level)
 	}
 	format, err := logFormat(f.format, w)
 	if err != nil {

@@ -217,7 +217,7 @@ func TestLogFormatFromTheEnvironmentIsNamed(t *testing.T) {
 	t.Setenv("KADI_LOG_FORMAT", "xml")
 	var stdout, stderr bytes.Buffer
 	if code := Main([]string{"serve", "--data-dir", t.TempDir(), "--addr", "127.0.0.1:0"}, &stdout, &stderr); code != 2 ||
-		!strings.Contains(stderr.String(), `KADI_LOG_FORMAT: must be json or text, not "xml"`) {
+		!strings.Contains(stderr.String(), `KADI_LOG_FORMAT="xml": must be json or text, not "xml"`) {
 		t.Errorf("exit %d\n%s", code, stderr.String())
 	}
 }
@@ -293,6 +293,19 @@ func TestServeRefusesSettingsThatBreakEverything(t *testing.T) {
 		{[]string{"--nat64-prefixes", "192.0.2.0/24"}, "192.0.2.0/24 is not an IPv6 prefix"},
 		{[]string{"--nat64-prefixes", "fd00:64::1:0/96"}, "has bits set past its length (fd00:64::/96?)"},
 		{[]string{"--nat64-prefixes", "fd00:64::/32,fd00:64:808:808::/96"}, "overlap"},
+		// Settings the gateway would refuse later, with no usage: said as
+		// usage mistakes, before anything opens.
+		{[]string{"--timezone", "Mars/Olympus"}, `--timezone "Mars/Olympus"`},
+		{[]string{"--token-ttl", "48h"}, "a token's lifetime must be between 1s and 24h"},
+		{[]string{"--default-region", "ZZ"}, `default region "ZZ"`},
+		{[]string{"--ipn-jitter", "5"}, "IPN jitter 5 must be a fraction"},
+		{[]string{"--bill-ttl", "0"}, "bill"},
+		{[]string{"--drain-delay", "-1s"}, "--drain-delay -1s cannot be negative"},
+		{[]string{"--log-level", "verbose"}, `--log-level "verbose": give debug, info, warn or error`},
+		// Zero would silently mean the default.
+		{[]string{"--ipn-workers", "0"}, "--ipn-workers 0: give more than zero, or leave it out for the default (256)"},
+		{[]string{"--ipn-timeout", "0s"}, "--ipn-timeout 0: give more than zero"},
+		{[]string{"--db-max-conns", "0"}, "--db-max-conns 0: give more than zero"},
 	} {
 		var stdout, stderr bytes.Buffer
 		args := append([]string{"serve", "--data-dir", t.TempDir(), "--addr", "127.0.0.1:0"}, tt.args...)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 )
 
 // EnvName is the environment twin of a flag: --data-dir → KADI_DATA_DIR.
@@ -35,7 +36,7 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		// they are checked (--addr, --data-dir).
 		if v, ok := os.LookupEnv(EnvName(f.Name)); ok {
 			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", EnvName(f.Name), err))
+				errs = append(errs, fmt.Errorf("%s=%q: %w%s", EnvName(f.Name), v, err, expected(f)))
 			}
 		}
 	})
@@ -46,4 +47,24 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		return errors.Join(errs...)
 	}
 	return nil
+}
+
+// expected says what a flag of f's kind takes, after the flag package's
+// bare "parse error".
+func expected(f *flag.Flag) string {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return ""
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return " (want a duration such as 30s, 5m or 1h)"
+	case bool:
+		return " (want true or false)"
+	case int, int64, uint, uint64:
+		return " (want a whole number)"
+	case float64:
+		return " (want a number such as 0.2)"
+	}
+	return ""
 }

@@ -67,9 +67,11 @@ func TestParse(t *testing.T) {
 		{"bad env value of a flag given on the command line is never read",
 			map[string]string{"KADI_WORKERS": "many"},
 			[]string{"--workers=4"}, settings{addr: ":8080", dataDir: "data", workers: 4, ttl: time.Hour}, nil},
-		{"bad int in env", map[string]string{"KADI_WORKERS": "many"}, nil, settings{}, []string{"KADI_WORKERS"}},
-		{"bad duration in env", map[string]string{"KADI_TOKEN_TTL": "1 hour"}, nil, settings{}, []string{"KADI_TOKEN_TTL"}},
-		{"bad bool in env", map[string]string{"KADI_DEBUG": "sometimes"}, nil, settings{}, []string{"KADI_DEBUG"}},
+		// Named with the value and what was wanted: the flag package says
+		// only "parse error".
+		{"bad int in env", map[string]string{"KADI_WORKERS": "many"}, nil, settings{}, []string{`KADI_WORKERS="many"`, "want a whole number"}},
+		{"bad duration in env", map[string]string{"KADI_TOKEN_TTL": "1 hour"}, nil, settings{}, []string{`KADI_TOKEN_TTL="1 hour"`, "want a duration such as 30s"}},
+		{"bad bool in env", map[string]string{"KADI_DEBUG": "sometimes"}, nil, settings{}, []string{`KADI_DEBUG="sometimes"`, "want true or false"}},
 		{"every bad env value is named",
 			map[string]string{"KADI_WORKERS": "many", "KADI_TOKEN_TTL": "forever"}, nil, settings{}, []string{"KADI_WORKERS", "KADI_TOKEN_TTL"}},
 		{"stray argument", nil, []string{"--addr=:7070", "extra"}, settings{}, []string{"extra"}},
