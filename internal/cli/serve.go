@@ -13,8 +13,8 @@ import (
 	"os"
 	"regexp"
 	"runtime/debug"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/kadipay/kadi/internal/ipn"
