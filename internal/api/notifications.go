@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -50,7 +51,7 @@ type AttemptResponse struct {
 
 var (
 	errNotificationNotFound = errors.New("no notification with that id for this merchant and mode")
-	errBadNotificationQuery = errors.New(ipn.ErrBadStatus.Error() + "; limit 1 to 500; before a notification id (msg_…); paymentId a payment id (pay_…)")
+	errBadNotificationQuery = errors.New("the notifications query is not valid")
 	notificationID          = regexp.MustCompile(`^msg_[0-9a-f]{24}$`)
 )
 
@@ -58,19 +59,25 @@ var (
 // digits).
 func notIDRune(r rune) bool { return r != '_' && notAlnum(r) }
 
+// badNotificationQuery names the one parameter at fault: one sentence
+// listing every rule never said which.
+func badNotificationQuery(rule string) error {
+	return fmt.Errorf("%w: %s", errBadNotificationQuery, rule)
+}
+
 func (h *Handler) listNotifications(w http.ResponseWriter, r *http.Request) {
 	c := claimsOf(r)
 	f := ipn.Filter{MerchantCode: c.MerchantCode, Mode: c.Mode, Limit: 100}
 	st, err := ipn.ParseStatus(r.URL.Query().Get("status"))
 	if err != nil {
-		h.fail(w, r, errBadNotificationQuery)
+		h.fail(w, r, badNotificationQuery(err.Error()))
 		return
 	}
 	f.Status = st
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 500 {
-			h.fail(w, r, errBadNotificationQuery)
+			h.fail(w, r, badNotificationQuery("limit must be a whole number from 1 to 500"))
 			return
 		}
 		f.Limit = n
@@ -79,14 +86,14 @@ func (h *Handler) listNotifications(w http.ResponseWriter, r *http.Request) {
 	// next); paymentId finds one payment's event.
 	if v := r.URL.Query().Get("before"); v != "" {
 		if !notificationID.MatchString(v) {
-			h.fail(w, r, errBadNotificationQuery)
+			h.fail(w, r, badNotificationQuery("before must be a notification id (msg_…), the last of the page before"))
 			return
 		}
 		f.Before = v
 	}
 	if v := r.URL.Query().Get("paymentId"); v != "" {
-		if len(v) > 64 || strings.IndexFunc(v, notIDRune) >= 0 {
-			h.fail(w, r, errBadNotificationQuery)
+		if len(v) > 64 || !strings.HasPrefix(v, "pay_") || strings.IndexFunc(v, notIDRune) >= 0 {
+			h.fail(w, r, badNotificationQuery("paymentId must be a payment id (pay_…)"))
 			return
 		}
 		f.PaymentID = v

@@ -93,10 +93,20 @@ func TestNotificationsAPI(t *testing.T) {
 		t.Errorf("another merchant lists %d of this merchant's notifications", len(otherList.Notifications))
 	}
 	// The bounds docs/api.md and the Go client's DeliveryFilter state.
-	for _, q := range []string{"status=lost", "before=msg_%27", "before=pay_1", "paymentId=pay%27x",
+	// Each refusal names the parameter at fault, and only it.
+	for _, q := range []string{"status=lost", "before=msg_%27", "before=pay_1", "paymentId=pay%27x", "paymentId=nope",
 		"limit=0", "limit=501", "limit=-1", "limit=ten"} {
-		if rec := checked(t, g, notificationsRequest(http.MethodGet, "/payment/v2/notifications?"+q, key)); rec.Code != http.StatusBadRequest {
-			t.Errorf("%s: HTTP %d", q, rec.Code)
+		rec := checked(t, g, notificationsRequest(http.MethodGet, "/payment/v2/notifications?"+q, key))
+		param, _, _ := strings.Cut(q, "=")
+		var body struct{ Message string }
+		_ = json.Unmarshal(rec.Body.Bytes(), &body)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(body.Message, param) {
+			t.Errorf("%s: HTTP %d %q", q, rec.Code, body.Message)
+		}
+		for _, other := range []string{"status", "limit", "before", "paymentId"} {
+			if other != param && strings.Contains(body.Message, other) {
+				t.Errorf("%s: the message names %s too: %q", q, other, body.Message)
+			}
 		}
 	}
 	for _, q := range []string{"limit=1", "limit=500"} {
