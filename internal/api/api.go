@@ -108,6 +108,11 @@ func (h *Handler) Register(mux *http.ServeMux) {
 
 type claimsKey struct{}
 
+// errKeyForBearer: HTTP Basic (an API key) where the route takes an access
+// token, answered as invalid_token but saying so; errBearerForKey is the
+// other way round.
+var errKeyForBearer = errors.New("this endpoint takes an access token from POST /identity/v2/token as Authorization: Bearer <token>, not the API key")
+
 // errPayOnlyToken: a valid payment-token on a route that takes access
 // tokens.
 var errPayOnlyToken = errors.New("a payment-token from POST /token is for the hosted payment form only; use an access token from POST /identity/v2/token")
@@ -133,6 +138,10 @@ func (h *Handler) authenticate(takes credential, next http.HandlerFunc, fail fun
 		switch takes {
 		case accessToken:
 			scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+			if strings.EqualFold(scheme, "Basic") {
+				err = errKeyForBearer
+				break
+			}
 			if !strings.EqualFold(scheme, "Bearer") {
 				token = ""
 			}

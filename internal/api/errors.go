@@ -75,7 +75,7 @@ func classify(err error) (status int, code, message string) {
 		// 401, not RFC 6749's 400: public clients of the gateway whose API
 		// Kadi implements handle only 200 and 401, and a 400 crashes one.
 		return http.StatusUnauthorized, "invalid_grant", err.Error()
-	case errors.Is(err, auth.ErrTokenExpired), errors.Is(err, auth.ErrTokenRevoked):
+	case errors.Is(err, auth.ErrTokenExpired), errors.Is(err, auth.ErrTokenRevoked), errors.Is(err, errKeyForBearer):
 		return http.StatusUnauthorized, "invalid_token", err.Error()
 	case errors.Is(err, auth.ErrInvalidToken), errors.Is(err, merchant.ErrNotFound):
 		// A valid token whose merchant is gone is as good as revoked.

@@ -94,7 +94,10 @@ func TestBearerRefusals(t *testing.T) {
 	}{
 		{"missing", func(string) string { return "" }, nil, [2]string{}},
 		{"malformed", func(string) string { return "Bearer not-a-token" }, nil, [2]string{}},
-		{"not bearer", func(tok string) string { return "Basic " + tok }, nil, [2]string{}},
+		{"not bearer", func(tok string) string { return "Token " + tok }, nil, [2]string{}},
+		// The API key where a token is taken: told so, as the notifications
+		// API says the opposite.
+		{"the API key", func(string) string { return "Basic kadi_test_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" }, nil, [2]string{"bill_401_api_key", "bearer_401_api_key"}},
 		{"tampered", func(tok string) string { return "Bearer " + tok[:len(tok)-2] + flip(tok[len(tok)-2:]) }, nil, [2]string{}},
 		{"expired", nil, func(t *testing.T, g *servertest.Gateway, c merchant.Credentials) string {
 			tok := g.Token(c, merchant.Test)
