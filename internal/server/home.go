@@ -4,17 +4,36 @@ import (
 	"encoding/json"
 	"html/template"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
 // home answers GET / so that someone who opens the gateway's address in a
 // browser, or curls it, learns what it is and where to go next, instead of
-// meeting a JSON 404.
-// dashboard is false when the dashboard has a listener of its own
-// (--dashboard-addr), often one the public cannot reach: no link to a 404.
+// meeting a JSON 404. It lists what its own listener serves (mux): with
+// --form-addr the API's listener listed /cardPay, and with
+// --dashboard-addr a link to the dashboard would be a 404.
 type home struct {
 	publicURL string
-	dashboard bool
+	mux       *http.ServeMux
+}
+
+// serves reports whether h's listener answers method on path with
+// anything but its catch-all.
+func (h home) serves(method, path string) bool {
+	_, pattern := h.mux.Handler(&http.Request{Method: method, URL: &url.URL{Path: path}, Host: "kadi"})
+	return pattern != "/"
+}
+
+// served are the endpoints h's listener answers.
+func (h home) served() []endpoint {
+	var out []endpoint
+	for _, e := range endpoints {
+		if path, _, _ := strings.Cut(e.Path, "?"); h.serves(e.Method, path) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // endpoint is one line of what the gateway offers.
@@ -58,12 +77,12 @@ func (h home) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.Contains(r.Header.Get("Accept"), "text/html") {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
-		_ = homePage.Execute(w, map[string]any{"URL": h.publicURL, "Endpoints": endpoints, "Docs": docsURL, "Dashboard": h.dashboard})
+		_ = homePage.Execute(w, map[string]any{"URL": h.publicURL, "Endpoints": h.served(), "Docs": docsURL, "Dashboard": h.serves("GET", "/dashboard/")})
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	doc := map[string]any{"name": "Kadi payment gateway", "docs": docsURL, "endpoints": endpoints}
-	if h.dashboard {
+	doc := map[string]any{"name": "Kadi payment gateway", "docs": docsURL, "endpoints": h.served()}
+	if h.serves("GET", "/dashboard/") {
 		doc["dashboard"] = h.publicURL + "/dashboard/"
 	}
 	_ = json.NewEncoder(w).Encode(doc)

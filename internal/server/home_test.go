@@ -11,7 +11,12 @@ import (
 // its own (--dashboard-addr) the link would be a 404.
 func TestHomeLinksTheDashboardOnlyWhereItIs(t *testing.T) {
 	for _, here := range []bool{true, false} {
-		h := home{publicURL: "https://pay.example", dashboard: here}
+		m := http.NewServeMux()
+		m.HandleFunc("/", http.NotFound)
+		if here {
+			m.HandleFunc("GET /dashboard/{$}", http.NotFound)
+		}
+		h := home{publicURL: "https://pay.example", mux: m}
 		for _, accept := range []string{"text/html", ""} {
 			req := httptest.NewRequest(http.MethodGet, "/", nil)
 			req.Header.Set("Accept", accept)

@@ -329,7 +329,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		m := http.NewServeMux()
 		m.Handle("GET /healthz", health)
 		m.Handle("GET /readyz", g.ready)
-		m.Handle("GET /{$}", home{publicURL: cfg.PublicURL, dashboard: cfg.DashboardAddr == ""})
+		m.Handle("GET /{$}", home{publicURL: cfg.PublicURL, mux: m})
 		m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 			if allow := allowedMethods(m, r); allow != "" {
 				if notPosted := shopFormByGET(r); notPosted && forms != nil {

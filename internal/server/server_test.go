@@ -298,6 +298,27 @@ func TestFormListener(t *testing.T) {
 			t.Errorf("healthz: %d, request id %q", rec.Code, rec.Header().Get("X-Request-Id"))
 		}
 	}
+	// GET / lists what its own listener serves: each listed a 404 of the
+	// other's, and the form's linked the dashboard it does not serve.
+	for _, tt := range []struct {
+		h          http.Handler
+		has, hasNo []string
+	}{
+		{g.Handler, []string{"/payment/v2/bills", "/identity/v2/token", "/dashboard/"}, []string{"/cardPay"}},
+		{g.FormHandler, []string{"/cardPay", "/healthz"}, []string{"/payment/v2/bills", "/identity/v2/token", "/dashboard/"}},
+	} {
+		body := do(tt.h, http.MethodGet, "/").Body.String()
+		for _, p := range tt.has {
+			if !strings.Contains(body, `"`+p) {
+				t.Errorf("GET / does not list %s:\n%s", p, body)
+			}
+		}
+		for _, p := range tt.hasNo {
+			if strings.Contains(body, `"`+p) {
+				t.Errorf("GET / lists %s, which this listener does not serve:\n%s", p, body)
+			}
+		}
+	}
 }
 
 // Notification secrets and IPN passwords must be stored usable, so they are
