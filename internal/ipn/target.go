@@ -306,17 +306,20 @@ func (h *hostAddrs) current() ([]netip.Addr, error) {
 		return h.addrs, h.err
 	}
 	list, err := h.list()
-	h.read, h.addrs, h.err = time.Now(), h.addrs[:0], nil
+	h.read, h.err = time.Now(), nil
 	if err != nil {
-		h.err = fmt.Errorf("listing its interfaces: %w", err)
+		h.addrs, h.err = nil, fmt.Errorf("listing its interfaces: %w", err)
 		return nil, h.err
 	}
+	// A new slice each time: callers read the last one after the lock.
+	addrs := make([]netip.Addr, 0, len(list))
 	for _, n := range list {
 		if p, err := netip.ParsePrefix(n.String()); err == nil {
-			h.addrs = append(h.addrs, p.Addr().Unmap().WithZone(""))
+			addrs = append(addrs, p.Addr().Unmap().WithZone(""))
 		}
 	}
-	return h.addrs, nil
+	h.addrs = addrs
+	return addrs, nil
 }
 
 // nat64Lengths are the prefix lengths RFC 6052 defines an IPv4 address's

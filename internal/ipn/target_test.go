@@ -495,3 +495,44 @@ func TestCheckTargetThroughTheNetworksNAT64(t *testing.T) {
 		t.Errorf("Unreachable with the prefix: %q, want none", why)
 	}
 }
+
+// The host's addresses are read again while deliveries check theirs: a
+// check never sees a list being rewritten (the refill reused the slice it
+// had handed out, and a reordered list let the host's own address through).
+func TestHostAddressesReadAgainWhileChecked(t *testing.T) {
+	own := netip.MustParseAddr("8.8.4.4")
+	var flip atomic.Bool
+	h := &hostAddrs{list: func() ([]net.Addr, error) {
+		others := []net.Addr{&net.IPNet{IP: net.ParseIP("1.1.1.1"), Mask: net.CIDRMask(32, 32)}, &net.IPNet{IP: net.ParseIP("9.9.9.9"), Mask: net.CIDRMask(32, 32)}}
+		mine := &net.IPNet{IP: own.AsSlice(), Mask: net.CIDRMask(32, 32)}
+		if flip.Load() {
+			return append(others, mine), nil
+		}
+		return append([]net.Addr{mine}, others...), nil
+	}}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				flip.Store(!flip.Load())
+				h.mu.Lock()
+				h.read = time.Time{} // due again
+				h.mu.Unlock()
+				_, _ = h.current()
+			}
+		}
+	}()
+	for range 20000 {
+		if h.refused(own, nil) == "" {
+			t.Error("the host's own address let through while its list was read again")
+			break
+		}
+	}
+	close(stop)
+	<-done
+}
