@@ -1159,3 +1159,24 @@ func TestCardPageSaysEveryProblemAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// The card-number check on the shop's fields is for what a shopper types:
+// an order reference the bills API took (a long number that passes Luhn)
+// and a callback URL carrying it are the shop's, and the bill pays.
+func TestShopNumbersThatPassLuhnPay(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Numbers Shop")
+	tok := g.Token(c, merchant.Test)
+	const ref = "4100000000000001" // Luhn-valid, a Visa's shape: an invoice number
+	body := servertest.BillBody(c, ref, "10")
+	servertest.Order(body)["description"] = "Invoice"
+	b := g.MustBill(tok, body)
+	v := servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
+	v.Set("callbackUrl", "https://shop.example/return/"+ref)
+	v.Set("mobileNumber", "+4915112345670")
+	rec := g.CardPay(v)
+	f, ok := servertest.ParsePage(rec.Body.String()).FormTo("https://shop.example/return/" + ref)
+	if !ok || f.Values()["orderStatus"] != "Transaction Successfull" {
+		t.Errorf("a bill whose order reference passes Luhn: %v\n%s", f.Values(), rec.Body)
+	}
+}
