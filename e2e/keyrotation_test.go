@@ -487,3 +487,34 @@ func metricValue(t *testing.T, url, name string) string {
 	}
 	return ""
 }
+
+// A ring restored from a copy taken before a rotation (allowed while
+// nothing was re-sealed) rotates past the ids the database has seen: it
+// took the rotation's id again for another key, and every command and
+// kadi serve refused the database after.
+func TestRestoredRingRotatesToANewID(t *testing.T) {
+	t.Setenv("KADI_SECRET_KEY", "")
+	t.Setenv("KADI_SECRET_KEY_FILE", "")
+	dir := filepath.Join(t.TempDir(), "data")
+	createMerchant(t, dir, "Restore Shop")
+	ring := filepath.Join(dir, "secret.key")
+	before, err := os.ReadFile(ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kadi := func(want string, args ...string) {
+		t.Helper()
+		out, errOut, err := runKadi(t, args...)
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Fatalf("kadi %s: %v\n%s%s", strings.Join(args, " "), err, out, errOut)
+		}
+	}
+	kadi("the current key is now k1", "secret", "rotate", "--data-dir", dir, "--reseal=false")
+	kadi("Restore Shop", "merchant", "list", "--data-dir", dir)
+	if err := os.WriteFile(ring, before, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kadi("Restore Shop", "merchant", "list", "--data-dir", dir)
+	kadi("the current key is now k2", "secret", "rotate", "--data-dir", dir)
+	kadi("Restore Shop", "merchant", "list", "--data-dir", dir)
+}

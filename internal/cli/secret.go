@@ -107,7 +107,11 @@ func secretRotate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return fmt.Errorf("%s: %w", src.Env, err)
 		}
-		next := r.Rotate(secret.RandomBytes(32))
+		used, err := f.usedKeyIDs(ctx, keyring.New(r))
+		if err != nil {
+			return err
+		}
+		next := r.Rotate(secret.RandomBytes(32), used...)
 		fmt.Fprintf(stderr, `The master key comes from %[1]s, which this command cannot change. The new ring is below
 (on stdout; it is secret). Set %[1]s to it on every node and for the CLI, restart the nodes,
 then run "kadi secret reseal". Until every node has it, keep the old value everywhere.
@@ -123,9 +127,11 @@ then run "kadi secret reseal". Until every node has it, keep the old value every
 		return err
 	}
 	var db *store.DB
-	if reseal {
+	if reseal || f.checkDatabase() == nil {
 		// The ring must open what it is to re-seal before it is changed:
-		// a wrong key file was rotated, then the re-seal failed.
+		// a wrong key file was rotated, then the re-seal failed. Without
+		// re-sealing, the database is read when it is within reach, for
+		// the key ids it has seen.
 		if db, err = server.OpenStoreWithKeys(ctx, f.st.dataDir, f.st.databaseURL, keys, f.st.options()...); err != nil {
 			return err
 		}
@@ -134,25 +140,54 @@ then run "kadi secret reseal". Until every node has it, keep the old value every
 			return fmt.Errorf("this ring lacks key %q, which sealed stored secrets: it missed a rotation; rotate from the current ring (nothing was changed)", behind)
 		}
 	}
-	next := keys.Ring().Rotate(secret.RandomBytes(32))
+	var used []string
+	if db != nil {
+		// A ring restored from a copy older than a rotation lacks the ids
+		// that rotation took; the database has seen them.
+		if used, err = db.SealingKeyIDs(ctx); err != nil {
+			return err
+		}
+	}
+	next := keys.Ring().Rotate(secret.RandomBytes(32), used...)
 	if err := keyring.WriteFile(src.File, next); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "Master key rotated in %s: the current key is now %s; the previous keys are kept, so tokens and values they made keep working.\n",
 		src.File, next.Current().ID)
+	if db != nil {
+		// The open store seals with keys, which follow their file: read
+		// back, the new key is the current one, recorded at once so that
+		// no later rotation takes its id.
+		if _, err := keys.Reload(); err != nil {
+			return fmt.Errorf("master key ring %s was rotated but could not be read back (%w); run kadi secret reseal", src.File, err)
+		}
+		if id := keys.Ring().Current().ID; id != next.Current().ID {
+			return fmt.Errorf("master key ring %s: read back, its current key is %s, not %s; run kadi secret reseal", src.File, id, next.Current().ID)
+		}
+		if err := db.RecordSealingKeys(ctx); err != nil {
+			return err
+		}
+	}
 	if !reseal {
 		fmt.Fprintln(stdout, `Stored secrets not re-sealed yet: copy the ring to every node, then run "kadi secret reseal".`)
 		return nil
 	}
-	// The open store seals with keys, which follow their file: read back,
-	// the new key is the current one.
-	if _, err := keys.Reload(); err != nil {
-		return fmt.Errorf("master key ring %s was rotated but could not be read back (%w); run kadi secret reseal", src.File, err)
-	}
-	if id := keys.Ring().Current().ID; id != next.Current().ID {
-		return fmt.Errorf("master key ring %s: read back, its current key is %s, not %s; run kadi secret reseal", src.File, id, next.Current().ID)
-	}
 	return resealWith(ctx, db, keys, stdout)
+}
+
+// usedKeyIDs are the key ids the database has recorded, when it is within
+// reach of these flags (none when it is not: a ring rotated apart from the
+// database, as on a copy of it).
+func (f *secretFlags) usedKeyIDs(ctx context.Context, keys *keyring.Keyring) ([]string, error) {
+	if f.checkDatabase() != nil {
+		return nil, nil
+	}
+	db, err := server.OpenStoreWithKeys(ctx, f.st.dataDir, f.st.databaseURL, keys, f.st.options()...)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return db.SealingKeyIDs(ctx)
 }
 
 // secretReseal re-seals the stored secrets under the ring's current key.

@@ -194,20 +194,25 @@ func (r Ring) FixedKey(purpose string) []byte {
 
 // Rotate returns the ring with master first as its current key, under a
 // new id, every previous key kept, and the fixed purposes pinned.
-func (r Ring) Rotate(master []byte) Ring {
-	next := Ring{Keys: append([]Key{{ID: r.nextID(), Secret: master}}, r.Keys...), Pinned: map[string][]byte{}}
+func (r Ring) Rotate(master []byte, used ...string) Ring {
+	next := Ring{Keys: append([]Key{{ID: r.nextID(used), Secret: master}}, r.Keys...), Pinned: map[string][]byte{}}
 	for _, p := range Fixed {
 		next.Pinned[p] = r.FixedKey(p)
 	}
 	return next
 }
 
-// nextID is "k" and one more than the highest number of a "kN" id: ids
-// never come back, so a value naming a retired key never meets another.
-func (r Ring) nextID() string {
+// nextID is "k" and one more than the highest number of a "kN" id, of the
+// ring's and of used (the ids a database has seen: a ring restored from a
+// copy older than a rotation lacks the newer ones): ids never come back,
+// so a value naming a retired key never meets another.
+func (r Ring) nextID(used []string) string {
 	highest := 0
 	for _, k := range r.Keys {
-		if n, err := strconv.Atoi(strings.TrimPrefix(k.ID, "k")); err == nil && strings.HasPrefix(k.ID, "k") && n > highest {
+		used = append(used, k.ID)
+	}
+	for _, id := range used {
+		if n, err := strconv.Atoi(strings.TrimPrefix(id, "k")); err == nil && strings.HasPrefix(id, "k") && n > highest {
 			highest = n
 		}
 	}

@@ -236,6 +236,25 @@ func (s *DB) checkSealer(ctx context.Context) error {
 	return s.recordSealingKeys(ctx)
 }
 
+// SealingKeyIDs are the ids of every master key recorded as having sealed
+// this database's secrets: a rotation takes an id none of them has.
+func (s *DB) SealingKeyIDs(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT key_id FROM sealing_keys ORDER BY key_id`)
+	if err != nil {
+		return nil, fmt.Errorf("read the sealing keys: %w", err)
+	}
+	return collect(rows, func(row scanner) (string, error) {
+		var id string
+		err := row.Scan(&id)
+		return id, err
+	})
+}
+
+// RecordSealingKeys records the keys of the ring this store seals with,
+// which has proved to be the database's: a rotation records its new key
+// at once, so no later rotation can take its id.
+func (s *DB) RecordSealingKeys(ctx context.Context) error { return s.recordSealingKeys(ctx) }
+
 // recordSealingKeys records the checks of this ring's keys once it has
 // proved to be the database's: a copy of it that misses a later rotation
 // shares them.
