@@ -321,7 +321,9 @@ func (b Bill) sameRequest(stored Bill, maxTTL time.Duration) bool {
 	case b.requestedExpiry.Equal(stored.ExpiresAt):
 		return true
 	}
-	return stored.ExpiresAt.Sub(stored.CreatedAt) >= maxTTL && b.requestedExpiry.Sub(stored.CreatedAt) > maxTTL
+	// Capped exactly at this node's cap: a node with another --bill-max-ttl
+	// cannot tell, and judges by the expiry alone.
+	return stored.ExpiresAt.Sub(stored.CreatedAt) == maxTTL && b.requestedExpiry.Sub(stored.CreatedAt) > maxTTL
 }
 
 // requestFields are what a bill request asks besides its expiry, as

@@ -656,6 +656,13 @@ func TestRequestHash(t *testing.T) {
 	if mustValidate(t, far).sameRequest(uncapped, DefaultPolicy().MaxTTL) {
 		t.Error("a far-off expiry is the same request as a bill within the cap")
 	}
+	// Nor is a bill made within a longer cap (another node's, or before
+	// --bill-max-ttl was lowered) that outlasts this node's.
+	tenDays := mustValidate(t, base.with("order.expiry", testNow.Add(10*24*time.Hour).Format(time.RFC3339)))
+	tenDays.CreatedAt = testNow
+	if mustValidate(t, base.with("order.expiry", testNow.Add(20*24*time.Hour).Format(time.RFC3339))).sameRequest(tenDays, 7*24*time.Hour) {
+		t.Error("another expiry is the same request as an uncapped bill past this node's cap")
+	}
 }
 
 func mustValidate(t *testing.T, b body) Bill {

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kadipay/kadi/internal/config"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/logging"
 	"github.com/kadipay/kadi/internal/money"
@@ -118,7 +119,7 @@ func zeroGiven(fs *flag.FlagSet) error {
 			if def == "0" {
 				def = "chosen by the machine"
 			}
-			err = fmt.Errorf("--%s 0: give more than zero, or leave it out for the default (%s)", f.Name, def)
+			err = fmt.Errorf("--%s (%s) 0: give more than zero, or leave it out for the default (%s)", f.Name, config.EnvName(f.Name), def)
 		}
 	})
 	return err

@@ -303,9 +303,9 @@ func TestServeRefusesSettingsThatBreakEverything(t *testing.T) {
 		{[]string{"--drain-delay", "-1s"}, "--drain-delay -1s cannot be negative"},
 		{[]string{"--log-level", "verbose"}, `--log-level "verbose": give debug, info, warn or error`},
 		// Zero would silently mean the default.
-		{[]string{"--ipn-workers", "0"}, "--ipn-workers 0: give more than zero, or leave it out for the default (256)"},
-		{[]string{"--ipn-timeout", "0s"}, "--ipn-timeout 0: give more than zero"},
-		{[]string{"--db-max-conns", "0"}, "--db-max-conns 0: give more than zero"},
+		{[]string{"--ipn-workers", "0"}, "--ipn-workers (KADI_IPN_WORKERS) 0: give more than zero, or leave it out for the default (256)"},
+		{[]string{"--ipn-timeout", "0s"}, "--ipn-timeout (KADI_IPN_TIMEOUT) 0: give more than zero"},
+		{[]string{"--db-max-conns", "0"}, "--db-max-conns (KADI_DB_MAX_CONNS) 0: give more than zero"},
 	} {
 		var stdout, stderr bytes.Buffer
 		args := append([]string{"serve", "--data-dir", t.TempDir(), "--addr", "127.0.0.1:0"}, tt.args...)
