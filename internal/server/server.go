@@ -736,7 +736,8 @@ func (g *Gateway) newHTTPServer(h http.Handler) *http.Server {
 
 // reconcile settles payments a crash left open (at start and every few
 // seconds: an earlier run's at once, any node's once the acquirer timeout
-// is well past) and forgets expired checkout sessions.
+// is well past) and forgets expired checkout sessions and auth failure
+// counts that no longer matter.
 func (g *Gateway) reconcile(ctx context.Context) {
 	for i := 0; ; i++ {
 		if err := g.Payments.Reconcile(ctx, g.Payments.AcquirerTimeout+15*time.Second); err != nil && ctx.Err() == nil {
@@ -746,6 +747,9 @@ func (g *Gateway) reconcile(ctx context.Context) {
 			dctx, cancel := context.WithTimeout(ctx, time.Minute)
 			if _, err := g.Store.DeleteExpiredCheckouts(dctx, g.Auth.Now()); err != nil && ctx.Err() == nil {
 				g.log.Warn("delete expired checkout sessions", "err", err)
+			}
+			if _, err := g.Store.PruneAuthFailures(dctx, g.Auth.Now(), max(g.Auth.Lockout.Window, g.Auth.Throttle.Window)); err != nil && ctx.Err() == nil {
+				g.log.Warn("prune auth failures", "err", err)
 			}
 			cancel()
 		}

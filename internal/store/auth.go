@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/kadipay/kadi/internal/audit"
@@ -130,6 +131,19 @@ func (s *DB) ThrottleAuthFailure(ctx context.Context, subject string, now time.T
 		return saveAuthRow(ctx, t, subject, r)
 	})
 	return next, err
+}
+
+// PruneAuthFailures forgets the counts that no longer matter at now: no
+// lock or wait running, and counting began more than window ago, so the
+// next failure would start a new count anyway. Every subject ever tried
+// (an address, a merchant code that is no merchant's) kept its row for
+// good. It returns how many it forgot.
+func (s *DB) PruneAuthFailures(ctx context.Context, now time.Time, window time.Duration) (int64, error) {
+	res, err := s.exec(ctx, `DELETE FROM auth_failures WHERE locked_until <= ? AND first_at < ?`, ms(now), ms(now.Add(-window)))
+	if err != nil {
+		return 0, fmt.Errorf("prune auth failures: %w", err)
+	}
+	return res.RowsAffected()
 }
 
 // AuthLockedUntil returns when subject's lock or throttle ends, or zero.

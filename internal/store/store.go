@@ -49,6 +49,8 @@ type Store interface {
 	BillsPage(ctx context.Context, f bill.ListFilter) ([]bill.Bill, error)
 	PaymentsOfBill(ctx context.Context, billRef string) ([]payment.Payment, error)
 	PaymentTotals(ctx context.Context, merchantCode, mode string, since time.Time) ([]payment.QuarterTotal, error)
+	// What a node clears up as it goes.
+	PruneAuthFailures(ctx context.Context, now time.Time, window time.Duration) (int64, error)
 	Ping(ctx context.Context) error
 	Close() error
 }

@@ -100,6 +100,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AuthFailures/ConcurrentReservations", testReservationsConcurrent},
 		{"AuthFailures/ReservationSucceeds", testReservationSucceeds},
 		{"AuthFailures/Throttle", testThrottle},
+		{"AuthFailures/Prune", testPruneAuthFailures},
 		{"Audit/NewestFirstPerMerchant", testAudit},
 		{"Bill/AmountsRoundTrip", testBillRoundTrip},
 		{"Bill/SameOrderReferenceSameMode", testBillIdempotent},
@@ -942,6 +943,40 @@ func testThrottle(t *testing.T, s store.Store) {
 	must(t, "ThrottleAuthFailure", err)
 	if !next.IsZero() {
 		t.Fatalf("first failure of a new window throttled until %v", next)
+	}
+}
+
+// Counts that no longer matter are forgotten; a running lock or wait, and
+// a count still in its window, are kept.
+func testPruneAuthFailures(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	throttle := auth.ThrottlePolicy{Free: 5, Window: 30 * time.Minute, BaseDelay: time.Second, MaxDelay: time.Minute}
+	lockout := auth.LockoutPolicy{MaxFailures: 1, Window: 30 * time.Minute, LockFor: time.Hour}
+	_, err := s.ThrottleAuthFailure(ctx, "ip:192.0.2.10", base, throttle) // stale by now
+	must(t, "ThrottleAuthFailure", err)
+	_, reserved, err := s.ReserveAuthAttempt(ctx, "dashboard:4999999999", base, lockout)
+	must(t, "ReserveAuthAttempt", err)
+	_, locked, err := s.RecordAuthFailure(ctx, "dashboard:4999999999", base, lockout) // locked for an hour
+	must(t, "RecordAuthFailure", err)
+	_, err = s.ThrottleAuthFailure(ctx, "ip:192.0.2.11", base.Add(35*time.Minute), throttle) // in its window
+	must(t, "ThrottleAuthFailure", err)
+	if !reserved || !locked {
+		t.Fatalf("set-up: reserved %v, locked %v", reserved, locked)
+	}
+	now := base.Add(40 * time.Minute)
+	n, err := s.PruneAuthFailures(ctx, now, 30*time.Minute)
+	must(t, "PruneAuthFailures", err)
+	equal(t, "rows forgotten", n, int64(1))
+	if got := lockedUntil(t, s, "dashboard:4999999999", now); !got.Equal(norm(base.Add(time.Hour))) {
+		t.Errorf("a running lock after pruning: locked until %v", got)
+	}
+	// The recent count goes on: its next failures count from where it was.
+	for range 4 {
+		_, err = s.ThrottleAuthFailure(ctx, "ip:192.0.2.11", now, throttle)
+		must(t, "ThrottleAuthFailure", err)
+	}
+	if next, err := s.ThrottleAuthFailure(ctx, "ip:192.0.2.11", now, throttle); err != nil || next.IsZero() {
+		t.Errorf("a count in its window was forgotten: the sixth failure waits until %v, %v", next, err)
 	}
 }
 
