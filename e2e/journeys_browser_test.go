@@ -117,7 +117,7 @@ func TestBrowserShopperJourneys(t *testing.T) {
 		axeCheck(t, ctx, "the 3-D Secure page")
 		run(t, ctx, chromedp.SendKeys(chromedp.ID("code"), "000000"), chromedp.Click(chromedp.ID("confirm")),
 			chromedp.WaitVisible(chromedp.ID("declined")))
-		if got := value(t, ctx, chromedp.Text(chromedp.ID("declined"))); !strings.Contains(got, "3-D Secure authentication failed") {
+		if got := value(t, ctx, chromedp.Text(chromedp.ID("declined"))); !strings.Contains(got, "The verification code was not accepted") {
 			t.Errorf("after a wrong code the card page says %q", got)
 		}
 		shot(t, ctx, "challenge-failed-retry.png")

@@ -21,8 +21,14 @@ type Lang struct {
 	msgs map[string]string
 }
 
-// English is the default and the language of every message id.
-var English = &Lang{Tag: "en", Name: "English"}
+// English is the default and the language of every message id. Its few
+// entries word a message id (English the shop hears) for the shopper, in
+// the words the page used: the challenge page asks to "confirm it's you"
+// with a "verification code", never naming 3-D Secure.
+var English = &Lang{Tag: "en", Name: "English", msgs: map[string]string{
+	"3-D Secure authentication failed":                    "The verification code was not accepted",
+	"3-D Secure authentication was not completed in time": "The verification was not completed in time",
+}}
 
 // all lists the languages in the switch's order. A new language is a file
 // declaring its Lang and one line here.
