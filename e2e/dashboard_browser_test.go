@@ -217,6 +217,12 @@ func TestBrowserDashboard(t *testing.T) {
 			t.Errorf("/dashboard/%s at 390 px scrolls sideways by %d px", path, w)
 			shot("phone-wide-" + strings.ReplaceAll(path, "/", "-"))
 		}
+		// A table's rows stay rows: long URLs broke a character at a time
+		// and an IPN attempt's row stood 1,145 px tall.
+		if h := value(t, ctx, chromedp.Evaluate[float64](`Math.max(0, ...[...document.querySelectorAll('tbody tr')].map(r => r.getBoundingClientRect().height))`)); h > 320 {
+			t.Errorf("/dashboard/%s at 390 px has a table row %.0f px tall", path, h)
+			shot("phone-tall-" + strings.ReplaceAll(path, "/", "-"))
+		}
 		switch path {
 		case "":
 			shot("phone-home")
@@ -231,6 +237,18 @@ func TestBrowserDashboard(t *testing.T) {
 		}
 	}
 	run(t, ctx, chromedp.EmulateViewport(1280, 900))
+
+	// The keyboard's focus ring stands out from the page (WCAG 1.4.11's
+	// 3:1; it was about 2:1).
+	ring := value(t, ctx, chromedp.Evaluate[float64](`(() => {
+		const lum = c => { const v = c.match(/\d+/g).slice(0, 3).map(x => { x /= 255; return x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4) });
+			return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2] };
+		const a = document.querySelector("nav a"); a.focus({focusVisible: true});
+		const o = lum(getComputedStyle(a).outlineColor), bg = lum(getComputedStyle(document.body).backgroundColor);
+		return (Math.max(o, bg) + 0.05) / (Math.min(o, bg) + 0.05) })()`))
+	if ring < 3 {
+		t.Errorf("the focus ring's contrast with the page is %.2f:1, want 3:1", ring)
+	}
 
 	// Sign out: the dashboard is closed again.
 	run(t, ctx, chromedp.Click(chromedp.CSS(`form[action="/dashboard/sign-out"] button`)), chromedp.WaitVisible(chromedp.ID("username")))

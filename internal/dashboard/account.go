@@ -62,7 +62,7 @@ func (h *Handler) changePassword(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.audit(r, audit.PasswordChange, "other sessions signed out")
-	h.back(w, r, "/dashboard/security", "Password changed. Every other session is signed out.")
+	h.back(w, r, "/dashboard/security", "Password changed. Every other session is signed out. Your shop's server must now send the new password for tokens (POST /identity/v2/token and POST /token).")
 }
 
 // startTOTP shows a new secret as a QR code (rendered here, no third

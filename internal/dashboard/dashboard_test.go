@@ -550,6 +550,12 @@ func TestPasswordChange(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Password Shop")
 	b, other := signIn(t, g, c), signIn(t, g, c)
+	// It is the API's password too: the form says so before, and the note
+	// after, as a change that stops the shop's token requests stops its
+	// payments.
+	if page := b.get("/dashboard/security").Body.String(); !strings.Contains(page, `id="password-is-the-apis"`) || !strings.Contains(page, "POST /identity/v2/token") {
+		t.Error("the password form does not say it is the API's password too")
+	}
 	for name, form := range map[string]url.Values{
 		"too short":       {"current": {c.Password}, "new": {"short1"}, "confirm": {"short1"}},
 		"no digit":        {"current": {c.Password}, "new": {"longpasswordonly"}, "confirm": {"longpasswordonly"}},
@@ -573,6 +579,9 @@ func TestPasswordChange(t *testing.T) {
 	}
 	if rec := b.get("/dashboard/payments"); rec.Code != http.StatusOK {
 		t.Errorf("the session that changed it: %d", rec.Code)
+	}
+	if page := b.get("/dashboard/security").Body.String(); !strings.Contains(page, "must now send the new password for tokens") {
+		t.Error("after the change the page does not say the shop's server must send the new password")
 	}
 	c.Password = "newpassword123"
 	signIn(t, g, c)
@@ -1204,7 +1213,12 @@ func TestPaymentsListAndExport(t *testing.T) {
 		}
 	}
 	rec := b.get("/dashboard/payments.csv?status=paid")
-	rows, err := csv.NewReader(rec.Body).ReadAll()
+	// A byte order mark first, for Excel to read UTF-8 (names came out as
+	// "ZoÃ«"), then the header.
+	if !strings.HasPrefix(rec.Body.String(), "\ufeffcreated,") {
+		t.Errorf("the CSV does not start with a byte order mark and its header: %.20q", rec.Body.String())
+	}
+	rows, err := csv.NewReader(strings.NewReader(strings.TrimPrefix(rec.Body.String(), "\ufeff"))).ReadAll()
 	if err != nil || rec.Header().Get("Content-Type") != "text/csv; charset=utf-8" {
 		t.Fatalf("CSV: %v %q", err, rec.Header().Get("Content-Type"))
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -240,6 +241,9 @@ func (h *Handler) paymentsCSV(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="kadi-%s-%s-payments.csv"`, v.Merchant.Code, v.Sess.Mode))
 	w.Header().Set("Cache-Control", "no-store")
+	// A byte order mark: Excel reads a CSV without one in the machine's
+	// code page, and "Zoë" came out as "ZoÃ«".
+	_, _ = io.WriteString(w, "\ufeff")
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"created", "bill_reference", "order_reference", "status", "amount", "currency", "customer", "description", "failed_attempts", "expires"})
 	f.Limit = 500

@@ -2,6 +2,7 @@ package ipn
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -134,6 +135,9 @@ type Worker struct {
 	Log     *slog.Logger
 	Metrics *Metrics         // nil: none
 	Now     func() time.Time // nil: time.Now
+	// Location dates the test notification as payments date theirs (the
+	// operator's zone); nil: UTC.
+	Location *time.Location
 
 	cfg    Config
 	node   string
@@ -831,7 +835,7 @@ func (w *Worker) Test(ctx context.Context, merchantCode string, mode merchant.Mo
 	body, err := json.Marshal(Payload{
 		CallbackType: "IPN",
 		Customer:     PayloadCustomer{Name: "Test Customer", MobileNumber: "+254 712345678"},
-		Transaction: PayloadTransaction{Date: JavaTimestamp(now), Reference: "TEST", PaymentMode: "CARD", Amount: "1.00",
+		Transaction: PayloadTransaction{Date: JavaTimestamp(now.In(cmp.Or(w.Location, time.UTC))), Reference: "TEST", PaymentMode: "CARD", Amount: "1.00",
 			BillNumber: "TESTNOTIFICATION", OrderAmount: "1.00", ServiceCharge: "0", AdditionalInfo: "test",
 			Status: "SUCCESS", Remarks: "Test notification sent from the Kadi dashboard: no payment happened"},
 		Bank: PayloadBank{Reference: "test", TransactionType: "C"},

@@ -1244,3 +1244,24 @@ func TestRetryAfterPausesTheEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// The dashboard's test notification is dated as payments' notifications
+// are, in the operator's zone: it was UTC, three hours off a real one in
+// Nairobi, and a receiver's date parsing checked with it was checked wrong.
+func TestTestNotificationDatedInTheOperatorsZone(t *testing.T) {
+	f := newFixture(t)
+	s := f.shop(t, "")
+	rc := newReceiver(t, s, nil)
+	f.setIPN(t, s.Code, rc.URL+"/kadi/ipn")
+	at := time.Now().UTC() // the receiver checks the signature's time against its own clock
+	w := &ipn.Worker{Queue: f.db, Config: fast(ipn.Config{}), Log: slog.New(slog.DiscardHandler), Location: f.loc, Now: func() time.Time { return at }}
+	a, err := w.Test(t.Context(), s.Code, merchant.Test)
+	if err != nil || a.StatusCode != http.StatusNoContent {
+		t.Fatalf("test notification: %+v, %v", a, err)
+	}
+	got := rc.requests()
+	want := `"date":"` + ipn.JavaTimestamp(at.In(f.loc)) + `"`
+	if len(got) != 1 || !strings.Contains(string(got[0].body), want) {
+		t.Errorf("test notification %s, want %s (Nairobi time)", got[0].body, want)
+	}
+}
