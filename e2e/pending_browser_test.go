@@ -47,7 +47,10 @@ func TestBrowserPendingPageFollowsThePayment(t *testing.T) {
 
 	ctx, console := newBrowser(t)
 	mark := console.mark()
-	run(t, ctx, chromedp.Navigate(srv.URL+entry), chromedp.WaitVisible(chromedp.CSS("p.alert")))
+	// A status, not an error: the payment may well have gone through.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	run(t, wctx, chromedp.Navigate(srv.URL+entry), chromedp.WaitVisible(chromedp.CSS(`p.notice[role="status"]`)))
 	if txt := value(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(txt, "being confirmed") {
 		t.Fatalf("not the pending page:\n%s", txt)
 	}
