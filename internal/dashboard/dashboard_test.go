@@ -350,7 +350,7 @@ func TestEscaping(t *testing.T) {
 func TestSavingIPNSendsParked(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Late Shop")
-	g.Pay(c, g.Token(c, merchant.Test), "LATE1", "10", servertest.Card{Number: visa, CVV: "737"})
+	b, _ := g.Pay(c, g.Token(c, merchant.Test), "LATE1", "10", servertest.Card{Number: visa, CVV: "737"})
 	ctx := t.Context()
 	now := time.Now()
 	evs, err := g.Store.ClaimIPN(ctx, ipn.Claim{Owner: "w", Now: now, LeaseUntil: now.Add(time.Minute), Limit: 1})
@@ -369,6 +369,15 @@ func TestSavingIPNSendsParked(t *testing.T) {
 	if page := br.get("/dashboard/ipn").Body.String(); !strings.Contains(page, "attempts this round: 0 · replays: 0") || strings.Contains(page, "[{") {
 		t.Errorf("IPN log:\n%s", page)
 	}
+	// What the notification is about, linked; a replay button named for
+	// it; and a replay from a filtered list goes back to that list.
+	page := br.get("/dashboard/ipn?status=parked").Body.String()
+	for _, want := range []string{`Bill <a href="/dashboard/payments/` + b.Reference + `">`, "· order LATE1 · amount 10.00", `aria-label="Replay notification ` + evs[0].ID + `"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the IPN log lacks %s:\n%s", want, page)
+		}
+	}
+
 	if page := br.get("/dashboard/settings/ipn").Body.String(); !strings.Contains(page, "No receiver yet: notifications of payments are parked") {
 		t.Errorf("IPN settings without a URL:\n%s", page)
 	}
@@ -386,6 +395,12 @@ func TestSavingIPNSendsParked(t *testing.T) {
 	}
 	if ev, _ := g.Store.IPNEvent(ctx, evs[0].ID); ev.Status != ipn.Pending {
 		t.Errorf("after the save the event is %s", ev.Status)
+	}
+	if page := br.get("/dashboard/ipn?status=pending").Body.String(); !strings.Contains(page, "next attempt ") {
+		t.Errorf("a pending notification does not say when it is tried next:\n%s", page)
+	}
+	if rec := br.post("/dashboard/ipn/"+evs[0].ID+"/replay", url.Values{"from_status": {"pending"}}); rec.Header().Get("Location") != "/dashboard/ipn?status=pending" {
+		t.Errorf("a replay from the pending list goes back to %q", rec.Header().Get("Location"))
 	}
 }
 

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -33,9 +34,12 @@ func (h *Handler) ipnLog(w http.ResponseWriter, r *http.Request) {
 	}
 	// History, not Attempts: a field of that name hid the event's count
 	// of attempts, and the page printed the whole slice in its place.
+	// What support looks for is the payment a notification is about: its
+	// bill, order and amount, read from the payload that was sent.
 	type row struct {
 		ipn.Event
 		History []ipn.Attempt
+		About   ipn.PayloadTransaction
 	}
 	rows := make([]row, len(evs))
 	for i, ev := range evs {
@@ -43,6 +47,10 @@ func (h *Handler) ipnLog(w http.ResponseWriter, r *http.Request) {
 		if rows[i].History, err = h.Store.IPNAttempts(r.Context(), ev.ID); err != nil {
 			h.internal(w, r, err)
 			return
+		}
+		var p ipn.Payload
+		if json.Unmarshal(ev.Payload, &p) == nil {
+			rows[i].About = p.Transaction
 		}
 	}
 	// A full page may have more behind it: older ones start after its
@@ -81,7 +89,12 @@ func (h *Handler) replayIPN(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
-	h.back(w, r, "/dashboard/ipn", "Notification "+id+" is on its way again.")
+	// Back to the list the replay was made from, its filter kept.
+	to := "/dashboard/ipn"
+	if st, err := ipn.ParseStatus(r.PostForm.Get("from_status")); err == nil && st != "" {
+		to += "?status=" + url.QueryEscape(string(st))
+	}
+	h.back(w, r, to, "Notification "+id+" is on its way again.")
 }
 
 // auditLog shows who did what, when and from where.
