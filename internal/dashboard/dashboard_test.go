@@ -1481,6 +1481,12 @@ func TestHomeDaysFollowSummerTime(t *testing.T) {
 	if !strings.Contains(page, "<title>25 Nov: 0 approved of 0") || strings.Contains(page, "<title>26 Oct:") {
 		t.Error("the chart's 30 days do not end today, 25 November")
 	}
+	// The figures are there for keyboards, touch and screen readers too,
+	// not only in the bars' hover titles, and the axis names its ends.
+	if !strings.Contains(page, `<tr><td>30 Oct</td><td class="num">1</td><td class="num">1</td><td>KES 10.00</td></tr>`) ||
+		!strings.Contains(page, `<p class="axis"><span>27 Oct</span><span>25 Nov</span></p>`) || !strings.Contains(page, `aria-hidden="true"`) {
+		t.Errorf("the chart's days are not in a table beside it:\n%s", page)
+	}
 }
 
 // The payments list (and its CSV) and the audit log read their next-page
