@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -40,5 +42,30 @@ func TestFlagMistakesAreSaidShortly(t *testing.T) {
 		if code != 0 || !strings.Contains(stderr.String(), everyFlag) || !strings.Contains(stderr.String(), "  -data-dir string") {
 			t.Errorf("kadi %s: exit %d\n%s", strings.Join(args, " "), code, stderr.String())
 		}
+	}
+}
+
+// A rotation takes an id the database has not seen, so a database it is
+// given must be reachable, --reseal=false too; told so, with how to rotate
+// a copy of the ring apart from it, and the ring left as it was.
+func TestRotateSaysTheDatabaseMustBeReachable(t *testing.T) {
+	t.Setenv("KADI_SECRET_KEY", "")
+	t.Setenv("KADI_SECRET_KEY_FILE", "")
+	t.Setenv("KADI_DATABASE_URL", "")
+	ring := filepath.Join(t.TempDir(), "ring")
+	const key = "k0 " + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" + "\n"
+	if err := os.WriteFile(ring, []byte(key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := Main([]string{"secret", "rotate", "--reseal=false", "--key-file", ring, "--database-url", "postgres://postgres@127.0.0.1:1/nope?sslmode=disable&connect_timeout=2"}, &stdout, &stderr)
+	if got, _ := os.ReadFile(ring); code != 1 || !strings.Contains(stderr.String(), "to rotate a copy of the ring apart from the database, give no --data-dir or --database-url") || string(got) != key {
+		t.Errorf("exit %d, ring changed %v\n%s", code, string(got) != key, stderr.String())
+	}
+	// Apart from any database, the copy rotates.
+	stdout.Reset()
+	stderr.Reset()
+	if code := Main([]string{"secret", "rotate", "--reseal=false", "--key-file", ring}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "the current key is now k1") {
+		t.Errorf("a copy apart from the database: exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
 }

@@ -133,6 +133,10 @@ then run "kadi secret reseal". Until every node has it, keep the old value every
 		// re-sealing, the database is read when it is within reach, for
 		// the key ids it has seen.
 		if db, err = server.OpenStoreWithKeys(ctx, f.st.dataDir, f.st.databaseURL, keys, f.st.options()...); err != nil {
+			if !reseal {
+				return fmt.Errorf("read the key ids the database has seen, so that the new key takes none of them (nothing was changed): %w; "+
+					"to rotate a copy of the ring apart from the database, give no --data-dir or --database-url (nor KADI_DATA_DIR or KADI_DATABASE_URL)", err)
+			}
 			return err
 		}
 		defer db.Close()

@@ -361,8 +361,8 @@ func TestSavingIPNSendsParked(t *testing.T) {
 		t.Fatal(err)
 	}
 	br := signIn(t, g, c)
-	if page := br.get("/dashboard/ipn?status=parked").Body.String(); !strings.Contains(page, evs[0].ID+": parked") {
-		t.Fatalf("parked filter:\n%s", page)
+	if page := br.get("/dashboard/ipn?status=parked").Body.String(); !strings.Contains(page, evs[0].ID+": parked") || !strings.Contains(page, "no IPN URL configured") {
+		t.Fatalf("parked filter, with why it is parked:\n%s", page)
 	}
 	// The count of attempts, not the attempts themselves printed as Go
 	// values (a field of the page's row hid the event's count).

@@ -134,12 +134,14 @@ func (s *DB) ThrottleAuthFailure(ctx context.Context, subject string, now time.T
 }
 
 // PruneAuthFailures forgets the counts that no longer matter at now: no
-// lock or wait running, and counting began more than window ago, so the
-// next failure would start a new count anyway. Every subject ever tried
-// (an address, a merchant code that is no merchant's) kept its row for
-// good. It returns how many it forgot.
+// lock or wait running, and counting began more than two windows ago, so
+// the next failure would start a new count anyway. Two: an attempt
+// reserved just before its window ended may still be having its password
+// checked, and its failure must land on its count, which could lock the
+// subject. Every subject ever tried (an address, a merchant code that is
+// no merchant's) kept its row for good. It returns how many it forgot.
 func (s *DB) PruneAuthFailures(ctx context.Context, now time.Time, window time.Duration) (int64, error) {
-	res, err := s.exec(ctx, `DELETE FROM auth_failures WHERE locked_until <= ? AND first_at < ?`, ms(now), ms(now.Add(-window)))
+	res, err := s.exec(ctx, `DELETE FROM auth_failures WHERE locked_until <= ? AND first_at < ?`, ms(now), ms(now.Add(-2*window)))
 	if err != nil {
 		return 0, fmt.Errorf("prune auth failures: %w", err)
 	}

@@ -946,28 +946,58 @@ func testThrottle(t *testing.T, s store.Store) {
 	}
 }
 
-// Counts that no longer matter are forgotten; a running lock or wait, and
-// a count still in its window, are kept.
+// Counts that no longer matter are forgotten; a running lock, a count in
+// its window, and one whose last attempt may still be being checked are
+// kept.
 func testPruneAuthFailures(t *testing.T, s store.Store) {
 	ctx := t.Context()
-	throttle := auth.ThrottlePolicy{Free: 5, Window: 30 * time.Minute, BaseDelay: time.Second, MaxDelay: time.Minute}
-	lockout := auth.LockoutPolicy{MaxFailures: 1, Window: 30 * time.Minute, LockFor: time.Hour}
-	_, err := s.ThrottleAuthFailure(ctx, "ip:192.0.2.10", base, throttle) // stale by now
-	must(t, "ThrottleAuthFailure", err)
-	_, reserved, err := s.ReserveAuthAttempt(ctx, "dashboard:4999999999", base, lockout)
-	must(t, "ReserveAuthAttempt", err)
-	_, locked, err := s.RecordAuthFailure(ctx, "dashboard:4999999999", base, lockout) // locked for an hour
-	must(t, "RecordAuthFailure", err)
-	_, err = s.ThrottleAuthFailure(ctx, "ip:192.0.2.11", base.Add(35*time.Minute), throttle) // in its window
-	must(t, "ThrottleAuthFailure", err)
-	if !reserved || !locked {
-		t.Fatalf("set-up: reserved %v, locked %v", reserved, locked)
+	const window = 30 * time.Minute
+	throttle := auth.ThrottlePolicy{Free: 5, Window: window, BaseDelay: time.Second, MaxDelay: time.Minute}
+	lockout := auth.LockoutPolicy{MaxFailures: 3, Window: window, LockFor: time.Hour}
+	fail := func(subject string, at time.Time) bool {
+		t.Helper()
+		_, reserved, err := s.ReserveAuthAttempt(ctx, subject, at, lockout)
+		must(t, "ReserveAuthAttempt", err)
+		_, locked, err := s.RecordAuthFailure(ctx, subject, at, lockout)
+		must(t, "RecordAuthFailure", err)
+		if !reserved {
+			t.Fatalf("%s at %v: not reserved", subject, at)
+		}
+		return locked
 	}
-	now := base.Add(40 * time.Minute)
-	n, err := s.PruneAuthFailures(ctx, now, 30*time.Minute)
+
+	// The last attempt a window allows, reserved a second before the
+	// window ends, is checked while a prune runs a second after: its
+	// failure still locks the subject.
+	const inFlight = "dashboard:4999999998"
+	fail(inFlight, base)
+	fail(inFlight, base)
+	last := base.Add(window - time.Second)
+	_, reserved, err := s.ReserveAuthAttempt(ctx, inFlight, last, lockout)
+	must(t, "ReserveAuthAttempt", err)
+	_, err = s.PruneAuthFailures(ctx, base.Add(window+time.Second), window)
 	must(t, "PruneAuthFailures", err)
-	equal(t, "rows forgotten", n, int64(1))
-	if got := lockedUntil(t, s, "dashboard:4999999999", now); !got.Equal(norm(base.Add(time.Hour))) {
+	_, locked, err := s.RecordAuthFailure(ctx, inFlight, last, lockout)
+	must(t, "RecordAuthFailure", err)
+	if !reserved || !locked {
+		t.Errorf("the window's last attempt, checked across a prune: reserved %v, locked %v; want both", reserved, locked)
+	}
+
+	// Two windows on: a stale count goes, a running lock and a count in
+	// its window stay.
+	_, err = s.ThrottleAuthFailure(ctx, "ip:192.0.2.10", base, throttle) // stale by now
+	must(t, "ThrottleAuthFailure", err)
+	const lockedOut = "dashboard:4999999999"
+	for range 3 {
+		fail(lockedOut, base.Add(50*time.Minute)) // locked until base + 1 h 50 min
+	}
+	_, err = s.ThrottleAuthFailure(ctx, "ip:192.0.2.11", base.Add(45*time.Minute), throttle) // in its window
+	must(t, "ThrottleAuthFailure", err)
+	now := base.Add(2*window + 5*time.Minute)
+	n, err := s.PruneAuthFailures(ctx, now, window)
+	must(t, "PruneAuthFailures", err)
+	equal(t, "rows forgotten", n, int64(1)) // the stale address; the in-flight subject is locked
+	if got := lockedUntil(t, s, lockedOut, now); !got.Equal(norm(base.Add(110 * time.Minute))) {
 		t.Errorf("a running lock after pruning: locked until %v", got)
 	}
 	// The recent count goes on: its next failures count from where it was.
