@@ -289,6 +289,10 @@ func TestScopedToMerchantAndMode(t *testing.T) {
 	}
 	browserB := signInTwoStep(t, g, bm)
 	page := browserB.get("/dashboard/payments/" + billB.Reference).Body.String()
+	// Paid: when it was paid, not an expiry it no longer has.
+	if !strings.Contains(page, "<dt>Paid</dt>") || strings.Contains(page, "<dt>Expires</dt>") {
+		t.Errorf("a paid bill's page shows no payment time, or an expiry")
+	}
 	i := strings.Index(page, "IPN msg_")
 	if i < 0 {
 		t.Fatalf("B's bill page shows no IPN:\n%s", page)

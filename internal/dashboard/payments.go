@@ -331,8 +331,15 @@ func (h *Handler) billPage(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
+	// A paid bill shows when it was paid, not when it would have expired.
+	var paidAt time.Time
+	for _, v := range views {
+		if v.Status == payment.Succeeded {
+			paidAt = v.UpdatedAt
+		}
+	}
 	h.render(w, r, http.StatusOK, "bill.html", map[string]any{"Bill": b, "State": b.DisplayState(h.Now()), "Payments": views,
-		"Note": h.takeNote(w, r)})
+		"PaidAt": paidAt, "Note": h.takeNote(w, r)})
 }
 
 // resendIPN replays the bill's notification: a new round, the same
