@@ -756,8 +756,8 @@ func TestLiveModeNeedsSecondFactor(t *testing.T) {
 	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/dashboard/security" {
 		t.Fatalf("switching to live without a second factor: %d to %q", rec.Code, rec.Header().Get("Location"))
 	}
-	if page := b.get("/dashboard/security").Body.String(); !strings.Contains(page, "Live mode needs two-step verification") || strings.Contains(page, "LIVE MODE") {
-		t.Errorf("the security page after the refused switch:\n%s", page)
+	if page := b.get("/dashboard/security").Body.String(); !strings.Contains(page, `<p class="error" role="alert">Live mode needs two-step verification`) || strings.Contains(page, "LIVE MODE") {
+		t.Errorf("the security page after the refused switch, the refusal as one:\n%s", page)
 	}
 	if page := b.get("/dashboard/").Body.String(); strings.Contains(page, "LIVE MODE") {
 		t.Error("the refused switch took")
