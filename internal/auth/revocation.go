@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"github.com/kadipay/kadi/internal/logging"
+
 	"context"
 	"log/slog"
 	"sync"
@@ -65,6 +67,7 @@ func (r *Revocations) Refresh(ctx context.Context, repo Repo, now time.Time) err
 func (r *Revocations) Watch(ctx context.Context, repo Repo, interval time.Duration, now func() time.Time, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	said := &logging.Repeated{Log: log}
 	for {
 		select {
 		case <-ctx.Done():
@@ -73,8 +76,11 @@ func (r *Revocations) Watch(ctx context.Context, repo Repo, interval time.Durati
 			rctx, cancel := context.WithTimeout(ctx, max(2*interval, time.Second))
 			err := r.Refresh(rctx, repo, now())
 			cancel()
-			if err != nil && ctx.Err() == nil {
-				log.Warn("refresh revoked keys", "err", err)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				said.Fail(ctx, "refresh revoked keys", "err", err)
+			case err == nil:
+				said.OK(ctx, "refresh revoked keys")
 			}
 		}
 	}

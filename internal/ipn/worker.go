@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kadipay/kadi/internal/dbclock"
+	"github.com/kadipay/kadi/internal/logging"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/secret"
 )
@@ -295,11 +296,15 @@ func (w *Worker) Run(ctx context.Context) {
 	quick := false
 	claim := true
 	var nudged time.Time
+	claims := &logging.Repeated{Log: w.Log}
 	for {
 		if claim {
 			full, err := w.claimOnce(ctx, batch, quick)
-			if err != nil && ctx.Err() == nil {
-				w.Log.Warn("claim IPN events", "err", err)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				claims.Fail(ctx, "claim IPN events", "err", err)
+			case err == nil:
+				claims.OK(ctx, "claim IPN events")
 			}
 			if full && err == nil {
 				continue // more may be due right now

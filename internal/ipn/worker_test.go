@@ -3,6 +3,7 @@ package ipn_test
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -1264,4 +1265,58 @@ func TestTestNotificationDatedInTheOperatorsZone(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(string(got[0].body), want) {
 		t.Errorf("test notification %s, want %s (Nairobi time)", got[0].body, want)
 	}
+}
+
+// downQueue's claims fail, as with the database down, until up.
+type downQueue struct {
+	ipn.Queue
+	up     atomic.Bool
+	claims atomic.Int32
+}
+
+func (q *downQueue) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, error) {
+	q.claims.Add(1)
+	if !q.up.Load() {
+		return nil, errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+	}
+	return q.Queue.ClaimIPN(ctx, c)
+}
+
+// A database that is down fails every claim, every poll: said once, and
+// once more when claims work again, not a line a poll.
+func TestClaimFailuresAreNotSaidEveryPoll(t *testing.T) {
+	f := newFixture(t)
+	q := &downQueue{Queue: f.db}
+	var out lockedLog
+	w := &ipn.Worker{Queue: q, Config: fast(ipn.Config{}), Log: slog.New(slog.NewTextHandler(&out, nil))}
+	stop := run(t, w)
+	waitFor(t, "a dozen failed claims", func() bool { return q.claims.Load() >= 12 })
+	q.up.Store(true)
+	n := q.claims.Load()
+	waitFor(t, "a claim that works", func() bool { return q.claims.Load() > n+2 })
+	stop()
+	if got := strings.Count(out.String(), `msg="claim IPN events"`); got != 1 {
+		t.Errorf("%d lines for the failed claims, want 1:\n%s", got, out.String())
+	}
+	if !strings.Contains(out.String(), "claim IPN events: working again") {
+		t.Errorf("no line when claims worked again:\n%s", out.String())
+	}
+}
+
+// lockedLog is a log buffer the worker's goroutines write at once.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/kadipay/kadi/internal/form"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/keyring"
+	"github.com/kadipay/kadi/internal/logging"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/metrics"
 	"github.com/kadipay/kadi/internal/payment"
@@ -635,10 +636,14 @@ func (n *nameWatch) saw(last, run string, now time.Time, hold time.Duration) (so
 func (g *Gateway) refreshGauges(ctx context.Context) {
 	t := time.NewTicker(g.cfg.MetricsRefresh)
 	defer t.Stop()
+	said := &logging.Repeated{Log: g.log}
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := g.ipnMetrics.Refresh(rctx, g.Store, time.Now()); err != nil && ctx.Err() == nil {
-			g.log.Warn("read IPN queue metrics", "err", err)
+		switch err := g.ipnMetrics.Refresh(rctx, g.Store, time.Now()); {
+		case err != nil && ctx.Err() == nil:
+			said.Fail(ctx, "read IPN queue metrics", "err", err)
+		case err == nil:
+			said.OK(ctx, "read IPN queue metrics")
 		}
 		cancel()
 		select {
@@ -739,9 +744,13 @@ func (g *Gateway) newHTTPServer(h http.Handler) *http.Server {
 // is well past) and forgets expired checkout sessions and auth failure
 // counts that no longer matter.
 func (g *Gateway) reconcile(ctx context.Context) {
+	said := &logging.Repeated{Log: g.log}
 	for i := 0; ; i++ {
-		if err := g.Payments.Reconcile(ctx, g.Payments.AcquirerTimeout+15*time.Second); err != nil && ctx.Err() == nil {
-			g.log.Warn("reconcile payments", "err", err)
+		switch err := g.Payments.Reconcile(ctx, g.Payments.AcquirerTimeout+15*time.Second); {
+		case err != nil && ctx.Err() == nil:
+			said.Fail(ctx, "reconcile payments", "err", err)
+		case err == nil:
+			said.OK(ctx, "reconcile payments")
 		}
 		if i%6 == 0 {
 			dctx, cancel := context.WithTimeout(ctx, time.Minute)
