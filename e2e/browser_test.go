@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
@@ -364,18 +365,28 @@ func (w *consoleWatch) exceptionsSince(m consoleMark) []string {
 	return append([]string(nil), w.exceptions[m.exceptions:]...)
 }
 
+// stepTimeout bounds one browser step: a wait for an element a page no
+// longer has failed only when the whole suite timed out, 30 minutes on,
+// naming no step.
+const stepTimeout = 90 * time.Second
+
 func run(t testing.TB, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	for _, step := range steps {
+	for i, step := range steps {
 		// Right after a page replaces another (every hosted-form POST
 		// answers 303), chromedp can hold a node id of the old document
 		// and fail with "Could not find node with given id". The step
 		// then did nothing (the node was never reached), so it is safe
 		// to run it again once the new document is in place.
 		for attempt := 1; ; attempt++ {
-			err := chromedp.Do(ctx, step)
+			sctx, cancel := context.WithTimeout(ctx, stepTimeout)
+			err := chromedp.Do(sctx, step)
+			cancel()
 			if err == nil {
 				break
+			}
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				t.Fatalf("browser: step %d of %d (%T) did not finish in %s", i+1, len(steps), step, stepTimeout)
 			}
 			if attempt == 3 || !strings.Contains(err.Error(), "Could not find node with given id") {
 				t.Fatalf("browser: %v", err)

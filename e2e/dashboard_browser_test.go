@@ -78,8 +78,8 @@ func TestBrowserDashboard(t *testing.T) {
 	}
 	shot("home")
 
-	// Live mode asks for two-step verification first.
-	run(t, ctx, chromedp.Click(chromedp.CSS(`button[name="mode"][value="live"]`)), chromedp.WaitVisible(chromedp.CSS(".note")))
+	// Live mode asks for two-step verification first: a refusal.
+	run(t, ctx, chromedp.Click(chromedp.CSS(`button[name="mode"][value="live"]`)), chromedp.WaitVisible(chromedp.CSS(`.error[role="alert"]`)))
 	if txt := value(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(txt, "Live mode needs two-step verification") {
 		t.Errorf("the Live switch without a second factor:\n%s", txt)
 	}
