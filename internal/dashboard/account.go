@@ -24,13 +24,7 @@ import (
 const totpSecretSize = 20
 
 func (h *Handler) security(w http.ResponseWriter, r *http.Request) {
-	// The one note that comes here is a refusal (live mode without the
-	// second factor): said as one, not in the green of a success.
-	if note := h.takeNote(w, r); note == liveNeedsTwoStep {
-		h.render(w, r, http.StatusOK, "security.html", map[string]any{"Error": note})
-	} else {
-		h.render(w, r, http.StatusOK, "security.html", map[string]any{"Note": note})
-	}
+	h.render(w, r, http.StatusOK, "security.html", h.takeNote(w, r, map[string]any{}))
 }
 
 // changePassword needs the current password; the new one follows the

@@ -235,7 +235,7 @@ func (h *Handler) signedIn(next http.HandlerFunc, need access) http.HandlerFunc 
 			// A session switched to live mode before live mode asked for
 			// two-step verification (a release before this one).
 			if reading {
-				h.back(w, r, "/dashboard/security", liveNeedsTwoStep)
+				h.refuse(w, r, "/dashboard/security", liveNeedsTwoStep)
 				return
 			}
 			h.fail(w, r, http.StatusForbidden, "Two-step verification needed",
@@ -300,8 +300,8 @@ func (h *Handler) setCookie(w http.ResponseWriter, name, value string, maxAge in
 		HttpOnly: true, Secure: h.secure(), SameSite: http.SameSiteStrictMode})
 }
 
-// liveNeedsTwoStep is the Security page's note for a merchant sent there
-// from live mode or its switch.
+// liveNeedsTwoStep is the refusal the Security page shows a merchant sent
+// there from live mode or its switch.
 const liveNeedsTwoStep = "Live mode needs two-step verification: set it up below first."
 
 // audit records an action of the signed-in merchant.
@@ -386,18 +386,35 @@ func (h *Handler) back(w http.ResponseWriter, r *http.Request, to, note string) 
 	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
-// takeNote is the note back left for this page, once: it clears it.
-func (h *Handler) takeNote(w http.ResponseWriter, r *http.Request) string {
+// refusalMark starts a note cookie that is a refusal; base64's URL
+// alphabet has no '.', so no plain note starts so.
+const refusalMark = "e."
+
+// refuse is back with a refusal, shown as one there rather than in the
+// green of a success.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, to, msg string) {
+	h.setCookie(w, h.noteCookie(), refusalMark+base64.RawURLEncoding.EncodeToString([]byte(msg)), 60)
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// takeNote puts the note back or refuse left for this page into data, as
+// its "Note" or its "Error", once: it clears it.
+func (h *Handler) takeNote(w http.ResponseWriter, r *http.Request, data map[string]any) map[string]any {
 	c, err := r.Cookie(h.noteCookie())
 	if err != nil {
-		return ""
+		return data
 	}
 	h.setCookie(w, c.Name, "", -1)
-	note, err := base64.RawURLEncoding.DecodeString(c.Value)
-	if err != nil || len(note) > 1000 || !utf8.Valid(note) {
-		return ""
+	value, refusal := strings.CutPrefix(c.Value, refusalMark)
+	note, err := base64.RawURLEncoding.DecodeString(value)
+	switch {
+	case err != nil || len(note) > 1000 || !utf8.Valid(note):
+	case refusal:
+		data["Error"] = string(note)
+	default:
+		data["Note"] = string(note)
 	}
-	return string(note)
+	return data
 }
 
 // clientIP is the address throttles, lockouts and audit lines count: the

@@ -63,8 +63,8 @@ func (h *Handler) ipnLog(w http.ResponseWriter, r *http.Request) {
 		}
 		next = "/dashboard/ipn?" + q.Encode()
 	}
-	h.render(w, r, http.StatusOK, "ipn_log.html", map[string]any{"Events": rows, "Status": string(f.Status), "Statuses": ipn.Statuses,
-		"Next": next, "Note": h.takeNote(w, r)})
+	h.render(w, r, http.StatusOK, "ipn_log.html", h.takeNote(w, r, map[string]any{"Events": rows, "Status": string(f.Status), "Statuses": ipn.Statuses,
+		"Next": next}))
 }
 
 // replayIPN sends one event again; another merchant's or mode's event is

@@ -338,8 +338,8 @@ func (h *Handler) billPage(w http.ResponseWriter, r *http.Request) {
 			paidAt = v.UpdatedAt
 		}
 	}
-	h.render(w, r, http.StatusOK, "bill.html", map[string]any{"Bill": b, "State": b.DisplayState(h.Now()), "Payments": views,
-		"PaidAt": paidAt, "Note": h.takeNote(w, r)})
+	h.render(w, r, http.StatusOK, "bill.html", h.takeNote(w, r, map[string]any{"Bill": b, "State": b.DisplayState(h.Now()), "Payments": views,
+		"PaidAt": paidAt}))
 }
 
 // resendIPN replays the bill's notification: a new round, the same

@@ -15,7 +15,7 @@ import (
 )
 
 func (h *Handler) ipnSettings(w http.ResponseWriter, r *http.Request) {
-	h.renderIPNSettings(w, r, http.StatusOK, map[string]any{"Note": h.takeNote(w, r)})
+	h.renderIPNSettings(w, r, http.StatusOK, h.takeNote(w, r, map[string]any{}))
 }
 
 func (h *Handler) renderIPNSettings(w http.ResponseWriter, r *http.Request, status int, data map[string]any) {

@@ -229,7 +229,7 @@ func (h *Handler) switchMode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if mode == merchant.Live && !v.verified() {
-		h.back(w, r, "/dashboard/security", liveNeedsTwoStep)
+		h.refuse(w, r, "/dashboard/security", liveNeedsTwoStep)
 		return
 	}
 	v.Sess.Mode = mode

@@ -420,6 +420,15 @@ func (h *Handler) checkCard(sub Submission) (payment.Attempt, []Problem) {
 // would be stored as the cardholder and shown on the merchant's dashboard.
 const msgNameNotNumber = "must be the name on the card, not its number"
 
+// shownName is a holder name typed on the card page as it may be shown
+// again: not at all when it is number-like (a card number in the wrong box).
+func shownName(name string) string {
+	if numberLike(name) {
+		return ""
+	}
+	return name
+}
+
 // numberLike reports whether a name field holds six digits or more: no
 // name printed on a card does, and a card number split across the two
 // name fields leaves at least that many in one of them.
@@ -597,13 +606,8 @@ func (h *Handler) keepTyped(r *http.Request, checkoutID string) {
 		return
 	}
 	n := sess.Notice
-	n.FirstName, n.LastName, n.Expiry = typedText(form.Get("cardFirstName"), 50), typedText(form.Get("cardLastName"), 50), typedText(form.Get("cardExpiry"), 9)
-	if numberLike(n.FirstName) {
-		n.FirstName = ""
-	}
-	if numberLike(n.LastName) {
-		n.LastName = ""
-	}
+	n.FirstName, n.LastName = shownName(typedText(form.Get("cardFirstName"), 50)), shownName(typedText(form.Get("cardLastName"), 50))
+	n.Expiry = typedText(form.Get("cardExpiry"), 9)
 	if err := h.Checkouts.SetCheckoutNotice(r.Context(), checkout.Hash(checkoutID), n); err != nil {
 		h.Log.WarnContext(r.Context(), "keep the card page's typed names across a language switch", "err", err)
 	}
@@ -723,14 +727,7 @@ var errUnavailable = &pageError{Status: http.StatusServiceUnavailable, Title: "P
 // or the decline, and what the shopper typed that may be shown again:
 // the names and expiry, never the card number or CVV.
 func (h *Handler) again(w http.ResponseWriter, r *http.Request, t trusted, typed Submission, problems []Problem, declined string) {
-	n := checkout.Notice{Declined: declined, FirstName: typed.CardFirstName, LastName: typed.CardLastName, Expiry: typedExpiry(typed)}
-	// A card number typed as a name is not kept to be shown again.
-	if numberLike(n.FirstName) {
-		n.FirstName = ""
-	}
-	if numberLike(n.LastName) {
-		n.LastName = ""
-	}
+	n := checkout.Notice{Declined: declined, FirstName: shownName(typed.CardFirstName), LastName: shownName(typed.CardLastName), Expiry: typedExpiry(typed)}
 	if len(problems) > 0 {
 		n.Errors = map[string]string{}
 		for _, p := range problems {

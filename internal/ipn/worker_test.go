@@ -21,6 +21,7 @@ import (
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/metrics"
 	"github.com/kadipay/kadi/internal/secret"
+	"github.com/kadipay/kadi/internal/server/servertest"
 	"github.com/kadipay/kadi/internal/store/storetest"
 )
 
@@ -1287,7 +1288,7 @@ func (q *downQueue) ClaimIPN(ctx context.Context, c ipn.Claim) ([]ipn.Event, err
 func TestClaimFailuresAreNotSaidEveryPoll(t *testing.T) {
 	f := newFixture(t)
 	q := &downQueue{Queue: f.db}
-	var out lockedLog
+	var out servertest.LogBuffer
 	w := &ipn.Worker{Queue: q, Config: fast(ipn.Config{}), Log: slog.New(slog.NewTextHandler(&out, nil))}
 	stop := run(t, w)
 	waitFor(t, "a dozen failed claims", func() bool { return q.claims.Load() >= 12 })
@@ -1301,22 +1302,4 @@ func TestClaimFailuresAreNotSaidEveryPoll(t *testing.T) {
 	if !strings.Contains(out.String(), "claim IPN events: working again") {
 		t.Errorf("no line when claims worked again:\n%s", out.String())
 	}
-}
-
-// lockedLog is a log buffer the worker's goroutines write at once.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

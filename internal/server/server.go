@@ -211,46 +211,49 @@ type Gateway struct {
 	log        *slog.Logger
 }
 
-// New builds a gateway. Close releases its store.
 // Check refuses settings that cannot work, before anything is opened:
 // kadi serve says so as a usage mistake.
 func (cfg Config) Check() error {
-	loc, err := time.LoadLocation(cfg.TimeZone)
-	if err != nil {
-		return fmt.Errorf("--timezone %q: %w", cfg.TimeZone, err)
-	}
-	if cfg.TokenTTL < time.Second || cfg.TokenTTL > auth.MaxTokenTTL {
-		return fmt.Errorf("--token-ttl %s: a token's lifetime must be between 1s and %s", cfg.TokenTTL, auth.MaxTokenTTL)
-	}
-	if err := cfg.IPN.Validate(); err != nil {
-		return err
-	}
-	if cfg.MetricsRefresh <= 0 {
-		return errors.New("the metrics refresh interval must be positive")
-	}
-	if cfg.DrainDelay < 0 {
-		return fmt.Errorf("--drain-delay %s cannot be negative", cfg.DrainDelay)
-	}
-	cfg.Bills.Location = loc
-	if err := cfg.Bills.Check(); err != nil {
-		return err
-	}
-	if p := cfg.DBPool; p.MaxConns < 0 || p.MaxIdleTime < 0 || p.MaxLifetime < 0 {
-		return fmt.Errorf("database pool: --db-max-conns, --db-conn-idle-time and --db-conn-lifetime cannot be negative")
-	}
-	if !phone.ValidRegion(cfg.DefaultRegion) {
-		return fmt.Errorf("default region %q is not a two-letter region of the numbering plan (KE, UG, TZ, …)", cfg.DefaultRegion)
-	}
-	return nil
+	_, err := cfg.checked()
+	return err
 }
 
-func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
-	if err := cfg.Check(); err != nil {
-		return nil, err
-	}
+// checked is Check, returning the operator's time zone it read.
+func (cfg Config) checked() (*time.Location, error) {
 	loc, err := time.LoadLocation(cfg.TimeZone)
 	if err != nil {
 		return nil, fmt.Errorf("--timezone %q: %w", cfg.TimeZone, err)
+	}
+	if cfg.TokenTTL < time.Second || cfg.TokenTTL > auth.MaxTokenTTL {
+		return nil, fmt.Errorf("--token-ttl %s: a token's lifetime must be between 1s and %s", cfg.TokenTTL, auth.MaxTokenTTL)
+	}
+	if err := cfg.IPN.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MetricsRefresh <= 0 {
+		return nil, errors.New("the metrics refresh interval must be positive")
+	}
+	if cfg.DrainDelay < 0 {
+		return nil, fmt.Errorf("--drain-delay %s cannot be negative", cfg.DrainDelay)
+	}
+	cfg.Bills.Location = loc
+	if err := cfg.Bills.Check(); err != nil {
+		return nil, err
+	}
+	if p := cfg.DBPool; p.MaxConns < 0 || p.MaxIdleTime < 0 || p.MaxLifetime < 0 {
+		return nil, fmt.Errorf("database pool: --db-max-conns, --db-conn-idle-time and --db-conn-lifetime cannot be negative")
+	}
+	if !phone.ValidRegion(cfg.DefaultRegion) {
+		return nil, fmt.Errorf("default region %q is not a two-letter region of the numbering plan (KE, UG, TZ, …)", cfg.DefaultRegion)
+	}
+	return loc, nil
+}
+
+// New builds a gateway. Close releases its store.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
+	loc, err := cfg.checked()
+	if err != nil {
+		return nil, err
 	}
 	cfg.Bills.Location = loc
 	keys, err := keyRing(cfg)

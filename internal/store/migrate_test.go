@@ -8,10 +8,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/kadipay/kadi/internal/server/servertest"
 	"github.com/kadipay/kadi/internal/store"
 )
 
@@ -116,7 +116,7 @@ func TestOnlineMigrationLetsWritesThrough(t *testing.T) {
 	// test is an error, not a hang.
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	logs := &lockedBuffer{}
+	logs := &servertest.LogBuffer{}
 	start := func() chan error {
 		done := make(chan error, 1)
 		go func() {
@@ -199,24 +199,6 @@ func TestOnlineMigrationLetsWritesThrough(t *testing.T) {
 			t.Errorf("logged %q %d times, want once; the log:\n%s", line, n, logs)
 		}
 	}
-}
-
-// lockedBuffer is a log's destination that nodes starting at once share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // A build cut short (the node stopped mid-way) leaves an invalid index of
