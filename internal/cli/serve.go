@@ -79,7 +79,7 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 		return nil
 	})
 	nat64Flag(fs, &cfg.IPN.NAT64Prefixes)
-	fs.StringVar(&cfg.TimeZone, "timezone", cfg.TimeZone, "IANA time zone of dates in callbacks and IPN, and of an order.expiry without an offset")
+	fs.StringVar(&cfg.TimeZone, "timezone", cfg.TimeZone, "IANA time zone of dates in callbacks, IPN and the dashboard, and of an order.expiry without an offset")
 	fs.StringVar(&cfg.DefaultRegion, "default-region", cfg.DefaultRegion, "region (ISO 3166 alpha-2) whose national form customers' mobile numbers may use, e.g. 0712345678 in KE")
 	fs.IntVar(&cfg.IPN.Workers, "ipn-workers", cfg.IPN.Workers, "IPN requests in flight at once on this node")
 	fs.IntVar(&cfg.IPN.PerEndpoint, "ipn-per-merchant", cfg.IPN.PerEndpoint, "of those, at most this many to one merchant and mode, so a slow receiver holds only its own")

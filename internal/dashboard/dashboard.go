@@ -59,6 +59,7 @@ type Store interface {
 	BillsPage(ctx context.Context, f bill.ListFilter) ([]bill.Bill, error)
 	BillByReference(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (bill.Bill, error)
 	PaymentsOfBill(ctx context.Context, billRef string) ([]payment.Payment, error)
+	ShownPayments(ctx context.Context, billRefs []string) (map[string]payment.Payment, error)
 	PaymentTotals(ctx context.Context, merchantCode, mode string, since time.Time) ([]payment.QuarterTotal, error)
 	IPNEvents(ctx context.Context, f ipn.Filter) ([]ipn.Event, error)
 	IPNEvent(ctx context.Context, id string) (ipn.Event, error)
@@ -438,20 +439,19 @@ func formValue(r *http.Request, name string, max int) (string, error) {
 func funcs(h *Handler) template.FuncMap {
 	return template.FuncMap{
 		"static": func(name string) (string, error) { return h.assets.URL(name) },
-		"when": func(t time.Time) string {
+		// A time names its zone (the operator's, --time-zone): staff in
+		// another zone, or reading beside the UTC of an export's
+		// reader, cannot tell otherwise.
+		"when": func(t time.Time) template.HTML {
 			if t.IsZero() {
 				return "–"
 			}
-			return t.In(h.Location).Format("2 Jan 2006 15:04")
+			t = t.In(h.Location)
+			return template.HTML(`<time datetime="` + t.Format(time.RFC3339) + `">` + template.HTMLEscapeString(t.Format("2 Jan 2006 15:04 MST")) + `</time>`)
 		},
 		"money": func(a money.Amount) string { return a.Grouped() },
 		"state": func(b bill.Bill) string { return string(b.DisplayState(h.Now())) },
-		"brand": func(b card.Brand) string {
-			if n := b.Name(); n != "" {
-				return n
-			}
-			return string(b)
-		},
+		"brand": brandName,
 	}
 }
 
@@ -478,4 +478,12 @@ func cloneQuery(q url.Values) url.Values {
 		out[k] = append([]string(nil), v...)
 	}
 	return out
+}
+
+// brandName is how a page or an export names a card's brand.
+func brandName(b card.Brand) string {
+	if n := b.Name(); n != "" {
+		return n
+	}
+	return string(b)
 }

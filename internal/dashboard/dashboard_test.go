@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -1191,7 +1192,15 @@ func TestPaymentsListAndExport(t *testing.T) {
 		refs = append(refs, b.Reference)
 		g.Clock.Advance(time.Second)
 	}
-	paid, _ := g.Pay(c, tok, "LISTPAID", "25.50", servertest.Card{Number: visa, CVV: "737"})
+	paid, callback := g.Pay(c, tok, "LISTPAID", "25.50", servertest.Card{Number: visa, CVV: "737"})
+	nairobi, err := time.LoadLocation("Africa/Nairobi") // servertest's default zone
+	if err != nil {
+		t.Fatal(err)
+	}
+	paidAt := g.Clock.Now().In(nairobi)
+	g.Clock.Advance(time.Second)
+	declined, _ := g.Pay(c, tok, "LISTDECLINED", "9", servertest.Card{Number: "4000000000000002", CVV: "123"})
+	refs = append(refs, declined.Reference)
 	b := signIn(t, g, c)
 	seen := map[string]bool{}
 	next := "/dashboard/payments"
@@ -1216,6 +1225,17 @@ func TestPaymentsListAndExport(t *testing.T) {
 	}
 	if body := b.get("/dashboard/payments?status=paid").Body.String(); !strings.Contains(body, paid.Reference) || strings.Contains(body, refs[0]) {
 		t.Error("status filter")
+	}
+	// Each row says when the bill was paid and with which card; a
+	// declined attempt shows its card, and no paid time.
+	for q, want := range map[string]string{
+		"LISTPAID":     `<td><time datetime="` + paidAt.Format(time.RFC3339) + `">` + paidAt.Format("2 Jan 2006 15:04") + " EAT</time></td><td>Visa&nbsp;····&nbsp;4242</td>",
+		"LISTDECLINED": "<td>–</td><td>Visa&nbsp;····&nbsp;0002</td>",
+		"LIST7":        "<td>–</td><td>–</td>",
+	} {
+		if body := b.get("/dashboard/payments?q=" + q).Body.String(); !strings.Contains(body, want) {
+			t.Errorf("the row of %s lacks %q", q, want)
+		}
 	}
 	if body := b.get("/dashboard/payments?q=4242").Body.String(); !strings.Contains(body, paid.Reference) || strings.Contains(body, refs[5]) {
 		t.Error("search by the card's last four")
@@ -1242,11 +1262,23 @@ func TestPaymentsListAndExport(t *testing.T) {
 		t.Fatalf("CSV: %v %q", err, rec.Header().Get("Content-Type"))
 	}
 	if len(rows) != 2 || rows[1][1] != paid.Reference || rows[1][3] != "paid" || rows[1][4] != "25.50" {
-		t.Errorf("CSV of paid bills: %v", rows)
+		t.Fatalf("CSV of paid bills: %v", rows)
+	}
+	// When it was paid, the acquirer's reference (the callback's
+	// transactionRef, what a bank statement shows) and the card: what a
+	// reconciliation matches on.
+	wantPaid := []string{paidAt.Format(time.RFC3339), callback["transactionRef"], "Visa", "4242"}
+	if got := rows[1][10:]; rows[0][10] != "paid" || callback["transactionRef"] == "" || !slices.Equal(got, wantPaid) {
+		t.Errorf("CSV paid columns %v: %v, want %v", rows[0][10:], got, wantPaid)
 	}
 	all, _ := csv.NewReader(b.get("/dashboard/payments.csv").Body).ReadAll()
 	if len(all) != len(refs)+2 {
 		t.Errorf("CSV of everything: %d rows, want %d", len(all), len(refs)+2)
+	}
+	for _, row := range all[1:] {
+		if row[1] == declined.Reference && !slices.Equal(row[10:], []string{"", "", "Visa", "0002"}) {
+			t.Errorf("CSV row of a declined bill: %v", row[10:])
+		}
 	}
 }
 
@@ -1391,7 +1423,7 @@ func TestAuditLogPages(t *testing.T) {
 	}
 	total := g.Count(`SELECT COUNT(*) FROM audit_events WHERE merchant_code = ?`, c.MerchantCode)
 	b := signIn(t, g, c)
-	row := regexp.MustCompile(`<tr><td>[^<]*</td><td>([^<]*)</td><td>([^<]*)</td><td class="wrap">([^<]*)</td></tr>`)
+	row := regexp.MustCompile(`<tr><td><time [^>]*>[^<]*</time></td><td>([^<]*)</td><td>([^<]*)</td><td class="wrap">([^<]*)</td></tr>`)
 	next := regexp.MustCompile(`href="(/dashboard/audit\?[^"]+)" rel="next"`)
 	seen := map[string]bool{}
 	rows, pages := 0, 0

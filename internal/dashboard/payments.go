@@ -55,7 +55,40 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
-	h.render(w, r, http.StatusOK, "home.html", map[string]any{"Periods": periods, "Chart": chart(totals, today), "Bills": latest})
+	rows, err := h.listed(r, latest)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "home.html", map[string]any{"Periods": periods, "Chart": chart(totals, today), "Bills": rows})
+}
+
+// listedBill is a row of the payments lists and export: a bill with its
+// latest attempt, which tells when it was paid, with which card and under
+// which transaction reference (zero when no one has tried to pay it).
+type listedBill struct {
+	bill.Bill
+	Attempt payment.Payment
+}
+
+// Paid reports whether the row's attempt paid the bill.
+func (l listedBill) Paid() bool { return l.Attempt.Status == payment.Succeeded }
+
+// listed reads the latest attempt of each of bills.
+func (h *Handler) listed(r *http.Request, bills []bill.Bill) ([]listedBill, error) {
+	refs := make([]string, len(bills))
+	for i, b := range bills {
+		refs[i] = b.Reference
+	}
+	attempts, err := h.Store.ShownPayments(r.Context(), refs)
+	if err != nil {
+		return nil, fmt.Errorf("attempts of the listed bills: %w", err)
+	}
+	rows := make([]listedBill, len(bills))
+	for i, b := range bills {
+		rows[i] = listedBill{Bill: b, Attempt: attempts[b.Reference]}
+	}
+	return rows, nil
 }
 
 // dayTotal is one day's finished payments of one currency and outcome, in
@@ -222,10 +255,15 @@ func (h *Handler) payments(w http.ResponseWriter, r *http.Request) {
 		nq.Set("after", cursor(last.CreatedAt, last.Reference))
 		next = "/dashboard/payments?" + nq.Encode()
 	}
+	rows, err := h.listed(r, bills)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
 	csvq := cloneQuery(q)
 	csvq.Del("after")
 	filtered := q.Get("status") != "" || q.Get("from") != "" || q.Get("to") != "" || q.Get("q") != "" || q.Get("after") != ""
-	h.render(w, r, http.StatusOK, "payments.html", map[string]any{"Bills": bills, "Next": next, "Query": q, "Filtered": filtered,
+	h.render(w, r, http.StatusOK, "payments.html", map[string]any{"Bills": rows, "Next": next, "Query": q, "Filtered": filtered,
 		"CSV": "/dashboard/payments.csv?" + csvq.Encode(), "Statuses": []bill.State{bill.Open, bill.Processing, bill.Paid, bill.Blocked, bill.Expired}})
 }
 
@@ -245,7 +283,10 @@ func (h *Handler) paymentsCSV(w http.ResponseWriter, r *http.Request) {
 	// code page, and "Zoë" came out as "ZoÃ«".
 	_, _ = io.WriteString(w, "\ufeff")
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"created", "bill_reference", "order_reference", "status", "amount", "currency", "customer", "description", "failed_attempts", "expires"})
+	// New columns go at the end: a reconciliation script may read them by
+	// position.
+	_ = cw.Write([]string{"created", "bill_reference", "order_reference", "status", "amount", "currency", "customer", "description", "failed_attempts", "expires",
+		"paid", "transaction_reference", "card_brand", "card_last4"})
 	f.Limit = 500
 	for {
 		bills, err := h.Store.BillsPage(r.Context(), f)
@@ -253,10 +294,19 @@ func (h *Handler) paymentsCSV(w http.ResponseWriter, r *http.Request) {
 			h.Log.ErrorContext(r.Context(), "csv export", "err", err)
 			return
 		}
-		for _, b := range bills {
+		rows, err := h.listed(r, bills)
+		if err != nil {
+			h.Log.ErrorContext(r.Context(), "csv export", "err", err)
+			return
+		}
+		for _, b := range rows {
+			var paid, ref string
+			if b.Paid() {
+				paid, ref = b.Attempt.UpdatedAt.In(h.Location).Format(time.RFC3339), b.Attempt.NetworkRef
+			}
 			_ = cw.Write([]string{b.CreatedAt.In(h.Location).Format(time.RFC3339), b.Reference, b.OrderReference, string(b.DisplayState(f.Now)),
 				b.Amount.String(), b.Amount.Currency.Code, csvSafe(b.CustomerName), csvSafe(b.Description), strconv.Itoa(b.FailedAttempts),
-				b.ExpiresAt.In(h.Location).Format(time.RFC3339)})
+				b.ExpiresAt.In(h.Location).Format(time.RFC3339), paid, ref, brandName(b.Attempt.Card.Brand), b.Attempt.Card.Last4})
 		}
 		cw.Flush()
 		if len(bills) < f.Limit {

@@ -129,6 +129,44 @@ func (s *DB) PaymentsOfBill(ctx context.Context, billRef string) ([]payment.Paym
 	return collect(rows, scanPayment)
 }
 
+// refsPerQuery is how many bill references one ShownPayments statement
+// takes: a fixed number keeps one statement text (the statement cache is
+// keyed by text and bounded), whatever a page holds.
+const refsPerQuery = 50
+
+// shownPaymentsQuery reads every attempt on refsPerQuery bills, oldest
+// first (payments_bill serves each reference).
+var shownPaymentsQuery = `SELECT ` + paymentColumns + ` FROM payments WHERE bill_ref IN (?` +
+	strings.Repeat(`, ?`, refsPerQuery-1) + `) ORDER BY created_at, id`
+
+// ShownPayments gives, for each of billRefs that was tried, its latest
+// attempt: on a paid bill, its payment (no attempt starts on a paid bill,
+// nor beside one in progress).
+func (s *DB) ShownPayments(ctx context.Context, billRefs []string) (map[string]payment.Payment, error) {
+	shown := make(map[string]payment.Payment, len(billRefs))
+	args := make([]any, refsPerQuery)
+	for chunk := range slices.Chunk(billRefs, refsPerQuery) {
+		for i := range args {
+			args[i] = "" // no bill has an empty reference
+		}
+		for i, ref := range chunk {
+			args[i] = ref
+		}
+		rows, err := s.query(ctx, shownPaymentsQuery, args...)
+		if err != nil {
+			return nil, err
+		}
+		attempts, err := collect(rows, scanPayment)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range attempts {
+			shown[p.BillReference] = p // the latest stays
+		}
+	}
+	return shown, nil
+}
+
 // PaymentTotals sums a merchant's finished payments since since, by
 // quarter of an hour, currency and outcome: the caller adds the quarters
 // up into its own zone's days (a day of a zone with summer time is not

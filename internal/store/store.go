@@ -48,6 +48,7 @@ type Store interface {
 	UseTOTPStep(ctx context.Context, code string, step int64) (bool, error)
 	BillsPage(ctx context.Context, f bill.ListFilter) ([]bill.Bill, error)
 	PaymentsOfBill(ctx context.Context, billRef string) ([]payment.Payment, error)
+	ShownPayments(ctx context.Context, billRefs []string) (map[string]payment.Payment, error)
 	PaymentTotals(ctx context.Context, merchantCode, mode string, since time.Time) ([]payment.QuarterTotal, error)
 	// What a node clears up as it goes.
 	PruneAuthFailures(ctx context.Context, now time.Time, window time.Duration) (int64, error)

@@ -129,6 +129,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Session/SignOutEverywhere", testSessionsDeleteOthers},
 		{"Dashboard/TOTPAndRecoveryCodes", testTOTP},
 		{"Dashboard/BillsPage", testBillsPage},
+		{"Dashboard/ShownPayments", testShownPayments},
 		{"Dashboard/PaymentTotals", testPaymentTotals},
 	}
 	for _, c := range cases {
@@ -1929,6 +1930,42 @@ func testBillsPage(t *testing.T, s store.Store) {
 	expired, err := s.BillsPage(ctx, bill.ListFilter{MerchantCode: f.m.Code, Mode: merchant.Test, State: bill.Expired, Limit: 10, Now: base.Add(48 * time.Hour)})
 	must(t, "BillsPage(expired)", err)
 	equal(t, "expired bills two days on", len(expired), len(want))
+}
+
+// testShownPayments gives each listed bill the attempt that says most
+// about it, past one statement's worth of references.
+func testShownPayments(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	var refs []string
+	for i := range 60 {
+		refs = append(refs, addBill(t, s, f.m.Code, merchant.Test, base.Add(time.Duration(i)*time.Second)).Reference)
+	}
+	bills := func(i int) bill.Bill {
+		b, err := s.BillByID(ctx, refs[i])
+		must(t, "BillByID", err)
+		return b
+	}
+	// Bill 3: declined, then paid. Bill 55 (past the first statement's
+	// fifty): declined twice; the second decline is shown.
+	declined := finishPayment(t, s, startPayment(t, s, bills(3), base.Add(time.Minute)), payment.Failed, 5, base.Add(time.Minute))
+	paid := finishPayment(t, s, startPayment(t, s, bills(3), base.Add(2*time.Minute)), payment.Succeeded, 5, base.Add(2*time.Minute))
+	finishPayment(t, s, startPayment(t, s, bills(55), base.Add(time.Minute)), payment.Failed, 5, base.Add(time.Minute))
+	second := finishPayment(t, s, startPayment(t, s, bills(55), base.Add(2*time.Minute)), payment.Failed, 5, base.Add(2*time.Minute))
+	shown, err := s.ShownPayments(ctx, refs)
+	must(t, "ShownPayments", err)
+	got := map[string]string{}
+	for ref, p := range shown {
+		got[ref] = p.ID
+	}
+	equal(t, "shown attempts", got, map[string]string{refs[3]: paid.ID, refs[55]: second.ID})
+	equal(t, "the paid attempt's transaction reference", shown[refs[3]].NetworkRef, paid.NetworkRef)
+	if declined.ID == paid.ID {
+		t.Fatal("one attempt twice")
+	}
+	none, err := s.ShownPayments(ctx, nil)
+	must(t, "ShownPayments(none)", err)
+	equal(t, "no bills", len(none), 0)
 }
 
 func testPaymentTotals(t *testing.T, s store.Store) {
