@@ -254,8 +254,17 @@ func (s *DB) RotateAPIKey(ctx context.Context, k merchant.APIKey) error {
 			return err
 		}
 		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: k.CreatedAt, MerchantCode: k.MerchantCode, Actor: audit.ActorFrom(ctx, "cli"), Action: audit.KeyRotated,
-			Detail: fmt.Sprintf("%s key replaced by %s", k.Mode, k.ID)})
+			Detail: keyReplaced(k)})
 	})
+}
+
+// keyReplaced is the audit detail of a rotation: the new key by the
+// prefix the Developers page shows it by, and by its id.
+func keyReplaced(k merchant.APIKey) string {
+	if k.Prefix == "" {
+		return fmt.Sprintf("%s key replaced by %s", k.Mode, k.ID)
+	}
+	return fmt.Sprintf("%s key replaced by %s… (%s)", k.Mode, k.Prefix, k.ID)
 }
 
 // APIKeyByHash finds an active key.

@@ -331,8 +331,10 @@ func normSettings(st merchant.Settings) merchant.Settings {
 	return st
 }
 
+// normKey also drops the prefix, which only the dashboard's own read of
+// a key returns (ActiveAPIKey).
 func normKey(k merchant.APIKey) merchant.APIKey {
-	k.CreatedAt, k.RevokedAt = norm(k.CreatedAt), norm(k.RevokedAt)
+	k.CreatedAt, k.RevokedAt, k.Prefix = norm(k.CreatedAt), norm(k.RevokedAt), ""
 	return k
 }
 
@@ -616,8 +618,9 @@ func testRotateAPIKey(t *testing.T, s store.Store) {
 	old := f.keys[merchant.Test]
 	rotate := func(at time.Time) merchant.APIKey {
 		t.Helper()
+		raw := secret.NewAPIKey("test")
 		k := merchant.APIKey{ID: secret.NewID("key"), MerchantCode: f.m.Code, Mode: merchant.Test,
-			Hash: secret.HashAPIKey(secret.NewAPIKey("test")), CreatedAt: at}
+			Hash: secret.HashAPIKey(raw), Prefix: merchant.KeyPrefix(raw), CreatedAt: at}
 		must(t, "RotateAPIKey", s.RotateAPIKey(ctx, k))
 		return k
 	}
@@ -657,6 +660,11 @@ func testRotateAPIKey(t *testing.T, s store.Store) {
 
 	if got := auditActions(t, s, f.m.Code); !slices.Contains(got, audit.KeyRotated) {
 		t.Fatalf("audit actions %v, want %s", got, audit.KeyRotated)
+	}
+	// The audit names the new key as the Developers page shows it.
+	want := "test key replaced by " + k2.Prefix + "… (" + k2.ID + ")"
+	if ev := auditEvents(t, s, f.m.Code, 1); len(ev) != 1 || ev[0].Detail != want {
+		t.Fatalf("the rotation's audit detail: %v, want %q", ev, want)
 	}
 }
 
