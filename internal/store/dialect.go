@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -126,6 +127,9 @@ func (p Pool) apply(db *sql.DB) {
 // that one 0600 before SQLite opens it is what keeps the others private;
 // the chmods tighten files an earlier version (or another umask) left open.
 func privateFiles(path string) error {
+	if err := writableDir(filepath.Dir(path)); err != nil {
+		return err
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("open database file: %w", err)
@@ -137,6 +141,20 @@ func privateFiles(path string) error {
 		}
 	}
 	return nil
+}
+
+// writableDir checks that this process can create and remove files in
+// dir. SQLite creates kadi.db-wal and kadi.db-shm beside the database and
+// removes them on close: in a directory the service's user cannot write
+// (created by root, say), a start failed a step later with "unable to open
+// database file (14)", naming neither the directory nor why.
+func writableDir(dir string) error {
+	f, err := os.CreateTemp(dir, ".kadi-write-check-*")
+	if err != nil {
+		return fmt.Errorf("the data directory %s is not writable by this user (uid %d), and SQLite creates its -wal and -shm files there: %w", dir, os.Geteuid(), err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // rebind makes q the text the dialect runs. PostgreSQL wants $1, $2…

@@ -2,12 +2,15 @@ package store_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/store"
 )
 
 // The database, its WAL and its shared-memory file hold password hashes,
@@ -73,5 +76,33 @@ func TestDatabaseFilesArePrivate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A data directory this user cannot write to is named as such at open,
+// before SQLite fails to create its -wal file with "unable to open
+// database file". As root, permissions do not stop a write: the directory
+// is made immutable instead (chattr), or the test is skipped.
+func TestUnwritableDataDirIsNamed(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kadi.db")
+	s := openSQLite(t, path) // a database made while it was writable
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
+			t.Skipf("root, and chattr +i refused (%v: %s): nothing here stops root writing", err, out)
+		}
+		t.Cleanup(func() { _ = exec.Command("chattr", "-i", dir).Run() })
+	} else {
+		if err := os.Chmod(dir, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Chmod(dir, 0o700) })
+	}
+	_, err := store.Open(t.Context(), path)
+	if err == nil || !strings.Contains(err.Error(), "the data directory "+dir+" is not writable by this user") {
+		t.Fatalf("Open in a read-only data directory: %v", err)
 	}
 }
