@@ -439,7 +439,7 @@ func formValue(r *http.Request, name string, max int) (string, error) {
 func funcs(h *Handler) template.FuncMap {
 	return template.FuncMap{
 		"static": func(name string) (string, error) { return h.assets.URL(name) },
-		// A time names its zone (the operator's, --time-zone): staff in
+		// A time names its zone (the operator's, --timezone): staff in
 		// another zone, or reading beside the UTC of an export's
 		// reader, cannot tell otherwise.
 		"when": func(t time.Time) template.HTML {

@@ -71,8 +71,10 @@ type listedBill struct {
 	Attempt payment.Payment
 }
 
-// Paid reports whether the row's attempt paid the bill.
-func (l listedBill) Paid() bool { return l.Attempt.Status == payment.Succeeded }
+// Paid reports whether the bill is paid and the row's attempt paid it.
+// The bill and its attempts are two reads: an attempt that succeeded in
+// between is shown with the bill, still processing, at the next reading.
+func (l listedBill) Paid() bool { return l.State == bill.Paid && l.Attempt.Status == payment.Succeeded }
 
 // listed reads the latest attempt of each of bills.
 func (h *Handler) listed(r *http.Request, bills []bill.Bill) ([]listedBill, error) {
@@ -302,7 +304,9 @@ func (h *Handler) paymentsCSV(w http.ResponseWriter, r *http.Request) {
 		for _, b := range rows {
 			var paid, ref string
 			if b.Paid() {
-				paid, ref = b.Attempt.UpdatedAt.In(h.Location).Format(time.RFC3339), b.Attempt.NetworkRef
+				// The reference comes from the acquirer, which may be
+				// anyone's connector.
+				paid, ref = b.Attempt.UpdatedAt.In(h.Location).Format(time.RFC3339), csvSafe(b.Attempt.NetworkRef)
 			}
 			_ = cw.Write([]string{b.CreatedAt.In(h.Location).Format(time.RFC3339), b.Reference, b.OrderReference, string(b.DisplayState(f.Now)),
 				b.Amount.String(), b.Amount.Currency.Code, csvSafe(b.CustomerName), csvSafe(b.Description), strconv.Itoa(b.FailedAttempts),

@@ -97,13 +97,22 @@ func explain(t *testing.T, db interface {
 		t.Fatal(err)
 	}
 	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// PostgreSQL's plan is one column; SQLite's query plan is four, the
+	// line last.
+	cells := make([]any, len(cols))
+	for i := range cells {
+		cells[i] = new(any)
+	}
 	var lines []string
 	for rows.Next() {
-		var l string
-		if err := rows.Scan(&l); err != nil {
+		if err := rows.Scan(cells...); err != nil {
 			t.Fatal(err)
 		}
-		lines = append(lines, l)
+		lines = append(lines, fmt.Sprint(*cells[len(cells)-1].(*any)))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -153,5 +162,56 @@ func TestUnanalyzedSQLite(t *testing.T) {
 	s := openSQLite(t, filepath.Join(t.TempDir(), "kadi.db"))
 	if got, err := s.Unanalyzed(t.Context()); err != nil || got != nil {
 		t.Errorf("SQLite: Unanalyzed = %v, %v; want none", got, err)
+	}
+}
+
+// The payments lists read each listed bill's latest attempt by its index,
+// on a PostgreSQL database never analyzed as on SQLite: a first form of
+// the statement (every attempt of fifty bills, by an IN list) was planned
+// there as a sequential scan of all payments, 20 ms a page on 100,000,
+// and so was a second (the latest attempts as a subquery of one statement).
+func TestShownPaymentsPlanReadsByIndex(t *testing.T) {
+	for _, tc := range []struct {
+		name, dsn string
+		explain   string // how the store's statement is explained
+		bad       string // what the plan must not hold
+		byID      string // the primary key's index
+	}{
+		{"SQLite", "sqlite", "EXPLAIN QUERY PLAN ", "SCAN p", "sqlite_autoindex_payments_1"},
+		{"PostgreSQL", "postgres", "EXPLAIN ", "Seq Scan on payments", "payments_pkey"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var dsn, driver string
+			if tc.dsn == "sqlite" {
+				dsn, driver = filepath.Join(t.TempDir(), "kadi.db"), "sqlite"
+			} else {
+				dsn, driver = freshSchema(t, postgresURL(t)), "pgx"
+			}
+			s := openStore(t, dsn)
+			code, _, _ := seedBills(t, s, 20_000)
+			raw, err := sql.Open(driver, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			// An attempt on every bill, so that reading them all costs.
+			if _, err := raw.ExecContext(t.Context(), `INSERT INTO payments (`+store.PaymentColumns+`)
+				SELECT 'pay_' || reference, reference, merchant_code, mode, 'failed', amount_minor, currency, 'VISA', '424242', '4242',
+					12, 2030, '', 'f', '', '', '', '', '', '', '', '', created_at, created_at, ''
+				FROM bills WHERE merchant_code = '`+code+`' AND reference NOT IN (SELECT bill_ref FROM payments)`); err != nil {
+				t.Fatal(err)
+			}
+			for _, st := range []struct{ q, index string }{
+				{store.LatestAttemptsQuery, "payments_bill"},
+				{store.PaymentsByIDQuery, tc.byID},
+			} {
+				// EXPLAIN takes no parameters: references and ids are
+				// letters, digits and _.
+				q := strings.ReplaceAll(st.q, "?", "'ABCDEFGH2345'")
+				if p := explain(t, raw, tc.explain+q); strings.Contains(p, tc.bad) || !strings.Contains(p, st.index) {
+					t.Errorf("not read by %s:\n%s\n%s", st.index, q, p)
+				}
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -134,10 +135,19 @@ func (s *DB) PaymentsOfBill(ctx context.Context, billRef string) ([]payment.Paym
 // keyed by text and bounded), whatever a page holds.
 const refsPerQuery = 50
 
-// shownPaymentsQuery reads every attempt on refsPerQuery bills, oldest
-// first (payments_bill serves each reference).
-var shownPaymentsQuery = `SELECT ` + paymentColumns + ` FROM payments WHERE bill_ref IN (?` +
-	strings.Repeat(`, ?`, refsPerQuery-1) + `) ORDER BY created_at, id`
+// latestAttemptsQuery names the latest attempt on each of refsPerQuery
+// bills (NULL for a bill never tried): one index look-up a reference
+// (payments_bill), on both stores; a VALUES column is column1 on both.
+// paymentsByIDQuery then reads those attempts by primary key. Every
+// attempt of fifty bills by an IN list on bill_ref, and the attempts
+// joined to the first statement as a subquery, were both planned as a scan
+// of the whole payments table on a PostgreSQL database not yet analyzed
+// (20 ms a page on 100,000 payments, 0.3 ms after ANALYZE).
+var (
+	latestAttemptsQuery = `SELECT (SELECT p.id FROM payments p WHERE p.bill_ref = v.column1 ORDER BY p.created_at DESC, p.id DESC LIMIT 1)
+	FROM (VALUES (?)` + strings.Repeat(`, (?)`, refsPerQuery-1) + `) AS v`
+	paymentsByIDQuery = `SELECT ` + paymentColumns + ` FROM payments WHERE id IN (?` + strings.Repeat(`, ?`, refsPerQuery-1) + `)`
+)
 
 // ShownPayments gives, for each of billRefs that was tried, its latest
 // attempt: on a paid bill, its payment (no attempt starts on a paid bill,
@@ -145,15 +155,32 @@ var shownPaymentsQuery = `SELECT ` + paymentColumns + ` FROM payments WHERE bill
 func (s *DB) ShownPayments(ctx context.Context, billRefs []string) (map[string]payment.Payment, error) {
 	shown := make(map[string]payment.Payment, len(billRefs))
 	args := make([]any, refsPerQuery)
-	for chunk := range slices.Chunk(billRefs, refsPerQuery) {
+	// pad fills args with values, then with "", which no bill or payment
+	// has: every statement has refsPerQuery parameters.
+	pad := func(values []string) {
 		for i := range args {
-			args[i] = "" // no bill has an empty reference
+			args[i] = ""
+			if i < len(values) {
+				args[i] = values[i]
+			}
 		}
-		for i, ref := range chunk {
-			args[i] = ref
-		}
-		rows, err := s.query(ctx, shownPaymentsQuery, args...)
+	}
+	for chunk := range slices.Chunk(billRefs, refsPerQuery) {
+		pad(chunk)
+		rows, err := s.query(ctx, latestAttemptsQuery, args...)
 		if err != nil {
+			return nil, err
+		}
+		ids, err := collect(rows, func(r scanner) (string, error) {
+			var id sql.NullString
+			err := r.Scan(&id)
+			return id.String, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		pad(ids)
+		if rows, err = s.query(ctx, paymentsByIDQuery, args...); err != nil {
 			return nil, err
 		}
 		attempts, err := collect(rows, scanPayment)
@@ -161,7 +188,7 @@ func (s *DB) ShownPayments(ctx context.Context, billRefs []string) (map[string]p
 			return nil, err
 		}
 		for _, p := range attempts {
-			shown[p.BillReference] = p // the latest stays
+			shown[p.BillReference] = p
 		}
 	}
 	return shown, nil

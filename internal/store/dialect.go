@@ -127,7 +127,12 @@ func (p Pool) apply(db *sql.DB) {
 // that one 0600 before SQLite opens it is what keeps the others private;
 // the chmods tighten files an earlier version (or another umask) left open.
 func privateFiles(path string) error {
-	if err := writableDir(filepath.Dir(path)); err != nil {
+	// SQLite puts -wal and -shm beside the file a link leads to.
+	dir := filepath.Dir(path)
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		dir = filepath.Dir(real)
+	}
+	if err := writableDir(dir); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
@@ -141,20 +146,6 @@ func privateFiles(path string) error {
 		}
 	}
 	return nil
-}
-
-// writableDir checks that this process can create and remove files in
-// dir. SQLite creates kadi.db-wal and kadi.db-shm beside the database and
-// removes them on close: in a directory the service's user cannot write
-// (created by root, say), a start failed a step later with "unable to open
-// database file (14)", naming neither the directory nor why.
-func writableDir(dir string) error {
-	f, err := os.CreateTemp(dir, ".kadi-write-check-*")
-	if err != nil {
-		return fmt.Errorf("the data directory %s is not writable by this user (uid %d), and SQLite creates its -wal and -shm files there: %w", dir, os.Geteuid(), err)
-	}
-	f.Close()
-	return os.Remove(f.Name())
 }
 
 // rebind makes q the text the dialect runs. PostgreSQL wants $1, $2…

@@ -53,6 +53,11 @@ func OnPrepare(s *DB, fn func(q string)) { s.onPrepare = fn }
 // VerificationQuery is Verification's statement, for its plan to be read.
 var VerificationQuery = verificationQuery
 
+// LatestAttemptsQuery and PaymentsByIDQuery are ShownPayments's
+// statements, and PaymentColumns the payments' columns in the order it
+// reads them, for their plans to be read.
+var LatestAttemptsQuery, PaymentsByIDQuery, PaymentColumns = latestAttemptsQuery, paymentsByIDQuery, paymentColumns
+
 // BackendPID is the PostgreSQL backend serving one of s's connections.
 func BackendPID(ctx context.Context, s *DB) (pid int, err error) {
 	err = s.db.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid)

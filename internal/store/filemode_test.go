@@ -81,28 +81,53 @@ func TestDatabaseFilesArePrivate(t *testing.T) {
 
 // A data directory this user cannot write to is named as such at open,
 // before SQLite fails to create its -wal file with "unable to open
-// database file". As root, permissions do not stop a write: the directory
-// is made immutable instead (chattr), or the test is skipped.
+// database file", and the check leaves nothing behind.
 func TestUnwritableDataDirIsNamed(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "kadi.db")
-	s := openSQLite(t, path) // a database made while it was writable
+	// kadi.db in data/ is a link to real/kadi.db: SQLite writes beside the
+	// real file, so real/ is the directory that must be writable.
+	data, real := t.TempDir(), t.TempDir()
+	path := filepath.Join(data, "kadi.db")
+	if err := os.Symlink(filepath.Join(real, "kadi.db"), path); err != nil {
+		t.Fatal(err)
+	}
+	s := openSQLite(t, path) // a database made while both were writable
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	readOnly(t, data)
+	s, err := store.Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("Open with only the link's directory read-only: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	readOnly(t, real)
+	_, err = store.Open(t.Context(), path)
+	if err == nil || !strings.Contains(err.Error(), "the data directory "+real+" is not writable by this user") {
+		t.Fatalf("Open with the database's directory read-only: %v", err)
+	}
+	for _, dir := range []string{data, real} {
+		if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) > 0 {
+			t.Errorf("the check left %v behind", left)
+		}
+	}
+}
+
+// readOnly makes dir unwritable for this process until the test ends. As
+// root, permissions do not stop a write: the directory is made immutable
+// instead (chattr), or the test is skipped.
+func readOnly(t *testing.T, dir string) {
+	t.Helper()
 	if os.Geteuid() == 0 {
 		if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
 			t.Skipf("root, and chattr +i refused (%v: %s): nothing here stops root writing", err, out)
 		}
 		t.Cleanup(func() { _ = exec.Command("chattr", "-i", dir).Run() })
-	} else {
-		if err := os.Chmod(dir, 0o500); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = os.Chmod(dir, 0o700) })
+		return
 	}
-	_, err := store.Open(t.Context(), path)
-	if err == nil || !strings.Contains(err.Error(), "the data directory "+dir+" is not writable by this user") {
-		t.Fatalf("Open in a read-only data directory: %v", err)
+	if err := os.Chmod(dir, 0o500); err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = os.Chmod(dir, 0o700) })
 }
