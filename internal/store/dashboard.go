@@ -63,7 +63,9 @@ func (s *DB) BillsPage(ctx context.Context, f bill.ListFilter) ([]bill.Bill, err
 	if f.Search != "" {
 		// Ordered in Go: an ORDER BY would tempt the planner to walk the
 		// merchant's whole list in order instead of fetching the few hits.
-		rows, err := s.query(ctx, q, args...)
+		// Not kept prepared: its text has one placeholder a hit, and each
+		// count would take a place in the bounded statement cache.
+		rows, err := s.db.QueryContext(ctx, s.d.rebind(q), args...)
 		if err != nil {
 			return nil, err
 		}

@@ -50,6 +50,9 @@ func PoolStats(s *DB) sql.DBStats { return s.db.Stats() }
 // before s serves anything.
 func OnPrepare(s *DB, fn func(q string)) { s.onPrepare = fn }
 
+// Statements is how many statement texts s keeps prepared.
+func Statements(s *DB) int32 { return s.nstmts.Load() }
+
 // VerificationQuery is Verification's statement, for its plan to be read.
 var VerificationQuery = verificationQuery
 

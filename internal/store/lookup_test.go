@@ -9,8 +9,10 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/secret"
 	"github.com/kadipay/kadi/internal/store"
 )
@@ -140,5 +142,40 @@ func TestHotPathStatementsAreNotBuiltPerCall(t *testing.T) {
 	}
 	if len(fresh) > 0 {
 		t.Errorf("%d texts built again in the second round, e.g. %q", len(fresh), fresh[0])
+	}
+}
+
+// A dashboard search's statement has a placeholder a hit, so it is not
+// kept prepared: each count of hits took a place in the bounded statement
+// cache, and once it was full, statements first run later were prepared
+// on every call.
+func TestSearchesDoNotFillTheStatementCache(t *testing.T) {
+	s := openSQLite(t, filepath.Join(t.TempDir(), "kadi.db"))
+	code, _, last4 := seedBills(t, s, 2_000)
+	f := bill.ListFilter{MerchantCode: code, Mode: merchant.Test, Search: last4, Limit: 50, Now: time.Now()}
+	first, err := s.BillsPage(t.Context(), f)
+	if err != nil || len(first) == 0 {
+		t.Fatalf("search by the last four %s: %d bills, %v", last4, len(first), err)
+	}
+	// One more hit: another bill with a card ending so.
+	b := bill.Bill{Reference: "SEARCHHIT234", MerchantCode: code, Mode: merchant.Test, OrderReference: "SEARCHHIT", RequestHash: "h",
+		CustomerName: "Wanjiku Kamau", BillerCode: "1", Outlet: "2", Amount: first[0].Amount, Description: "Coffee", State: bill.Open,
+		ExpiresAt: time.Now().Add(time.Hour), CreatedAt: time.Now()}
+	if _, _, err := s.InsertBill(t.Context(), b); err != nil {
+		t.Fatal(err)
+	}
+	p := payment.Payment{ID: secret.NewID("pay"), BillReference: b.Reference, MerchantCode: code, Mode: merchant.Test, Status: payment.Processing,
+		Amount: b.Amount, Card: payment.CardSummary{Brand: "VISA", First6: "424242", Last4: last4, ExpMonth: 12, ExpYear: 2030, Fingerprint: "f"},
+		CallbackURL: "https://shop.example/cb", CreatedAt: b.CreatedAt, UpdatedAt: b.CreatedAt}
+	if err := s.StartPayment(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	kept := store.Statements(s)
+	second, err := s.BillsPage(t.Context(), f)
+	if err != nil || len(second) != len(first)+1 {
+		t.Fatalf("the second search: %d bills, want %d: %v", len(second), len(first)+1, err)
+	}
+	if got := store.Statements(s); got != kept {
+		t.Errorf("a search with one more hit kept %d statements prepared, %d before", got, kept)
 	}
 }
