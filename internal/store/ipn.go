@@ -245,12 +245,13 @@ func (s *DB) ReleaseIPN(ctx context.Context, owner string, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	args := []any{owner}
-	for _, id := range ids {
-		args = append(args, id)
+	anys := make([]any, len(ids))
+	for i, id := range ids {
+		anys[i] = id
 	}
+	list, args := idList(anys)
 	_, err := s.exec(ctx, `UPDATE ipn_events SET lease_owner = '', lease_until = 0
-		WHERE lease_owner = ? AND id IN (`+placeholders(len(ids))+`)`, args...)
+		WHERE lease_owner = ? AND id IN (`+list+`)`, append([]any{owner}, args...)...)
 	return err
 }
 
@@ -268,8 +269,9 @@ func (s *DB) RenewIPN(ctx context.Context, held map[string]string, until time.Ti
 			for len(ids) > 0 {
 				chunk := ids[:min(len(ids), 500)]
 				ids = ids[len(chunk):]
+				list, args := idList(chunk)
 				res, err := t.exec(ctx, `UPDATE ipn_events SET lease_until = ?
-					WHERE lease_owner = ? AND id IN (`+placeholders(len(chunk))+`)`, append([]any{ms(until), owner}, chunk...)...)
+					WHERE lease_owner = ? AND id IN (`+list+`)`, append([]any{ms(until), owner}, args...)...)
 				if err != nil {
 					return err
 				}
@@ -287,6 +289,26 @@ func (s *DB) RenewIPN(ctx context.Context, held map[string]string, until time.Ti
 
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// idList is the placeholders and arguments of an IN list of ids, its
+// length rounded up to a power of two with "" (no row's id): a text for
+// each count of ids took one of the statement cache's places, and a node
+// renewing its leases every few seconds, a different count each time,
+// filled the cache within hours.
+func idList(ids []any) (string, []any) {
+	n := 1
+	for n < len(ids) {
+		n *= 2
+	}
+	args := make([]any, n)
+	for i := range args {
+		args[i] = ""
+		if i < len(ids) {
+			args[i] = ids[i]
+		}
+	}
+	return placeholders(n), args
 }
 
 // RecordIPN stores an attempt's outcome, its log row and, for a 410, the

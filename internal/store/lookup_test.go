@@ -179,3 +179,59 @@ func TestSearchesDoNotFillTheStatementCache(t *testing.T) {
 		t.Errorf("a search with one more hit kept %d statements prepared, %d before", got, kept)
 	}
 }
+
+// Renewing and releasing leases names the events in an IN list whose
+// length follows the count of events held: each count was a text of its
+// own, one more of the statement cache's bounded places, on a node that
+// renews every few seconds. Counts that round to the same power of two
+// share a text, and the padding renews nothing.
+func TestLeaseStatementsDoNotFillTheStatementCache(t *testing.T) {
+	db := ipnOpen(t, filepath.Join(t.TempDir(), "kadi.db"))
+	code := ipnMerchant(t, db, "http://127.0.0.1:9/ipn")
+	ctx := t.Context()
+	now := time.Now()
+	for range 7 {
+		ipnEvent(t, db, code, now.Add(-time.Second))
+	}
+	claimed, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute), Limit: 10, PerEndpoint: 10})
+	if err != nil || len(claimed) != 7 {
+		t.Fatalf("claim: %d events, %v", len(claimed), err)
+	}
+	held := func(n int) (map[string]string, []string) {
+		m, ids := map[string]string{}, []string{}
+		for _, ev := range claimed[:n] {
+			m[ev.ID] = "o"
+			ids = append(ids, ev.ID)
+		}
+		return m, ids
+	}
+	var kept int32
+	for i, n := range []int{5, 7} {
+		m, _ := held(n)
+		if renewed, err := db.RenewIPN(ctx, m, now.Add(2*time.Minute)); err != nil || renewed != n {
+			t.Fatalf("renew %d: %d renewed, %v", n, renewed, err)
+		}
+		if i == 0 {
+			kept = store.Statements(db)
+		}
+	}
+	if got := store.Statements(db); got != kept {
+		t.Errorf("renewing 7 events after 5 kept %d statements prepared, %d before", got, kept)
+	}
+	for i, n := range []int{5, 7} {
+		_, ids := held(n)
+		if err := db.ReleaseIPN(ctx, "o", ids); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			kept = store.Statements(db)
+		}
+	}
+	if got := store.Statements(db); got != kept {
+		t.Errorf("releasing 7 events after 5 kept %d statements prepared, %d before", got, kept)
+	}
+	again, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "p", Now: now, LeaseUntil: now.Add(time.Minute), Limit: 10, PerEndpoint: 10})
+	if err != nil || len(again) != 7 {
+		t.Errorf("after the releases, %d of 7 events claimable: %v", len(again), err)
+	}
+}
