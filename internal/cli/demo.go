@@ -130,7 +130,7 @@ Press Ctrl-C to stop.
 // listen opens addr for what, and says which flag moves it when the port
 // is taken: the commonest first-run failure.
 func listen(addr, what, flagName string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := server.Listen(addr)
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return nil, fmt.Errorf("%s cannot listen on %s: the port is in use; pass %s with a free address (port 0 picks one)", what, addr, flagName)
 	} else if err != nil {

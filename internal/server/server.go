@@ -457,7 +457,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		if extra.addr == "" {
 			continue
 		}
-		l, err := net.Listen("tcp", extra.addr)
+		l, err := Listen(extra.addr)
 		if err != nil {
 			for _, l := range listeners[1:] {
 				l.Close()
