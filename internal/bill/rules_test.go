@@ -64,6 +64,8 @@ func TestValidateCustomerName(t *testing.T) {
 		{"13 digits that are no card", "1234567890123", "", "1234567890123"},
 		{"a card number", "4242424242424242", CodeCardNumber, ""},
 		{"a card number in groups", "Zoe 4242 4242 4242 4242", CodeCardNumber, ""},
+		{"a card number in groups two spaces apart", "4242  4242  4242  4242", CodeCardNumber, ""},
+		{"a card number in spaced dashes", "4242 - 4242 - 4242 - 4242", CodeCardNumber, ""},
 		{"a card number sent as a JSON number", raw("5555555555554444"), CodeCardNumber, ""},
 
 		{"angle bracket", "<b>Zoë</b>", CodeInvalidCharacters, ""},
@@ -116,6 +118,9 @@ func TestValidateDescription(t *testing.T) {
 		{"hyphen", "Pre-order", "", "Pre-order"},
 		{"a long number that passes Luhn but is no card", "Invoice 1000000000000008", "", "Invoice 1000000000000008"},
 		{"a card number", "card 5555-5555-5555-4444", CodeCardNumber, ""},
+		{"a card number in commas", "card 5555,5555,5555,4444", CodeCardNumber, ""},
+		{"a card number in hashes", "5555#5555#5555#4444", CodeCardNumber, ""},
+		{"a card number run into its expiry and code", "ref 55555555555544441230123", CodeCardNumber, ""},
 		{"unicode letters", "Café crème für Zoë", "", "Café crème für Zoë"},
 		{"one character", "x", "", "x"},
 		{"70 characters", strings.Repeat("x", 70), "", strings.Repeat("x", 70)},

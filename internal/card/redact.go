@@ -3,6 +3,8 @@ package card
 import (
 	"cmp"
 	"slices"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Redact masks every card number in s as its first six digits, a star for
@@ -12,16 +14,20 @@ import (
 // text whose digits contain no card number.
 //
 // A card number here is 13 to 19 digits that pass the Luhn check, bounded
-// by non-digits, and written either solid or in groups joined by single
-// separators: a space or a dash, and the dot, underscore, plus (a form's
-// space) that request ids, paths and encoded bodies carry. Not the slash:
-// it joins a file path's numbered directories (a data dir's
+// by non-digits, and written either solid or in groups joined by one to
+// three separators (maxGap): a space or a dash, and the dot, underscore,
+// plus (a form's space) that request ids, paths and encoded bodies carry,
+// so "4242  4242" and "4242 - 4242" join as "4242 4242" does. Not the
+// slash: it joins a file path's numbered directories (a data dir's
 // ".../TestX2088031234/001") into runs that pass Luhn one time in ten;
-// RedactPath, for request paths, takes it too.
+// RedactPath, for request paths, takes it too. Nor the colon, which
+// would join a log line's times ("09:26:53.123+03:00") into such runs.
 // Groups are joined greedily into chains ("1500 nnnn nnnn nnnn nnnn"), and
 // every run of whole groups in a chain is tried, so a card
 // number is found even when an amount or reference sits one space away from
-// it.
+// it. A card written straight on into its expiry and security code, in
+// one solid run of digits ("4242424242424242" "1230" "123"), is masked
+// whole but its first six (cardTail).
 //
 // The test is deliberately wider than ParsePAN's: it ignores brand, since a
 // scheme we do not route is no less sensitive. About one in ten 13 to 19
@@ -30,24 +36,48 @@ import (
 // logging a card number.
 func Redact(s string) string { return redact(s, isSeparator) }
 
-// RedactPath is Redact for a URL path, where a card number may come split
-// by slashes too ("/x/4242/4242/4242/4242"): the path is the client's, not
-// a file's.
-func RedactPath(p string) string { return redact(p, isPathSeparator) }
+// RedactPath is Redact for a URL path, the client's: any character that is
+// not a letter or digit may separate a card's groups in it
+// ("/x/4242,4242,4242,4242"), and digits of other scripts count as the
+// digits they are ("/x/４２４２…").
+func RedactPath(p string) string {
+	folded, offsets := fold(p)
+	if offsets == nil {
+		return redact(p, isAnySeparator)
+	}
+	var out []byte
+	copied := 0
+	eachCardSpan(folded, isAnySeparator, func(from, to int, hideEnd bool) {
+		out = append(out, p[copied:offsets[from]]...)
+		out = appendMasked(out, folded[from:to], hideEnd)
+		copied = offsets[to]
+	})
+	if out == nil {
+		return p
+	}
+	return string(append(out, p[copied:]...))
+}
 
 // HoldsPAN reports whether s holds a card number of a brand we know: a
-// run of whole digit groups, 13 to 19 digits joined by single separators
-// (the slash too), that passes Luhn. Every run inside a chain is tried, so
-// a card followed by its expiry and CVV ("4242 4242 4242 4242 01 25 123")
-// is found. Narrower than Redact on purpose: it refuses text a merchant
-// sent, where a long order or invoice number that merely passes Luhn must
-// not be turned away.
+// run of whole digit groups, 13 to 19 digits joined by one to three of
+// any characters that are not letters or digits, that passes Luhn, digits
+// of any script counting as the digits they are. Every run inside a chain
+// is tried, so a card followed by its expiry and CVV
+// ("4242 4242 4242 4242 01 25 123") is found, and so is one written
+// straight on into them (cardTail). Narrower than Redact on purpose: it
+// refuses text a merchant sent, where a long order or invoice number that
+// merely passes Luhn must not be turned away.
 func HoldsPAN(s string) bool {
+	s, _ = fold(s)
 	var buf [16]digitGroup
-	for groups, i := nextChain(s, 0, isPathSeparator, buf[:0]); groups != nil; groups, i = nextChain(s, i, isPathSeparator, buf[:0]) {
+	for groups, i := nextChain(s, 0, isAnySeparator, buf[:0]); groups != nil; groups, i = nextChain(s, i, isAnySeparator, buf[:0]) {
 		branded := false
-		eachLuhnRun(s, groups, func(a, b, _ int) bool {
-			branded = brandOf(stripSeparators(s[groups[a].start:groups[b].end])) != ""
+		eachLuhnRun(s, groups, func(a, b, _, cut int) bool {
+			end := groups[b].end
+			if cut > 0 {
+				end = cut
+			}
+			branded = brandOf(stripSeparators(s[groups[a].start:end])) != ""
 			return !branded
 		})
 		if branded {
@@ -60,12 +90,12 @@ func HoldsPAN(s string) bool {
 func redact(s string, sep func(byte) bool) string {
 	var out []byte // stays nil until the first mask, so clean text costs nothing
 	copied := 0    // s[:copied] is already in out
-	eachCardSpan(s, sep, func(from, to int) {
+	eachCardSpan(s, sep, func(from, to int, hideEnd bool) {
 		if out == nil {
 			out = make([]byte, 0, len(s))
 		}
 		out = append(out, s[copied:from]...)
-		out = appendMasked(out, s[from:to])
+		out = appendMasked(out, s[from:to], hideEnd)
 		copied = to
 	})
 	if out == nil {
@@ -74,9 +104,11 @@ func redact(s string, sep func(byte) bool) string {
 	return string(append(out, s[copied:]...))
 }
 
-// eachCardSpan calls mask(from, to), left to right, for every stretch of s
-// that Redact must mask, with sep telling the separators that join groups.
-func eachCardSpan(s string, sep func(byte) bool, mask func(from, to int)) {
+// eachCardSpan calls mask(from, to, hideEnd), left to right, for every
+// stretch of s that Redact must mask, with sep telling the separators that
+// join groups; hideEnd: keep no last four (a card run into its expiry and
+// code, whose last four are the code).
+func eachCardSpan(s string, sep func(byte) bool, mask func(from, to int, hideEnd bool)) {
 	var buf [16]digitGroup
 	for groups, i := nextChain(s, 0, sep, buf[:0]); groups != nil; groups, i = nextChain(s, i, sep, buf[:0]) {
 		maskCardsInChain(s, groups, mask)
@@ -100,33 +132,64 @@ func nextChain(s string, i int, sep func(byte) bool, buf []digitGroup) ([]digitG
 	return nil, i
 }
 
-// eachLuhnRun calls f(a, b, digits) for every run of whole groups in a
-// chain, groups[a..b], of 13 to 19 digits that passes Luhn, until f
-// returns false: the runs Redact masks from and HoldsPAN looks through.
-func eachLuhnRun(s string, groups []digitGroup, f func(a, b, digits int) bool) {
+// eachLuhnRun calls f(a, b, digits, 0) for every run of whole groups in a
+// chain, groups[a..b], of 13 to 19 digits that passes Luhn, and
+// f(a, a, digits, cut) for every card that a group holds at its start,
+// s[groups[a].start:cut], run straight on into its expiry and code
+// (cardTail), until f returns false: the runs Redact masks from and
+// HoldsPAN looks through.
+func eachLuhnRun(s string, groups []digitGroup, f func(a, b, digits, cut int) bool) {
 	for a := range groups {
 		digits := 0
 		for b := a; b < len(groups); b++ {
 			if digits += groups[b].end - groups[b].start; digits > maxRedactDigits {
 				break
 			}
-			if digits >= minRedactDigits && luhnSum(s[groups[a].start:groups[b].end])%10 == 0 && !f(a, b, digits) {
+			if digits >= minRedactDigits && luhnSum(s[groups[a].start:groups[b].end])%10 == 0 && !f(a, b, digits, 0) {
+				return
+			}
+		}
+		g := groups[a]
+		for n := minRedactDigits; n <= maxRedactDigits && n < g.end-g.start; n++ {
+			cut := g.start + n
+			if cardTail(s[cut:g.end]) && luhnSum(s[g.start:cut])%10 == 0 && !f(a, a, n, cut) {
 				return
 			}
 		}
 	}
 }
 
+// cardTail reports whether digits could be what follows a card number
+// typed or pasted on without a break: its expiry (MMYY or MMYYYY, month
+// 01 to 12), its security code (3 or 4 digits), or the one then the other.
+func cardTail(digits string) bool {
+	code := func(d string) bool { return len(d) == 3 || len(d) == 4 }
+	if code(digits) {
+		return true
+	}
+	if len(digits) < 4 || !(digits[0] == '0' && digits[1] >= '1' || digits[0] == '1' && digits[1] <= '2') {
+		return false
+	}
+	rest := digits[4:] // after MMYY
+	if len(rest) >= 2 && digits[2:4] == "20" && (len(rest) == 2 || code(rest[2:])) {
+		return true // MMYYYY, with a code or not
+	}
+	return len(rest) == 0 || code(rest)
+}
+
 const (
 	minRedactDigits = 13
 	maxRedactDigits = 19
+	// maxGap is how many separators may join two groups: "4242  4242" and
+	// "4242 - 4242" are one chain, as "4242 4242" is.
+	maxGap = 3
 )
 
 // digitGroup is a maximal run of digits, s[start:end].
 type digitGroup struct{ start, end int }
 
 // scanChain collects the digit groups starting at s[i] that are joined by
-// single separators, with their total digit count and the index just past
+// one to maxGap separators, with their total digit count and the index just past
 // the last one.
 func scanChain(s string, i int, sep func(byte) bool, groups []digitGroup) ([]digitGroup, int, int) {
 	digits := 0
@@ -137,8 +200,12 @@ func scanChain(s string, i int, sep func(byte) bool, groups []digitGroup) ([]dig
 		}
 		groups = append(groups, digitGroup{start, i})
 		digits += i - start
-		if i+1 < len(s) && sep(s[i]) && isDigit(s[i+1]) {
-			i++
+		j := i
+		for j < len(s) && j-i < maxGap && sep(s[j]) {
+			j++
+		}
+		if j > i && j < len(s) && isDigit(s[j]) {
+			i = j
 			continue
 		}
 		return groups, digits, i
@@ -149,7 +216,55 @@ func isSeparator(c byte) bool {
 	return c == ' ' || c == '-' || c == '.' || c == '_' || c == '+'
 }
 
-func isPathSeparator(c byte) bool { return c == '/' || isSeparator(c) }
+// isAnySeparator: in a client's path and in text a person typed, anything
+// but a letter or digit may stand between a card's groups.
+func isAnySeparator(c byte) bool {
+	return !isDigit(c) && !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') && c < utf8.RuneSelf
+}
+
+// fold returns s with every rune one byte: a decimal digit of any script
+// as its ASCII digit, a letter as 'a', anything else as a space, and for
+// each byte of the result the offset of its rune in s (and len(s) last).
+// ASCII text comes back as it is, with no offsets.
+func fold(s string) (string, []int) {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return s, nil
+	}
+	out := make([]byte, 0, len(s))
+	offsets := make([]int, 0, len(s)+1)
+	for i, r := range s {
+		offsets = append(offsets, i)
+		switch {
+		case r < utf8.RuneSelf:
+			out = append(out, byte(r))
+		case unicode.IsDigit(r):
+			out = append(out, '0'+byte(digitValue(r)))
+		case unicode.IsLetter(r) || unicode.IsMark(r):
+			out = append(out, 'a')
+		default:
+			out = append(out, ' ')
+		}
+	}
+	return string(out), append(offsets, len(s))
+}
+
+// digitValue is the value of r, a decimal digit (Unicode's Nd): each
+// script's digits are ten code points in a row from its zero, and scripts
+// whose digits sit side by side (mathematical digits) start at a zero each.
+func digitValue(r rune) int {
+	start := r
+	for unicode.IsDigit(start-1) && r-start < 60 {
+		start--
+	}
+	return int(r-start) % 10
+}
 
 // candidate is a run of whole groups, groups[first..last], that could be a
 // card number.
@@ -157,6 +272,9 @@ type candidate struct {
 	first, last int
 	digits      int
 	branded     bool
+	// tailed: a card run straight on into its expiry and code, in one
+	// group: the group is masked but its first six.
+	tailed bool
 }
 
 // maskCardsInChain calls mask(from, to), left to right, for the stretches
@@ -170,10 +288,14 @@ type candidate struct {
 // by that mask, so the date survives. Two overlapping candidates that both
 // carry a known brand are masked as one stretch, because if the wrong one
 // had been chosen most of the real number would be left readable.
-func maskCardsInChain(s string, groups []digitGroup, mask func(from, to int)) {
+func maskCardsInChain(s string, groups []digitGroup, mask func(from, to int, hideEnd bool)) {
 	var found []candidate
-	eachLuhnRun(s, groups, func(a, b, digits int) bool {
-		found = append(found, candidate{a, b, digits, brandOf(stripSeparators(s[groups[a].start:groups[b].end])) != ""})
+	eachLuhnRun(s, groups, func(a, b, digits, cut int) bool {
+		end := groups[b].end
+		if cut > 0 {
+			end = cut
+		}
+		found = append(found, candidate{a, b, digits, brandOf(stripSeparators(s[groups[a].start:end])) != "", cut > 0})
 		return true
 	})
 	if len(found) == 0 {
@@ -206,7 +328,9 @@ func maskCardsInChain(s string, groups []digitGroup, mask func(from, to int)) {
 			if !c.branded {
 				break
 			}
-			c.first, c.last = min(c.first, o.first), max(c.last, o.last)
+			// Where either may be a card run into its code, the mask
+			// shows no last four: they could be the code.
+			c.first, c.last, c.tailed = min(c.first, o.first), max(c.last, o.last), c.tailed || o.tailed
 			chosen = slices.Delete(chosen, i, i+1)
 		}
 		if !overlapped || c.branded {
@@ -215,7 +339,7 @@ func maskCardsInChain(s string, groups []digitGroup, mask func(from, to int)) {
 	}
 	slices.SortFunc(chosen, func(x, y candidate) int { return cmp.Compare(x.first, y.first) })
 	for _, c := range chosen {
-		mask(groups[c.first].start, groups[c.last].end)
+		mask(groups[c.first].start, groups[c.last].end, c.tailed)
 	}
 }
 
@@ -234,9 +358,9 @@ func stripSeparators(text string) string {
 }
 
 // appendMasked writes the digits of text, a run of groups, as first six,
-// stars, last four, dropping the separators so the result reads as one
-// masked number.
-func appendMasked(out []byte, text string) []byte {
+// stars, last four (with hideEnd, stars to the end), dropping the
+// separators so the result reads as one masked number.
+func appendMasked(out []byte, text string, hideEnd bool) []byte {
 	total := 0
 	for i := 0; i < len(text); i++ {
 		if isDigit(text[i]) {
@@ -248,7 +372,7 @@ func appendMasked(out []byte, text string) []byte {
 		if !isDigit(text[i]) {
 			continue
 		}
-		if k < 6 || k >= total-4 {
+		if k < 6 || k >= total-4 && !hideEnd {
 			out = append(out, text[i])
 		} else {
 			out = append(out, '*')

@@ -1,12 +1,13 @@
 package card
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 )
 
 func TestRedact(t *testing.T) {
-	nineteen := withCheckDigit("4" + strings.Repeat("1", 17))
+	nineteen := withCheckDigit("4" + strings.Repeat("2", 17)) // no card and code inside it: 4222222222222222224
 	thirteen := withCheckDigit("422222222222")
 	twelve := withCheckDigit("42424242424")
 	sixteenNotLuhn := breakLuhn(visa4242)
@@ -44,9 +45,18 @@ func TestRedact(t *testing.T) {
 
 		{"sixteen digits failing luhn", "ref " + sixteenNotLuhn, "ref " + sixteenNotLuhn},
 		{"twelve digits", "ref " + twelve, "ref " + twelve},
-		{"twenty digits", "id " + withCheckDigit("4"+strings.Repeat("1", 18)), "id " + withCheckDigit("4"+strings.Repeat("1", 18))},
+		{"twenty digits, no card then an expiry or code", "id 91111111111111111114", "id 91111111111111111114"},
 		{"card inside a longer digit run", "x1" + visa4242 + "1", "x1" + visa4242 + "1"},
-		{"double space breaks grouping", "4242  4242 4242 4242", "4242  4242 4242 4242"},
+		{"double space", "4242  4242 4242 4242", "424242******4242"},
+		{"spaced dashes", "4242 - 4242 - 4242 - 4242", "424242******4242"},
+		{"double dashes", "id 4242--4242--4242--4242", "id 424242******4242"},
+		{"four spaces break grouping", "4242    4242 4242 4242", "4242    4242 4242 4242"},
+		{"card run into its expiry and code", "v=" + visa4242 + "1230123", "v=424242*****************"},
+		{"card run into its code", visa4242 + "737", "424242*************"},
+		{"card run into no expiry", visa4242 + "1330123", visa4242 + "1330123"},
+		// Nineteen digits that are a card, or a shorter card and its code:
+		// the code is not shown.
+		{"nineteen digits or a card and its code", withCheckDigit("4" + strings.Repeat("1", 17)), "411111*************"},
 		{"amount", "amount=1500.00&currency=KES", "amount=1500.00&currency=KES"},
 		{"timestamp", "2026-03-15T12:00:00Z", "2026-03-15T12:00:00Z"},
 		{"phone", "+254 712 345 678", "+254 712 345 678"},
@@ -66,11 +76,19 @@ func TestRedact(t *testing.T) {
 // slashes in it.
 func TestRedactPath(t *testing.T) {
 	for in, want := range map[string]string{
-		"/x/4242/4242/4242/4242":           "/x/424242******4242",
-		"/x/4242/4242/4242/4242/receipt":   "/x/424242******4242/receipt",
-		"/x/" + visa4242:                   "/x/424242******4242",
-		"/payment/v2/bills":                "/payment/v2/bills",
-		"/dashboard/payments/ABCDEF123456": "/dashboard/payments/ABCDEF123456",
+		"/x/4242/4242/4242/4242":                "/x/424242******4242",
+		"/x/4242/4242/4242/4242/receipt":        "/x/424242******4242/receipt",
+		"/x/" + visa4242:                        "/x/424242******4242",
+		"/x/4242,4242,4242,4242":                "/x/424242******4242",
+		"/x/4242:4242;4242~4242":                "/x/424242******4242",
+		"/x/4242\t4242\n4242  4242":             "/x/424242******4242",
+		"/x/4242\u00a04242\u00a04242\u00a04242": "/x/424242******4242",
+		"/x/４２４２４２４２４２４２４２４２":                   "/x/424242******4242",
+		"/x/é٤٢٤٢٤٢٤٢٤٢٤٢٤٢٤٢/y":                "/x/é424242******4242/y",
+		"/x/" + visa4242 + "1230123":            "/x/424242*****************",
+		"/payment/v2/bills":                     "/payment/v2/bills",
+		"/dashboard/payments/ABCDEF123456":      "/dashboard/payments/ABCDEF123456",
+		"/x/café/2026/11/27":                    "/x/café/2026/11/27",
 	} {
 		if got := RedactPath(in); got != want {
 			t.Errorf("RedactPath(%q) = %q, want %q", in, got, want)
@@ -88,31 +106,49 @@ func TestRedactDoesNotAllocateWithoutCards(t *testing.T) {
 
 // cardLikeRuns finds every stretch s[from:to] that Redact's contract
 // forbids leaving intact: 13 to 19 digits bounded by non-digits, joined by
-// single spaces or dashes, passing Luhn. It is written independently of
-// Redact, by brute force, so the fuzz target checks the contract rather
-// than the code.
-func cardLikeRuns(s string, sep func(byte) bool) [][2]int {
-	var found [][2]int
+// one to three separators, passing Luhn; and a solid run of digits that
+// starts with 13 to 19 passing Luhn and goes on with what an expiry and a
+// security code look like. It is written independently of Redact, by
+// brute force, so the fuzz target checks the contract rather than the
+// code. cut is where the card ends in a solid run, else 0.
+func cardLikeRuns(s string, sep func(byte) bool) []cardRun {
+	var found []cardRun
 	for i := 0; i < len(s); i++ {
 		if !isDigit(s[i]) || (i > 0 && isDigit(s[i-1])) {
 			continue
 		}
 		var digits []byte
+		gap := 0
 		for j := i; j < len(s) && len(digits) <= 19; j++ {
 			c := s[j]
 			if isDigit(c) {
-				digits = append(digits, c)
-			} else if !sep(c) || !isDigit(s[j-1]) {
+				digits, gap = append(digits, c), 0
+			} else if gap++; !sep(c) || gap > 3 {
 				break
 			}
 			atRunEnd := isDigit(c) && (j+1 == len(s) || !isDigit(s[j+1]))
 			if atRunEnd && len(digits) >= 13 && len(digits) <= 19 && Luhn(string(digits)) {
-				found = append(found, [2]int{i, j + 1})
+				found = append(found, cardRun{i, j + 1, 0})
+			}
+		}
+		end := i
+		for end < len(s) && isDigit(s[end]) {
+			end++
+		}
+		for n := 13; n <= 19 && i+n < end; n++ {
+			if Luhn(s[i:i+n]) && expiryAndCode.MatchString(s[i+n:end]) {
+				found = append(found, cardRun{i, end, i + n})
 			}
 		}
 	}
 	return found
 }
+
+type cardRun struct{ from, to, cut int }
+
+// expiryAndCode is what may follow a card number run on without a break:
+// a security code, an expiry (MMYY, MMYYYY), or both.
+var expiryAndCode = regexp.MustCompile(`^(\d{3,4}|(0[1-9]|1[0-2])(\d{2}|20\d{2})(\d{3,4})?)$`)
 
 // FuzzRedact checks that every card-like run in the input is broken by a
 // mask, and that the output is exactly the input with those masks applied.
@@ -127,6 +163,7 @@ func FuzzRedact(f *testing.F) {
 		visa4242 + visa4242, visa4242 + " " + visa4242 + " " + visa4242,
 		"42424242 42424242424242", "ref 4 5555 5555 5555 4444", "2026-03-15 4242 4242 4242 4242",
 		"4242.4242_4242+4242", "/tmp/X2088031234/001/data", "42424 4242 4242 42+2", "/x/4242/4242/4242/4242",
+		"4242  4242 - 4242,4242", visa4242 + "1230123", "４２４２４２４２４２４２４２４２", "٤٢٤٢٤٢٤٢٤٢٤٢٤٢٤٢",
 	} {
 		f.Add(seed)
 	}
@@ -135,13 +172,19 @@ func FuzzRedact(f *testing.F) {
 			name   string
 			redact func(string) string
 			sep    func(byte) bool
-		}{{"Redact", Redact, isSeparator}, {"RedactPath", RedactPath, isPathSeparator}} {
-			checkRedaction(t, r.name, in, r.redact(in), r.sep)
+			folds  bool
+		}{{"Redact", Redact, isSeparator, false}, {"RedactPath", RedactPath, isAnySeparator, true}} {
+			checkRedaction(t, r.name, in, r.redact(in), r.sep, r.folds)
 		}
 		// HoldsPAN walks the chains RedactPath does, and asks a brand too.
+		folded, _ := fold(in)
 		want := false
-		for _, run := range cardLikeRuns(in, isPathSeparator) {
-			want = want || brandOf(digitsOf(in[run[0]:run[1]])) != ""
+		for _, run := range cardLikeRuns(folded, isAnySeparator) {
+			end := run.to
+			if run.cut > 0 {
+				end = run.cut
+			}
+			want = want || brandOf(digitsOf(folded[run.from:end])) != ""
 		}
 		if got := HoldsPAN(in); got != want {
 			t.Fatalf("HoldsPAN(%q) = %v, want %v", in, got, want)
@@ -159,39 +202,61 @@ func digitsOf(s string) string {
 	}, s)
 }
 
-func checkRedaction(t *testing.T, name, in, out string, sep func(byte) bool) {
-	var spans [][2]int
-	eachCardSpan(in, sep, func(from, to int) { spans = append(spans, [2]int{from, to}) })
+// checkRedaction checks out, what name made of in, against the spans
+// eachCardSpan finds (in the folded text, when name folds), and that every
+// card-like run is broken by one.
+func checkRedaction(t *testing.T, name, in, out string, sep func(byte) bool, folds bool) {
+	text, offsets := in, []int(nil)
+	if folds {
+		text, offsets = fold(in)
+	}
+	at := func(i int) int { // text's index i in in
+		if offsets == nil {
+			return i
+		}
+		return offsets[i]
+	}
+	type span struct {
+		from, to int
+		hideEnd  bool
+	}
+	var spans []span
+	eachCardSpan(text, sep, func(from, to int, hideEnd bool) { spans = append(spans, span{from, to, hideEnd}) })
 	var want strings.Builder
 	copied := 0
-	for _, span := range spans {
-		from, to := span[0], span[1]
-		if from < copied || to <= from {
-			t.Fatalf("%s(%q): span %v out of order after %d", name, in, span, copied)
+	for _, sp := range spans {
+		if sp.from < copied || sp.to <= sp.from {
+			t.Fatalf("%s(%q): span %v out of order after %d", name, in, sp, copied)
 		}
-		want.WriteString(in[copied:from])
-		digits := digitsOf(in[from:to])
+		want.WriteString(in[at(copied):at(sp.from)])
+		digits := digitsOf(text[sp.from:sp.to])
 		if len(digits) < 13 {
-			t.Fatalf("%s(%q): span %q is too short to be a card", name, in, in[from:to])
+			t.Fatalf("%s(%q): span %q is too short to be a card", name, in, text[sp.from:sp.to])
 		}
-		want.WriteString(digits[:6] + strings.Repeat("*", len(digits)-10) + digits[len(digits)-4:])
-		copied = to
+		if sp.hideEnd {
+			want.WriteString(digits[:6] + strings.Repeat("*", len(digits)-6))
+		} else {
+			want.WriteString(digits[:6] + strings.Repeat("*", len(digits)-10) + digits[len(digits)-4:])
+		}
+		copied = sp.to
 	}
-	want.WriteString(in[copied:])
+	want.WriteString(in[at(copied):])
 	if out != want.String() {
 		t.Fatalf("%s(%q) = %q, want %q", name, in, out, want.String())
 	}
 
-	for _, run := range cardLikeRuns(in, sep) {
+	for _, run := range cardLikeRuns(text, sep) {
 		broken := false
-		for _, span := range spans {
-			if run[0] < span[1] && span[0] < run[1] {
-				broken = true
+		for _, sp := range spans {
+			if run.from < sp.to && sp.from < run.to {
+				// A card of a known brand run into its code keeps none
+				// of its last digits.
+				broken = run.cut == 0 || sp.hideEnd || brandOf(text[run.from:run.cut]) == ""
 				break
 			}
 		}
 		if !broken {
-			t.Fatalf("%s(%q) = %q, left card-like %q intact", name, in, out, in[run[0]:run[1]])
+			t.Fatalf("%s(%q) = %q, left card-like %q intact", name, in, out, text[run.from:run.to])
 		}
 	}
 }
@@ -235,10 +300,21 @@ func TestHoldsPAN(t *testing.T) {
 		{"4242 4242 4242 4242 01 25 100", true}, // with its expiry and CVV
 		{"card 4242/4242/4242/4242", true},
 		{"5555-5555-5555-4444-12-27-737", true},
-		{"4242424242424241", false},         // fails Luhn
-		{"Invoice 1000000000000008", false}, // passes Luhn, no brand
-		{"order 2026112512", false},         // too short
-		{"42424242424242424242424", false},  // too long for a card
+		{"4242  4242  4242  4242", true},
+		{"4242 - 4242 - 4242 - 4242", true},
+		{"4242,4242,4242,4242", true},
+		{"card 4242:4242:4242:4242", true},
+		{"4242#4242#4242#4242", true},
+		{"4242\u00a04242\u00a04242\u00a04242", true},
+		{"４２４２ ４２４２ ４２４２ ４２４２", true},
+		{"٤٢٤٢٤٢٤٢٤٢٤٢٤٢٤٢", true},
+		{"4242424242424242" + "1230123", true}, // run on into its expiry and code
+		{"4242424242424242" + "737", true},
+		{"4242    4242    4242    4242", false}, // four spaces: four numbers
+		{"4242424242424241", false},             // fails Luhn
+		{"Invoice 1000000000000008", false},     // passes Luhn, no brand
+		{"order 2026112512", false},             // too short
+		{"42424242424242424242424", false},      // too long for a card
 	} {
 		if got := HoldsPAN(tt.text); got != tt.want {
 			t.Errorf("HoldsPAN(%q) = %v, want %v", tt.text, got, tt.want)

@@ -83,8 +83,16 @@ func TestNoCardDataAtRestOrInLogs(t *testing.T) {
 	// without them.
 	b3 := g.CreateBill(c, tok, "PANFIELDS", "10")
 	v := servertest.FormFields(c, tok, b3)
+	// As an outside review typed them: doubled spaces, spaced dashes,
+	// commas, colons, no-break spaces, full-width digits, the card run on
+	// into its expiry and code.
 	shopFields := map[string]string{"address": visa2, "city": spaced(mastercard2), "productDescription": "gift " + amex,
-		"customerFirstName": spaced(visa), "postalcodeZip": mastercard, "ipAddress": cardDeclined}
+		"customerFirstName": spaced(visa), "postalcodeZip": mastercard, "ipAddress": cardDeclined,
+		"customerLastName": strings.Join([]string{visa[:4], visa[4:8], visa[8:12], visa[12:]}, "  "),
+		"country":          strings.Join([]string{visa2[:4], visa2[4:8], visa2[8:12], visa2[12:]}, " - "),
+		"productType":      strings.Join([]string{mastercard[:4], mastercard[4:8], mastercard[8:12], mastercard[12:]}, ","),
+		"serviceDate":      strings.Join([]string{visa[:4], visa[4:8], visa[8:12], visa[12:]}, ":"),
+		"emailAddress":     visa2 + "1230123"}
 	for k, n := range shopFields {
 		v.Set(k, n)
 	}
