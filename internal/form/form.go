@@ -607,7 +607,7 @@ func (h *Handler) keepTyped(r *http.Request, checkoutID string) {
 	}
 	n := sess.Notice
 	n.FirstName, n.LastName = shownName(typedText(form.Get("cardFirstName"), 50)), shownName(typedText(form.Get("cardLastName"), 50))
-	n.Expiry = typedText(form.Get("cardExpiry"), 9)
+	n.Expiry = shownExpiry(card.SplitExpiry(typedText(form.Get("cardExpiry"), 9)))
 	if err := h.Checkouts.SetCheckoutNotice(r.Context(), checkout.Hash(checkoutID), n); err != nil {
 		h.Log.WarnContext(r.Context(), "keep the card page's typed names across a language switch", "err", err)
 	}

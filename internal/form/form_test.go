@@ -897,6 +897,18 @@ func TestOneExpiryField(t *testing.T) {
 	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(body, `id="cardExpiry-error"`) || !strings.Contains(body, `value="13 / `+yy+`"`) {
 		t.Errorf("a wrong expiry: %d\n%s", rec.Code, body)
 	}
+	// A card number or the security code typed into the expiry box is not
+	// shown back (nor kept in the session, whose notice the page is drawn
+	// from).
+	for _, typed := range []string{visa, "855"} {
+		b := g.CreateBill(c, tok, "EXPPAN"+typed[:3], "10")
+		id := g.OpenCheckout(servertest.FormFields(c, tok, b))
+		rec := g.CardPay(url.Values{"checkout": {id}, "cardNumber": {mastercard}, "cardSecurity": {"855"}, "cardExpiry": {typed}, "cardFirstName": {"A"}, "cardLastName": {"B"}})
+		body := rec.Body.String()
+		if rec.Code != http.StatusUnprocessableEntity || strings.Contains(body, `value="`+typed) || strings.Contains(body, `value="855`) {
+			t.Errorf("expiry typed as %q: %d, and the page shows it again:\n%s", typed, rec.Code, body)
+		}
+	}
 }
 
 // Our card page is prefilled with the cardholder's names the shop posted

@@ -249,8 +249,12 @@ func TestLanguageSwitchKeepsWhatWasTyped(t *testing.T) {
 		wantFirst, wantLast, exp string
 	}{
 		{"Amina", "Otieno", "12 / 30", "Amina", "Otieno", "12 / 30"},
-		{visa, "Otieno", "1230", "", "Otieno", "1230"},
+		{visa, "Otieno", "1230", "", "Otieno", "12 / 30"},
 		{"Amina", strings.Repeat("x", 51), "12 / 30 / 40", "Amina", "", ""},
+		// A card number or a security code typed into the expiry box is
+		// neither kept nor shown back.
+		{"Amina", "Otieno", visa, "Amina", "Otieno", ""},
+		{"Amina", "Otieno", "855", "Amina", "Otieno", ""},
 	} {
 		form := url.Values{"page": {lf.Values()["page"]}, "language": {"sw"},
 			"cardFirstName": {tt.first}, "cardLastName": {tt.last}, "cardExpiry": {tt.expiry}, "cardNumber": {mastercard}}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -100,13 +101,27 @@ func (h *Handler) renderCard(w http.ResponseWriter, r *http.Request, t trusted, 
 // typedExpiry is the expiry the shopper typed, to show again as MM / YY.
 func typedExpiry(sub Submission) string {
 	if sub.CardExpiryMonth == "" && sub.CardExpiryYear == "" {
-		return sub.CardExpiry
+		return shownExpiry(card.SplitExpiry(sub.CardExpiry))
 	}
-	y := sub.CardExpiryYear
-	if len(y) == 4 {
-		y = y[2:]
+	return shownExpiry(sub.CardExpiryMonth, sub.CardExpiryYear)
+}
+
+// shownExpiry is month and year as the page shows them again (MM / YY),
+// and keeps in the checkout's session meanwhile: a month of one or two
+// digits and a year of two or four, right or wrong (13 / 27 is shown back
+// to be corrected), and "" for anything else. A card number or security
+// code typed into the expiry box was shown back and kept in the session.
+func shownExpiry(month, year string) string {
+	digits := func(s string, lengths ...int) bool {
+		return slices.Contains(lengths, len(s)) && strings.Trim(s, "0123456789") == ""
 	}
-	return sub.CardExpiryMonth + " / " + y
+	if !digits(month, 1, 2) || !digits(year, 2, 4) {
+		return ""
+	}
+	if len(year) == 4 {
+		year = year[2:]
+	}
+	return month + " / " + year
 }
 
 func (h *Handler) renderChallenge(w http.ResponseWriter, r *http.Request, t trusted, p payment.Payment) {
