@@ -64,8 +64,9 @@ type Handler struct {
 	Location  *time.Location
 	Log       *slog.Logger
 	Now       func() time.Time
-	// HSTS is sent when the public URL is https.
-	HSTS bool
+	// HTTPS: the public URL is https, and the page's cookie is Secure
+	// (the server sends HSTS on every answer then).
+	HTTPS bool
 	// DefaultRegion reads mobile numbers in national form (0712345678).
 	DefaultRegion string
 	// Sealer seals the pages' URLs (page.go); derive its key from the
@@ -576,7 +577,7 @@ func (h *Handler) switchLanguage(w http.ResponseWriter, r *http.Request) {
 	}
 	if l := i18n.ByTag(r.PostForm.Get("language")); l != nil {
 		http.SetCookie(w, &http.Cookie{Name: languageCookie, Value: l.Tag, Path: "/", MaxAge: 365 * 24 * 3600,
-			HttpOnly: true, Secure: h.HSTS, SameSite: http.SameSiteLaxMode})
+			HttpOnly: true, Secure: h.HTTPS, SameSite: http.SameSiteLaxMode})
 	}
 	id := r.PostForm.Get(pageField)
 	p, err := h.openPage(id)
@@ -789,7 +790,4 @@ func (h *Handler) securityHeaders(w http.ResponseWriter, formAction string) {
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("X-Frame-Options", "DENY")
-	if h.HSTS {
-		hd.Set("Strict-Transport-Security", "max-age=63072000; includeSubDomains")
-	}
 }

@@ -49,7 +49,7 @@ func withRequest(next http.Handler, log *slog.Logger, addrs clientaddr.Resolver,
 		id := r.Header.Get(RequestIDHeader)
 		// An id that looks like a card number would be logged and echoed in
 		// clear: replace it like any other unusable id.
-		if !safeRequestID.MatchString(id) || card.Redact(id) != id {
+		if !safeRequestID.MatchString(id) || card.RedactPath(id) != id {
 			id = secret.NewID("req")
 		}
 		client := addrs.Resolve(r.RemoteAddr, r.Header)
@@ -87,6 +87,19 @@ func withRequest(next http.Handler, log *slog.Logger, addrs clientaddr.Resolver,
 			log.InfoContext(ctx, "request", append(attrs, logging.Notes(ctx)...)...)
 		}()
 		next.ServeHTTP(rec, r)
+	})
+}
+
+// withHSTS asks browsers to keep to https, on every answer when the public
+// URL is https: only the card pages did, so a dashboard sign-in (which sets
+// a Secure cookie) or a shop's first redirect could be taken to http.
+func withHSTS(next http.Handler, https bool) http.Handler {
+	if !https {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Strict-Transport-Security", "max-age=63072000; includeSubDomains")
+		next.ServeHTTP(w, r)
 	})
 }
 

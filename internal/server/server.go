@@ -367,7 +367,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		return nil, err
 	}
 	forms = &form.Handler{Auth: g.Auth, Bills: st, Checkouts: st, Payments: g.Payments, Location: loc, Log: log, Now: now,
-		HSTS: strings.HasPrefix(cfg.PublicURL, "https://"), DefaultRegion: cfg.DefaultRegion, Sealer: pages}
+		HTTPS: strings.HasPrefix(cfg.PublicURL, "https://"), DefaultRegion: cfg.DefaultRegion, Sealer: pages}
 	forms.Register(formMux)
 	dashMux := mux
 	if cfg.DashboardAddr != "" {
@@ -385,9 +385,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		mux.Handle("/metrics", onlyFrom(cfg.MetricsAllow, addrs, g.metricsHandler, http.HandlerFunc(notFound)))
 	}
 	routes := newHTTPMetrics(g.Metrics)
-	g.Handler = withRequest(mux, log, addrs, routes)
-	g.FormHandler = withRequest(formMux, log, addrs, routes)
-	g.DashboardHandler = withRequest(dashMux, log, addrs, routes)
+	https := strings.HasPrefix(cfg.PublicURL, "https://")
+	g.Handler = withRequest(withHSTS(mux, https), log, addrs, routes)
+	g.FormHandler = withRequest(withHSTS(formMux, https), log, addrs, routes)
+	g.DashboardHandler = withRequest(withHSTS(dashMux, https), log, addrs, routes)
 	return g, nil
 }
 
