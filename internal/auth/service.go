@@ -3,7 +3,9 @@ package auth
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -248,7 +250,13 @@ func (s *Service) guarded(ctx context.Context, now time.Time, subject, clientIP,
 
 // The dashboard's locks of a merchant: its sign-in, the password
 // re-entered in a session, and the second factor's codes.
-func signInLock(code string) string       { return "dashboard:" + code }
+func signInLock(code string) string { return "dashboard:" + code }
+
+// unknownCode is how a username no merchant has is counted: by a digest.
+func unknownCode(username string) string {
+	sum := sha256.Sum256([]byte(username))
+	return "unknown-" + hex.EncodeToString(sum[:12])
+}
 func reauthLock(code string) string       { return "reauth:" + code }
 func secondFactorLock(code string) string { return "totp:" + code }
 
@@ -278,8 +286,10 @@ func (s *Service) SignIn(ctx context.Context, username, password, clientIP strin
 		return merchant.Merchant{}, fmt.Errorf("load merchant: %w", err)
 	}
 	// An unknown code is counted and locked as a known one is: a lock that
-	// only real merchants' codes could reach would tell which exist.
-	lock := signInLock(username)
+	// only real merchants' codes could reach would tell which exist. It is
+	// kept by a digest: what a stranger typed may be anything, a card
+	// number included, and auth_failures keeps it for an hour.
+	lock := signInLock(unknownCode(username))
 	if known {
 		lock = signInLock(m.Code)
 	}

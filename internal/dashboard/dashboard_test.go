@@ -517,6 +517,26 @@ func TestSecondFactorSignInIsLoggedOnceDone(t *testing.T) {
 	}
 }
 
+// A card number typed as the username is neither shown back on the page
+// nor kept in clear with the failures counted against it.
+func TestSignInWithACardNumberAsUsername(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	for _, typed := range []string{visa, "4242 4242 4242 4242"} {
+		req := httptest.NewRequest(http.MethodPost, "/dashboard/sign-in", strings.NewReader(url.Values{"username": {typed}, "password": {"wrong-password-1"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		rec := g.Serve(req)
+		if rec.Code != http.StatusUnauthorized || strings.Contains(rec.Body.String(), typed) {
+			t.Errorf("signing in as %q: %d, the page shows it again: %v", typed, rec.Code, strings.Contains(rec.Body.String(), typed))
+		}
+	}
+	if n := g.Count(`SELECT COUNT(*) FROM auth_failures WHERE subject LIKE '%4242%'`); n != 0 {
+		t.Errorf("%d auth_failures rows hold the card number", n)
+	}
+	if n := g.Count(`SELECT COUNT(*) FROM auth_failures WHERE subject LIKE 'dashboard:unknown-%'`); n != 2 {
+		t.Errorf("%d failures counted against the unknown usernames, want 2", n)
+	}
+}
+
 // Sign-in failures lock the dashboard after 10, with a page saying when to
 // come back, for the right password too; the answer never says whether the
 // merchant exists; the API's tokens are not locked by them.

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"github.com/kadipay/kadi/internal/card"
 	"net/http"
 	"net/url"
 	"path"
@@ -44,23 +45,29 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	username := strings.TrimSpace(r.PostForm.Get("username"))
+	// What the page shows back: not a card number typed into the wrong
+	// box, which no merchant code is.
+	shown := username
+	if card.RedactPath(username) != username {
+		shown = ""
+	}
 	next := dashboardPath(r.PostForm.Get("next"))
 	m, err := h.Auth.SignIn(r.Context(), username, r.PostForm.Get("password"), clientIP(r))
 	var locked *auth.LockedError
 	switch {
 	case errors.As(err, &locked):
-		h.render(w, r, http.StatusTooManyRequests, "signin.html", map[string]any{"Username": username, "Next": next,
+		h.render(w, r, http.StatusTooManyRequests, "signin.html", map[string]any{"Username": shown, "Next": next,
 			"Error": "Too many failed attempts. Try again after " + h.Now().Add(locked.RetryAfter).In(h.Location).Format("15:04 MST, 2 Jan") + "."})
 		return
 	case errors.Is(err, auth.ErrBusy):
 		w.Header().Set("Retry-After", "1")
-		h.render(w, r, http.StatusServiceUnavailable, "signin.html", map[string]any{"Username": username, "Next": next, "Error": "The gateway is busy. Try again in a moment."})
+		h.render(w, r, http.StatusServiceUnavailable, "signin.html", map[string]any{"Username": shown, "Next": next, "Error": "The gateway is busy. Try again in a moment."})
 		return
 	case errors.Is(err, auth.ErrInvalidGrant):
 		if m.Code != "" {
 			h.Store.RecordAudit(r.Context(), audit.Event{At: h.Now(), MerchantCode: m.Code, Actor: "dashboard " + clientIP(r), Action: audit.SignInFailed})
 		}
-		h.render(w, r, http.StatusUnauthorized, "signin.html", map[string]any{"Username": username, "Next": next, "Error": "The username or password is not right."})
+		h.render(w, r, http.StatusUnauthorized, "signin.html", map[string]any{"Username": shown, "Next": next, "Error": "The username or password is not right."})
 		return
 	case err != nil:
 		h.internal(w, r, err)
@@ -83,7 +90,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	if err := h.Store.CreateSession(r.Context(), sess, m.PasswordHash); errors.Is(err, session.ErrPasswordChanged) {
 		h.Store.RecordAudit(r.Context(), audit.Event{At: h.Now(), MerchantCode: m.Code, Actor: "dashboard " + clientIP(r), Action: audit.SignInFailed,
 			Detail: "the password was changed during the sign-in"})
-		h.render(w, r, http.StatusUnauthorized, "signin.html", map[string]any{"Username": username, "Next": next, "Error": "The username or password is not right."})
+		h.render(w, r, http.StatusUnauthorized, "signin.html", map[string]any{"Username": shown, "Next": next, "Error": "The username or password is not right."})
 		return
 	} else if err != nil {
 		h.internal(w, r, err)
