@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 	"time"
 
 	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/checkout"
+	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/store"
 )
 
@@ -130,4 +134,46 @@ func readOnly(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.Chmod(dir, 0o700) })
+}
+
+// What the sweeper deletes (a checkout's shopper fields: names, address,
+// e-mail) is overwritten in the database file, not left in its freed
+// cells for anyone who reads the file (secure_delete=FAST).
+func TestDeletedCheckoutsLeaveNoTrace(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kadi.db")
+	db := ipnOpen(t, path)
+	code := ipnMerchant(t, db, "http://127.0.0.1:9/ipn")
+	ev := ipnEvent(t, db, code, time.Now())
+	p, err := db.PaymentByID(t.Context(), ev.PaymentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for i, addr := range []string{"1 Gone Street ZZFORGOTTENZZ", "2 Kept Street"} {
+		expires := now.Add(-time.Minute) // the first is over
+		if i == 1 {
+			expires = now.Add(time.Hour)
+		}
+		if err := db.CreateCheckout(t.Context(), checkout.Session{IDHash: fmt.Sprintf("hash%d", i), MerchantCode: code, Mode: merchant.Test,
+			BillReference: p.BillReference, Fields: map[string]string{"address": addr}, CreatedAt: now, ExpiresAt: expires}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := db.DeleteExpiredCheckouts(t.Context(), now); err != nil || n != 1 {
+		t.Fatalf("DeleteExpiredCheckouts: %d, %v", n, err)
+	}
+	if err := db.Close(); err != nil { // the last connection's close checkpoints the WAL into the file
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(raw, []byte("2 Kept Street")) {
+		t.Fatal("the kept session is not in the file: the test reads the wrong file")
+	}
+	if bytes.Contains(raw, []byte("ZZFORGOTTENZZ")) {
+		t.Error("a deleted checkout's address is still in the database file")
+	}
 }
