@@ -1260,11 +1260,6 @@ func TestPaymentsListAndExport(t *testing.T) {
 	if body := b.get("/dashboard/payments?q=4242").Body.String(); !strings.Contains(body, paid.Reference) || strings.Contains(body, refs[5]) {
 		t.Error("search by the card's last four")
 	}
-	// The whole card number: its last four are searched, and the page
-	// carries no more of it.
-	if body := b.get("/dashboard/payments?q=" + visa).Body.String(); !strings.Contains(body, paid.Reference) || strings.Contains(body, visa) {
-		t.Error("search by a whole card number")
-	}
 	if body := b.get("/dashboard/payments?q=NOSUCHORDER").Body.String(); !strings.Contains(body, "No payments match this filter.") || strings.Contains(body, "No payments yet") {
 		t.Error("a filter that matches nothing says there are no payments at all")
 	}
