@@ -3,9 +3,7 @@ package auth
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -252,10 +250,14 @@ func (s *Service) guarded(ctx context.Context, now time.Time, subject, clientIP,
 // re-entered in a session, and the second factor's codes.
 func signInLock(code string) string { return "dashboard:" + code }
 
-// unknownCode is how a username no merchant has is counted: by a digest.
+// unknownCode is how a username no merchant has is counted: itself when it
+// has a merchant code's shape (ten digits, never a card number), else as
+// one of all the others.
 func unknownCode(username string) string {
-	sum := sha256.Sum256([]byte(username))
-	return "unknown-" + hex.EncodeToString(sum[:12])
+	if len(username) == 10 && strings.Trim(username, "0123456789") == "" {
+		return username
+	}
+	return "not-a-merchant-code"
 }
 func reauthLock(code string) string       { return "reauth:" + code }
 func secondFactorLock(code string) string { return "totp:" + code }
@@ -286,9 +288,10 @@ func (s *Service) SignIn(ctx context.Context, username, password, clientIP strin
 		return merchant.Merchant{}, fmt.Errorf("load merchant: %w", err)
 	}
 	// An unknown code is counted and locked as a known one is: a lock that
-	// only real merchants' codes could reach would tell which exist. It is
-	// kept by a digest: what a stranger typed may be anything, a card
-	// number included, and auth_failures keeps it for an hour.
+	// only real merchants' codes could reach would tell which exist. What
+	// is not a merchant code's shape may be anything a stranger typed, a
+	// card number included, which auth_failures would keep for an hour: it
+	// is counted in one bucket, which no merchant can be in.
 	lock := signInLock(unknownCode(username))
 	if known {
 		lock = signInLock(m.Code)
