@@ -3,6 +3,7 @@ package card
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -68,7 +69,7 @@ func RedactPath(p string) string {
 // refuses text a merchant sent, where a long order or invoice number that
 // merely passes Luhn must not be turned away.
 func HoldsPAN(s string) bool {
-	s, _ = fold(s)
+	s, _ = foldText(s, false)
 	var buf [16]digitGroup
 	for groups, i := nextChain(s, 0, isAnySeparator, buf[:0]); groups != nil; groups, i = nextChain(s, i, isAnySeparator, buf[:0]) {
 		branded := false
@@ -133,30 +134,74 @@ func nextChain(s string, i int, sep func(byte) bool, buf []digitGroup) ([]digitG
 }
 
 // eachLuhnRun calls f(a, b, digits, 0) for every run of whole groups in a
-// chain, groups[a..b], of 13 to 19 digits that passes Luhn, and
-// f(a, a, digits, cut) for every card that a group holds at its start,
-// s[groups[a].start:cut], run straight on into its expiry and code
-// (cardTail), until f returns false: the runs Redact masks from and
-// HoldsPAN looks through.
+// chain, groups[a..b], of 13 to 19 digits that passes Luhn and is written
+// as one card number is (joined), and f(a, b, digits, cut) for every card
+// of a known brand that ends inside its last group, s[groups[a].start:cut],
+// the rest of that group its expiry and code (cardTail), until f returns
+// false: the runs Redact masks from and HoldsPAN looks through.
 func eachLuhnRun(s string, groups []digitGroup, f func(a, b, digits, cut int) bool) {
 	for a := range groups {
-		digits := 0
-		for b := a; b < len(groups); b++ {
-			if digits += groups[b].end - groups[b].start; digits > maxRedactDigits {
-				break
-			}
-			if digits >= minRedactDigits && luhnSum(s[groups[a].start:groups[b].end])%10 == 0 && !f(a, b, digits, 0) {
+		digits := 0 // in groups[a..b-1]
+		for b := a; b < len(groups) && digits < maxRedactDigits; b++ {
+			g := groups[b]
+			n := g.end - g.start
+			if total := digits + n; total >= minRedactDigits && total <= maxRedactDigits &&
+				luhnSum(s[groups[a].start:g.end])%10 == 0 && joined(s, groups[a:b+1], n) && !f(a, b, total, 0) {
 				return
 			}
-		}
-		g := groups[a]
-		for n := minRedactDigits; n <= maxRedactDigits && n < g.end-g.start; n++ {
-			cut := g.start + n
-			if cardTail(s[cut:g.end]) && luhnSum(s[g.start:cut])%10 == 0 && !f(a, a, n, cut) {
-				return
+			for k := max(1, minRedactDigits-digits); k < n && digits+k <= maxRedactDigits; k++ {
+				cut := g.start + k
+				if cardTail(s[cut:g.end]) && luhnSum(s[groups[a].start:cut])%10 == 0 &&
+					brandOf(stripSeparators(s[groups[a].start:cut])) != "" && joined(s, groups[a:b+1], k) && !f(a, b, digits+k, cut) {
+					return
+				}
 			}
+			digits += n
 		}
 	}
+}
+
+// joined reports whether groups, the last of them last digits long, are
+// written as one card number is: every gap one space, dash, dot,
+// underscore, plus or slash (mixed, as a typed number may be), or every
+// gap alike but for spaces ("4242 - 4242 - …", "4242,4242,…", doubled
+// spaces) with the groups laid out as cards print them (4-4-4-4…, 4-6-5,
+// 4-6-4). Separate numbers one after another ("0742 414 609, 0724 101
+// 488", two dates, two addresses) are neither.
+func joined(s string, groups []digitGroup, last int) bool {
+	classic := true
+	for i := 1; i < len(groups); i++ {
+		gap := s[groups[i-1].end:groups[i].start]
+		if len(gap) != 1 || !(gap[0] == '/' || isSeparator(gap[0])) {
+			classic = false
+			break
+		}
+	}
+	if classic {
+		return true
+	}
+	shape := func(gap string) string { return strings.Join(strings.Fields(gap), "") }
+	first := shape(s[groups[0].end:groups[1].start])
+	for i := 2; i < len(groups); i++ {
+		if shape(s[groups[i-1].end:groups[i].start]) != first {
+			return false
+		}
+	}
+	size := func(i int) int {
+		if i == len(groups)-1 {
+			return last
+		}
+		return groups[i].end - groups[i].start
+	}
+	if len(groups) == 3 && size(0) == 4 && size(1) == 6 && (size(2) == 5 || size(2) == 4) {
+		return true
+	}
+	for i := range groups {
+		if n := size(i); n != 4 && !(i == len(groups)-1 && n >= 1 && n < 4) {
+			return false
+		}
+	}
+	return len(groups) >= 4
 }
 
 // cardTail reports whether digits could be what follows a card number
@@ -226,7 +271,11 @@ func isAnySeparator(c byte) bool {
 // as its ASCII digit, a letter as 'a', anything else as a space, and for
 // each byte of the result the offset of its rune in s (and len(s) last).
 // ASCII text comes back as it is, with no offsets.
-func fold(s string) (string, []int) {
+func fold(s string) (string, []int) { return foldText(s, true) }
+
+// foldText is fold, with the offsets only when asked for (HoldsPAN needs
+// none, and text in another script than Latin is common in a name).
+func foldText(s string, withOffsets bool) (string, []int) {
 	ascii := true
 	for i := 0; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
@@ -238,9 +287,14 @@ func fold(s string) (string, []int) {
 		return s, nil
 	}
 	out := make([]byte, 0, len(s))
-	offsets := make([]int, 0, len(s)+1)
+	var offsets []int
+	if withOffsets {
+		offsets = make([]int, 0, len(s)+1)
+	}
 	for i, r := range s {
-		offsets = append(offsets, i)
+		if withOffsets {
+			offsets = append(offsets, i)
+		}
 		switch {
 		case r < utf8.RuneSelf:
 			out = append(out, byte(r))
@@ -252,7 +306,10 @@ func fold(s string) (string, []int) {
 			out = append(out, ' ')
 		}
 	}
-	return string(out), append(offsets, len(s))
+	if withOffsets {
+		offsets = append(offsets, len(s))
+	}
+	return string(out), offsets
 }
 
 // digitValue is the value of r, a decimal digit (Unicode's Nd): each

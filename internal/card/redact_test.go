@@ -2,6 +2,8 @@ package card
 
 import (
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -51,6 +53,8 @@ func TestRedact(t *testing.T) {
 		{"spaced dashes", "4242 - 4242 - 4242 - 4242", "424242******4242"},
 		{"double dashes", "id 4242--4242--4242--4242", "id 424242******4242"},
 		{"four spaces break grouping", "4242    4242 4242 4242", "4242    4242 4242 4242"},
+		{"a time's fraction and its zone are not one number", "2026-11-04 18:17:34.803525945 +0300 EAT", "2026-11-04 18:17:34.803525945 +0300 EAT"},
+		{"card in groups, its code stuck to the last", "pan 4242 4242 4242 4242737", "pan 424242*************"},
 		{"card run into its expiry and code", "v=" + visa4242 + "1230123", "v=424242*****************"},
 		{"card run into its code", visa4242 + "737", "424242*************"},
 		{"card run into no expiry", visa4242 + "1330123", visa4242 + "1330123"},
@@ -80,7 +84,8 @@ func TestRedactPath(t *testing.T) {
 		"/x/4242/4242/4242/4242/receipt":        "/x/424242******4242/receipt",
 		"/x/" + visa4242:                        "/x/424242******4242",
 		"/x/4242,4242,4242,4242":                "/x/424242******4242",
-		"/x/4242:4242;4242~4242":                "/x/424242******4242",
+		"/x/4242:4242:4242:4242":                "/x/424242******4242",
+		"/x/4242:4242;4242~4242":                "/x/4242:4242;4242~4242", // not one way of writing
 		"/x/4242\t4242\n4242  4242":             "/x/424242******4242",
 		"/x/4242\u00a04242\u00a04242\u00a04242": "/x/424242******4242",
 		"/x/４２４２４２４２４２４２４２４２":                   "/x/424242******4242",
@@ -105,43 +110,84 @@ func TestRedactDoesNotAllocateWithoutCards(t *testing.T) {
 }
 
 // cardLikeRuns finds every stretch s[from:to] that Redact's contract
-// forbids leaving intact: 13 to 19 digits bounded by non-digits, joined by
-// one to three separators, passing Luhn; and a solid run of digits that
-// starts with 13 to 19 passing Luhn and goes on with what an expiry and a
-// security code look like. It is written independently of Redact, by
-// brute force, so the fuzz target checks the contract rather than the
-// code. cut is where the card ends in a solid run, else 0.
+// forbids leaving intact: 13 to 19 digits bounded by non-digits, in groups
+// joined by one to three separators as one card number is written
+// (cardLayout), passing Luhn; and such groups whose last one goes on, with
+// no break, with what an expiry and a security code look like, the card
+// part of a known brand. It is written independently of Redact, by brute
+// force, so the fuzz target checks the contract rather than the code. cut
+// is where the card ends inside its last group, else 0.
 func cardLikeRuns(s string, sep func(byte) bool) []cardRun {
 	var found []cardRun
 	for i := 0; i < len(s); i++ {
 		if !isDigit(s[i]) || (i > 0 && isDigit(s[i-1])) {
 			continue
 		}
-		var digits []byte
-		gap := 0
-		for j := i; j < len(s) && len(digits) <= 19; j++ {
-			c := s[j]
-			if isDigit(c) {
-				digits, gap = append(digits, c), 0
-			} else if gap++; !sep(c) || gap > 3 {
+		var starts, ends []int // the groups from s[i] on
+		var gaps []string
+		for j := i; ; {
+			k := j
+			for k < len(s) && isDigit(s[k]) {
+				k++
+			}
+			starts, ends = append(starts, j), append(ends, k)
+			g := k
+			for g < len(s) && g-k < 3 && sep(s[g]) {
+				g++
+			}
+			if g == k || g == len(s) || !isDigit(s[g]) || len(starts) > 19 {
 				break
 			}
-			atRunEnd := isDigit(c) && (j+1 == len(s) || !isDigit(s[j+1]))
-			if atRunEnd && len(digits) >= 13 && len(digits) <= 19 && Luhn(string(digits)) {
-				found = append(found, cardRun{i, j + 1, 0})
+			gaps, j = append(gaps, s[k:g]), g
+		}
+		for last := range starts {
+			var digits string
+			for x := 0; x < last; x++ {
+				digits += s[starts[x]:ends[x]]
 			}
-		}
-		end := i
-		for end < len(s) && isDigit(s[end]) {
-			end++
-		}
-		for n := 13; n <= 19 && i+n < end; n++ {
-			if Luhn(s[i:i+n]) && expiryAndCode.MatchString(s[i+n:end]) {
-				found = append(found, cardRun{i, end, i + n})
+			lens := func(lastLen int) []int {
+				var l []int
+				for x := 0; x < last; x++ {
+					l = append(l, ends[x]-starts[x])
+				}
+				return append(l, lastLen)
+			}
+			whole := digits + s[starts[last]:ends[last]]
+			if len(whole) >= 13 && len(whole) <= 19 && Luhn(whole) && cardLayout(gaps[:last], lens(len(whole)-len(digits))) {
+				found = append(found, cardRun{i, ends[last], 0})
+			}
+			for k := 1; k < ends[last]-starts[last]; k++ {
+				c := digits + s[starts[last]:starts[last]+k]
+				if len(c) >= 13 && len(c) <= 19 && Luhn(c) && brandOf(c) != "" && expiryAndCode.MatchString(s[starts[last]+k:ends[last]]) &&
+					cardLayout(gaps[:last], lens(k)) {
+					found = append(found, cardRun{i, ends[last], starts[last] + k})
+				}
 			}
 		}
 	}
 	return found
+}
+
+// cardLayout reports whether groups of these lengths, with these gaps
+// between them, are written as one card: every gap one of " -._+/", or
+// every gap the same but for whitespace and the groups 4-4-4-4…, 4-6-5 or
+// 4-6-4.
+var layouts = regexp.MustCompile(`^((4-){3,}[1-4]|4-6-[45])$`)
+
+func cardLayout(gaps []string, lens []int) bool {
+	if !slices.ContainsFunc(gaps, func(g string) bool { return len(g) != 1 || !strings.Contains(" -._+/", g) }) {
+		return true
+	}
+	for _, g := range gaps[1:] {
+		if strings.Join(strings.Fields(g), "") != strings.Join(strings.Fields(gaps[0]), "") {
+			return false
+		}
+	}
+	var l []string
+	for _, n := range lens {
+		l = append(l, strconv.Itoa(n))
+	}
+	return layouts.MatchString(strings.Join(l, "-"))
 }
 
 type cardRun struct{ from, to, cut int }
@@ -163,7 +209,7 @@ func FuzzRedact(f *testing.F) {
 		visa4242 + visa4242, visa4242 + " " + visa4242 + " " + visa4242,
 		"42424242 42424242424242", "ref 4 5555 5555 5555 4444", "2026-03-15 4242 4242 4242 4242",
 		"4242.4242_4242+4242", "/tmp/X2088031234/001/data", "42424 4242 4242 42+2", "/x/4242/4242/4242/4242",
-		"4242  4242 - 4242,4242", visa4242 + "1230123", "４２４２４２４２４２４２４２４２", "٤٢٤٢٤٢٤٢٤٢٤٢٤٢٤٢",
+		"4242  4242 - 4242,4242", "0742 414 609, 0724 101 488", "4242 4242 4242 4242737", visa4242 + "1230123", "４２４２４２４２４２４２４２４２", "٤٢٤٢٤٢٤٢٤٢٤٢٤٢٤٢",
 	} {
 		f.Add(seed)
 	}
@@ -251,7 +297,7 @@ func checkRedaction(t *testing.T, name, in, out string, sep func(byte) bool, fol
 			if run.from < sp.to && sp.from < run.to {
 				// A card of a known brand run into its code keeps none
 				// of its last digits.
-				broken = run.cut == 0 || sp.hideEnd || brandOf(text[run.from:run.cut]) == ""
+				broken = run.cut == 0 || sp.hideEnd
 				break
 			}
 		}
@@ -311,10 +357,22 @@ func TestHoldsPAN(t *testing.T) {
 		{"4242424242424242" + "1230123", true}, // run on into its expiry and code
 		{"4242424242424242" + "737", true},
 		{"4242    4242    4242    4242", false}, // four spaces: four numbers
-		{"4242424242424241", false},             // fails Luhn
-		{"Invoice 1000000000000008", false},     // passes Luhn, no brand
-		{"order 2026112512", false},             // too short
-		{"42424242424242424242424", false},      // too long for a card
+		// A card typed in groups with its code or expiry stuck to the last.
+		{"4242 4242 4242 4242737", true},
+		{"3782 822463 100051234", true},
+		{"4242 4242 4242 42421227", true},
+		// Separate numbers one after another, which a review found refused
+		// once any gap of up to three joined groups: phone numbers, dates,
+		// addresses, invoices (each was a Luhn-valid run across them).
+		{"Kilimani, call 0742 414 609, 0724 101 488", false},
+		{"+254 20 446 6436, +254 766 396 548", false},
+		{"2026-06-26 08:59 - 2026-06-26 10:59", false},
+		{"41.98.100.193, 10.7.168.202", false},
+		{"P.O. Box 4811 - 00114, 0751 879 897", false},
+		{"4242424242424241", false},         // fails Luhn
+		{"Invoice 1000000000000008", false}, // passes Luhn, no brand
+		{"order 2026112512", false},         // too short
+		{"42424242424242424242424", false},  // too long for a card
 	} {
 		if got := HoldsPAN(tt.text); got != tt.want {
 			t.Errorf("HoldsPAN(%q) = %v, want %v", tt.text, got, tt.want)

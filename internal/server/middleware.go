@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/kadipay/kadi/internal/card"
 	"github.com/kadipay/kadi/internal/clientaddr"
@@ -110,5 +111,15 @@ func loggedPath(p string) string {
 	if rest, ok := strings.CutPrefix(p, "/cardPay/page/"); ok && rest != "" {
 		return "/cardPay/page/…"
 	}
+	if len(p) > maxLoggedPath {
+		// A path of a megabyte of numbers cost the redactor a second a
+		// request. What is cut off is not logged, nor the digits and
+		// separators before the cut, which could be part of a card.
+		p = strings.TrimRightFunc(p[:maxLoggedPath], func(r rune) bool { return !unicode.IsLetter(r) }) + "…"
+	}
 	return card.RedactPath(p)
 }
+
+// maxLoggedPath bounds how much of a request path the access log keeps:
+// no route of ours is a tenth as long.
+const maxLoggedPath = 1024

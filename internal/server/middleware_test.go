@@ -130,3 +130,21 @@ func TestAccessLogMasksACardInThePath(t *testing.T) {
 		t.Errorf("access log:\n%s", logs.String())
 	}
 }
+
+// A request path of a megabyte is logged cut short, before the redactor
+// (which costs more the longer a run of numbers is) reads it, and no digit
+// next to the cut is left: it could be the start of a card.
+func TestLoggedPathIsBounded(t *testing.T) {
+	long := "/x/" + strings.Repeat("0,19,38,", 100_000)
+	got := loggedPath(long)
+	if len(got) > maxLoggedPath+len("…") || !strings.HasSuffix(got, "…") {
+		t.Fatalf("a %d-byte path logged as %d bytes: %.40q…", len(long), len(got), got)
+	}
+	card := "/x/" + strings.Repeat("a", maxLoggedPath-10) + "4242424242424242"
+	if got := loggedPath(card); strings.Contains(got, "4242") {
+		t.Errorf("a card cut by the bound is left in the log: %q", got[len(got)-20:])
+	}
+	if got := loggedPath("/payment/v2/query"); got != "/payment/v2/query" {
+		t.Errorf("a short path: %q", got)
+	}
+}
