@@ -108,6 +108,7 @@ func classify(err error) (status int, code, message string) {
 // fail answers with err's status and logs it once: server faults at error
 // level; caller mistakes, an outage and a client gone on the access line.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	err = outage.Within(r.Context(), err)
 	status, code, message := classify(err)
 	if status == http.StatusInternalServerError {
 		h.Log.ErrorContext(r.Context(), "request failed", "err", err)
@@ -126,6 +127,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // failOAuth answers a token request in the OAuth 2.0 error shape.
 func (h *Handler) failOAuth(w http.ResponseWriter, r *http.Request, err error) {
+	err = outage.Within(r.Context(), err)
 	status, code, message := classify(err)
 	if status == http.StatusInternalServerError {
 		h.fail(w, r, err)

@@ -359,6 +359,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, title
 }
 
 func (h *Handler) internal(w http.ResponseWriter, r *http.Request, err error) {
+	err = outage.Within(r.Context(), err)
 	if outage.Is(err) || outage.ClientGone(r.Context(), err) {
 		w.Header().Set("Retry-After", strconv.Itoa(int(outage.RetryAfter.Seconds())))
 		logging.Refused(r.Context(), h.Log, "dashboard unavailable", "err", err)

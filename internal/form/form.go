@@ -222,8 +222,16 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 	attempt.CallbackURL = t.callback.String()
 	t.typed = sub
 	p, err := h.Payments.Pay(r.Context(), t.bill, t.merchant, attempt)
-	h.answer(w, r, t, p, err)
+	// The charge and its record keep time of their own (Pay); telling the
+	// shopper must not fail because they took the request's.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), answerTime)
+	defer cancel()
+	h.answer(w, r.WithContext(actx), t, p, err)
 }
+
+// answerTime bounds what answering a payment reads and writes once it is
+// made, on a clock of its own.
+const answerTime = 10 * time.Second
 
 // trusted is what a submission proved before we send the browser anywhere.
 type trusted struct {

@@ -112,6 +112,7 @@ func (h *Handler) finish(w http.ResponseWriter, r *http.Request, t trusted, to *
 // the result (or the card form again) once there is one. A sealed error
 // page would say "being confirmed" at every reload, for ever.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, t *trusted, err error) {
+	err = outage.Within(r.Context(), err)
 	if t != nil && t.checkoutID != "" && (errors.Is(err, errInProgress) || outage.Is(err)) {
 		logging.Refused(r.Context(), h.Log, "payment page pending; sent to the checkout page, which follows it", "err", err)
 		h.toCheckout(w, r, *t)
@@ -123,6 +124,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, t *trusted, err e
 // problem is err as the error page shows it, logged once here with the
 // request id the page quotes.
 func (h *Handler) problem(r *http.Request, t *trusted, err error) *pageError {
+	err = outage.Within(r.Context(), err)
 	var pe *pageError
 	if errors.As(err, &pe) {
 		logging.Refused(r.Context(), h.Log, "payment page refused", "page_status", pe.Status, "title", pe.Title, "detail", pe.Message+" "+pe.Detail)

@@ -13,6 +13,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -23,13 +24,27 @@ import (
 // or a failover takes seconds, and the nodes reconnect on the next request.
 const RetryAfter = 3 * time.Second
 
+// ErrTimedOut marks a request whose time ran out waiting (Within).
+var ErrTimedOut = errors.New("the database did not answer in time")
+
+// Within returns err as an outage when ctx, a request's, ran out of time
+// while err was made: a database host that hangs, neither answering nor
+// resetting its connections, fails nothing by itself, and the request's
+// deadline is what ends the wait. The deciding of a status reads it so.
+func Within(ctx context.Context, err error) error {
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && !Is(err) {
+		return fmt.Errorf("%w: %w", ErrTimedOut, err)
+	}
+	return err
+}
+
 // Is reports whether err means the database could not be reached or could
 // not take the write right now, as opposed to refusing the request.
 func Is(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, ErrTimedOut) {
 		return true
 	}
 	var netErr net.Error

@@ -195,3 +195,72 @@ func pageSays(status int, parts ...string) func(t *testing.T, got int, body stri
 }
 
 func httpGet(path string) *http.Request { return httptest.NewRequest(http.MethodGet, path, nil) }
+
+// TestHungDatabase freezes the connection between a gateway and its
+// PostgreSQL (bytes held both ways, connections left open), as a
+// partitioned or stopped database host does: requests answered 503 only
+// when the database came back, after the server's write timeout had cut
+// them, and a card was charged a minute after a click whose page had given
+// up. Each request now ends within its time, in the shape its clients
+// read, and a card posted then is not charged when the database returns.
+func TestHungDatabase(t *testing.T) {
+	base := os.Getenv("KADI_TEST_DATABASE_URL")
+	if base == "" {
+		t.Skip("KADI_TEST_DATABASE_URL is not set: the hang is a PostgreSQL host's")
+	}
+	u, err := url.Parse(storetest.FreshSchema(t, base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd := servertest.Forward(t, u.Host)
+	u.Host = fwd.Addr()
+	const budget = 2 * time.Second
+	g := servertest.Start(t, servertest.Options{DatabaseURL: u.String(), RequestTimeout: budget})
+	c := g.Onboard("Hung Shop")
+	tok := g.Token(c, merchant.Test)
+	open := g.CreateBill(c, tok, "HUNGOPEN", "10")
+	paid := g.CreateBill(c, tok, "HUNGPAID", "10")
+
+	fwd.Freeze()
+	for _, tt := range []struct {
+		name  string
+		req   *http.Request
+		check func(t *testing.T, status int, body string)
+	}{
+		{"query", servertest.QueryRequest(tok, paid.Reference), apiUnavailable},
+		{"bill", servertest.BillRequest(tok, servertest.BillBody(c, "HUNGNEW", "10")), func(t *testing.T, status int, body string) {
+			if status != http.StatusServiceUnavailable || !strings.Contains(body, "temporarily_unavailable") {
+				t.Errorf("want 503 temporarily_unavailable: %d %s", status, body)
+			}
+		}},
+		{"card payment", servertest.CardPayRequest(servertest.Card{Number: "4242424242424242", CVV: "123"}.Apply(servertest.FormFields(c, tok, open))),
+			pageSays(http.StatusServiceUnavailable, "not charged")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			rec := g.ServeOnce(tt.req)
+			if loc := rec.Header().Get("Location"); rec.Code == http.StatusSeeOther && strings.HasPrefix(loc, "/cardPay/page/") {
+				rec = g.ServeOnce(httpGet(loc)) // the checkout's page, which says so
+			}
+			if took := time.Since(start); took > 2*budget+5*time.Second {
+				t.Errorf("answered after %v, with a request's time of %v", took.Round(time.Millisecond), budget)
+			}
+			tt.check(t, rec.Code, rec.Body.String())
+		})
+	}
+	fwd.Thaw()
+	time.Sleep(2 * time.Second) // what was held reaches the database
+	ps, err := g.Store.PaymentsOfBill(t.Context(), open.Reference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if p.Status == payment.Succeeded {
+			t.Errorf("the card posted while the database hung was charged once it came back: %s", p.ID)
+		}
+	}
+	rec := g.Serve(servertest.BillRequest(tok, servertest.BillBody(c, "HUNGAFTER", "10")))
+	if rec.Code != http.StatusOK {
+		t.Errorf("a bill once the database is back: %d %s", rec.Code, rec.Body)
+	}
+}

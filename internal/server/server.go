@@ -45,12 +45,20 @@ import (
 	"github.com/kadipay/kadi/internal/store"
 )
 
+// DefaultRequestTimeout is a request's time, under the servers' 60 s
+// write timeout with the acquirer's 30 s beside it.
+const DefaultRequestTimeout = 20 * time.Second
+
 // Config is everything `kadi serve` can be told.
 type Config struct {
 	Addr        string
 	DataDir     string
 	DatabaseURL string     // empty: SQLite in DataDir
 	DBPool      store.Pool // PostgreSQL's connection pool
+	// RequestTimeout bounds a request's handling, what it waits for the
+	// database included (0: DefaultRequestTimeout); a charge and its
+	// record keep their own time (payment.Service).
+	RequestTimeout time.Duration
 	// NodeName names this node among those sharing the database, the
 	// same across its restarts (default: the host and the API's address).
 	NodeName        string
@@ -386,9 +394,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	}
 	routes := newHTTPMetrics(g.Metrics)
 	https := strings.HasPrefix(cfg.PublicURL, "https://")
-	g.Handler = withRequest(withHSTS(mux, https), log, addrs, routes)
-	g.FormHandler = withRequest(withHSTS(formMux, https), log, addrs, routes)
-	g.DashboardHandler = withRequest(withHSTS(dashMux, https), log, addrs, routes)
+	budget := cfg.RequestTimeout
+	if budget <= 0 {
+		budget = DefaultRequestTimeout
+	}
+	g.Handler = withRequest(withHSTS(withBudget(mux, budget), https), log, addrs, routes)
+	g.FormHandler = withRequest(withHSTS(withBudget(formMux, budget), https), log, addrs, routes)
+	g.DashboardHandler = withRequest(withHSTS(withBudget(dashMux, budget), https), log, addrs, routes)
 	return g, nil
 }
 

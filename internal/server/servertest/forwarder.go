@@ -1,10 +1,11 @@
 package servertest
 
 import (
-	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Forwarder is a TCP hop between the gateway and its database that a test
@@ -18,7 +19,18 @@ type Forwarder struct {
 	mu    sync.Mutex
 	ln    net.Listener
 	conns map[net.Conn]bool
+	// frozen holds every byte in both directions, connections open: a
+	// database host that hangs (a partition, a stopped VM) rather than
+	// resetting them.
+	frozen atomic.Bool
 }
+
+// Freeze stops passing bytes, new connections' included, and keeps every
+// connection open, until Thaw.
+func (f *Forwarder) Freeze() { f.frozen.Store(true) }
+
+// Thaw passes the bytes held and goes on forwarding.
+func (f *Forwarder) Thaw() { f.frozen.Store(false) }
 
 // Forward listens on a free loopback port and forwards to target.
 func Forward(tb testing.TB, target string) *Forwarder {
@@ -38,6 +50,7 @@ func (f *Forwarder) Addr() string { return f.addr }
 
 // Cut closes every forwarded connection and refuses new ones.
 func (f *Forwarder) Cut() {
+	f.frozen.Store(false)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ln != nil {
@@ -84,14 +97,28 @@ func (f *Forwarder) serve(ln net.Listener) {
 			}
 			f.conns[in], f.conns[out] = true, true
 			f.mu.Unlock()
-			go pipe(in, out)
-			go pipe(out, in)
+			go f.pipe(in, out)
+			go f.pipe(out, in)
 		}
 	}()
 }
 
-func pipe(dst, src net.Conn) {
-	_, _ = io.Copy(dst, src)
+func (f *Forwarder) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		for f.frozen.Load() {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	dst.Close()
 	src.Close()
 }

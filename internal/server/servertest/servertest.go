@@ -56,6 +56,8 @@ type Options struct {
 	// Restart, when set, starts on that gateway's data dir and master key
 	// with that gateway's clock: what a node restarted with new flags sees.
 	Restart *Gateway
+	// RequestTimeout replaces a request's time (server.Config's).
+	RequestTimeout time.Duration
 }
 
 // Gateway is a running gateway and what a test needs to look inside it.
@@ -92,6 +94,7 @@ func Start(tb testing.TB, opts Options) *Gateway {
 		cfg.MetricsAllow = opts.MetricsAllow
 	}
 	cfg.TrustedProxies = opts.TrustedProxies
+	cfg.RequestTimeout = opts.RequestTimeout
 	if opts.TimeZone != "" {
 		cfg.TimeZone = opts.TimeZone
 	}
