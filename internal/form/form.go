@@ -28,6 +28,7 @@ import (
 	"github.com/kadipay/kadi/internal/formdata"
 	"github.com/kadipay/kadi/internal/i18n"
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/outage"
 	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/phone"
 	"github.com/kadipay/kadi/internal/secret"
@@ -222,6 +223,7 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 	attempt.CallbackURL = t.callback.String()
 	t.typed = sub
 	p, err := h.Payments.Pay(r.Context(), t.bill, t.merchant, attempt)
+	err = outage.Within(r.Context(), err) // a wait for another attempt, say, that outlasted the request
 	// The charge and its record keep time of their own (Pay); telling the
 	// shopper must not fail because they took the request's.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), answerTime)

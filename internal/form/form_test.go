@@ -1195,3 +1195,19 @@ func TestShopNumbersThatPassLuhnPay(t *testing.T) {
 		t.Errorf("a bill whose order reference passes Luhn: %v\n%s", f.Values(), rec.Body)
 	}
 }
+
+// A card posted for a bill whose attempt is still with the card network
+// waits for that attempt, at most the request's time, then says the
+// payment is being confirmed: not an internal error because the wait
+// outlasted the request.
+func TestWaitForAnAttemptInFlightEndsWithTheRequest(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{RequestTimeout: time.Second})
+	c := g.Onboard("Waiting Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "WAIT1", "10")
+	g.PaymentInFlight(b.Reference, "pay_inflight")
+	rec := g.CardPay(servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b)))
+	if body := rec.Body.String(); rec.Code >= 500 && rec.Code != http.StatusServiceUnavailable || !strings.Contains(body, "being confirmed") {
+		t.Errorf("a card posted while another attempt is in flight: %d\n%s", rec.Code, body)
+	}
+}

@@ -554,6 +554,11 @@ func (s *Service) await(ctx context.Context, billRef string, load func() (Paymen
 	for {
 		p, err := load()
 		if err != nil && !errors.Is(err, ErrNotFound) {
+			if ctx.Err() != nil {
+				// The request's time ran out (or its client left) during
+				// the read: the attempt is as much in flight as below.
+				return Payment{BillReference: billRef, Status: Processing, Message: MsgInFlight}, nil
+			}
 			return Payment{}, err
 		}
 		if err == nil && p.Status != Processing {
@@ -564,12 +569,15 @@ func (s *Service) await(ctx context.Context, billRef string, load func() (Paymen
 			}
 			return p, nil
 		}
+		inFlight := Payment{BillReference: billRef, Status: Processing, Message: MsgInFlight}
 		if time.Now().After(deadline) {
-			return Payment{BillReference: billRef, Status: Processing, Message: MsgInFlight}, nil
+			return inFlight, nil
 		}
 		select {
 		case <-ctx.Done():
-			return Payment{}, ctx.Err()
+			// The request's time is up before WaitInFlight: the attempt
+			// is as much in flight as after it, not an outage.
+			return inFlight, nil
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
