@@ -215,3 +215,21 @@ func TestShownPaymentsPlanReadsByIndex(t *testing.T) {
 		})
 	}
 }
+
+// The gateway's PostgreSQL sessions name themselves (an SRE counting a
+// node's backends in pg_stat_activity had to match client ports to
+// processes), keep synchronous_commit on, and a URL's own settings win.
+func TestPostgresSessionSettings(t *testing.T) {
+	base := freshSchema(t, postgresURL(t))
+	for _, tc := range []struct{ url, name string }{
+		{base, "kadi"},
+		{base + "&application_name=kadi-node-7", "kadi-node-7"},
+	} {
+		s := openStore(t, tc.url)
+		for setting, want := range map[string]string{"application_name": tc.name, "synchronous_commit": "on"} {
+			if got, err := store.Setting(t.Context(), s, setting); err != nil || got != want {
+				t.Errorf("%s with %s: %q, %v; want %q", setting, tc.url, got, err, want)
+			}
+		}
+	}
+}

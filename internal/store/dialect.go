@@ -32,7 +32,9 @@ func connect(url string, pool Pool) (dialect, *sql.DB, error) {
 		// A server that does not answer (a host down, packets dropped)
 		// must give a request its 503 within seconds, not after the
 		// operating system's TCP timeout of minutes.
-		for _, kv := range [][2]string{{"synchronous_commit", "on"}, {"connect_timeout", "5"}} {
+		// application_name tells an operator's pg_stat_activity which
+		// backends are the gateway's.
+		for _, kv := range [][2]string{{"synchronous_commit", "on"}, {"connect_timeout", "5"}, {"application_name", "kadi"}} {
 			if param, value := kv[0], kv[1]; !strings.Contains(url, param+"=") {
 				sep := "?"
 				if strings.Contains(url, "?") {

@@ -66,3 +66,10 @@ func BackendPID(ctx context.Context, s *DB) (pid int, err error) {
 	err = s.db.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid)
 	return pid, err
 }
+
+// Setting reads one server setting on one of s's pooled connections.
+func Setting(ctx context.Context, s *DB, name string) (string, error) {
+	var v string
+	err := s.db.QueryRowContext(ctx, `SELECT current_setting($1)`, name).Scan(&v)
+	return v, err
+}
