@@ -144,11 +144,13 @@ var (
 	ErrNotFound = errors.New("payment not found")
 	// ErrLiveDisabled: live mode has no acquirer connector configured.
 	ErrLiveDisabled = errors.New("live card processing is not configured on this gateway")
-	// ErrUnrecorded: the acquirer answered but its answer could not be
-	// stored (the database went away). The payment stays processing until
-	// reconciliation asks the acquirer again, so the shopper must be told
-	// it is being confirmed, never that nothing was charged.
-	ErrUnrecorded = errors.New("the card network answered but the outcome is not recorded yet")
+	// ErrUnrecorded: the charge's outcome (an answer, or none in time)
+	// could not be stored (the database went away). The payment stays
+	// processing until reconciliation asks the acquirer again, so the
+	// shopper must be told it is being confirmed, never that nothing was
+	// charged. Its text does not say the network answered: an SRE read
+	// it beside "acquirer did not answer" for the same payment.
+	ErrUnrecorded = errors.New("the charge's outcome is not recorded yet; reconciliation will ask the acquirer")
 )
 
 // QuarterTotal is the finished payments of one currency and outcome in
