@@ -91,13 +91,21 @@ func newReadiness(checks ...readyCheck) *readiness {
 	return r
 }
 
+// state is nil when the node is ready, else why not.
+func (rd *readiness) state(ctx context.Context) error {
+	if rd.stopping != nil && rd.stopping() {
+		return &notReady{"shutting down", errors.New("a shutdown has begun")}
+	}
+	return rd.check(ctx)
+}
+
+// ready is what /readyz answers, as a truth value (kadi_ready).
+func (rd *readiness) ready(ctx context.Context) bool { return rd.state(ctx) == nil }
+
 func (rd *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	var err error = &notReady{"shutting down", errors.New("a shutdown has begun")}
-	if rd.stopping == nil || !rd.stopping() {
-		err = rd.check(r.Context())
-	}
+	err := rd.state(r.Context())
 	if err == nil {
 		_, _ = w.Write([]byte(`{"status":"ready"}`))
 		return

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,17 @@ func TestReadiness(t *testing.T) {
 			if code == want && body["failed"] == failed {
 				if code == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
 					t.Errorf("a 503 without Retry-After")
+				}
+				// /metrics says so too: it answers while the node is
+				// not ready, so its up series cannot.
+				gauge := "\nkadi_ready 1\n"
+				if want != http.StatusOK {
+					gauge = "\nkadi_ready 0\n"
+				}
+				scrape := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+				scrape.RemoteAddr = "127.0.0.1:5555"
+				if m := g.ServeOnce(scrape).Body.String(); !strings.Contains(m, gauge) {
+					t.Errorf("/readyz %d, and /metrics does not say %q", code, strings.TrimSpace(gauge))
 				}
 				return
 			}

@@ -331,6 +331,17 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		Help: "1 while another running node publishes under this node's --node-name (PostgreSQL): give each node its own name. Meanwhile this node settles its earlier runs' payments only once they are abandoned by any node's measure."})
 	g.Metrics.MustRegister(g.nameShared)
 	g.ready.stopping = g.draining.Load
+	// /metrics answers while the database is down, so up == 0 never said
+	// a node could not serve: this does, read at each scrape as /readyz
+	// reads it (its checks at most every 250 ms, the ping within 2 s).
+	g.Metrics.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kadi_ready",
+		Help: "1 while this node is ready (/readyz answers 200); 0 while it is not: its database unreachable, a migration missing, its IPN worker stopped, a shutdown begun."},
+		func() float64 {
+			if g.ready.ready(context.Background()) {
+				return 1
+			}
+			return 0
+		}))
 	var forms *form.Handler // set below; the catch-all sends it a shop form sent by GET
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
