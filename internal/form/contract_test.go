@@ -3,9 +3,11 @@ package form
 import (
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/kadipay/kadi/internal/contract"
+	"github.com/kadipay/kadi/internal/merchant"
 )
 
 // The form fields /cardPay reads and the callback fields it posts back are
@@ -35,5 +37,17 @@ func TestFieldsMatchTheDocument(t *testing.T) {
 		if doc := v.Properties(tc.schema); !reflect.DeepEqual(doc, tc.code) {
 			t.Errorf("%s: the document has %v, the code %v", tc.schema, doc, tc.code)
 		}
+	}
+}
+
+// A callback origin holding a card number is refused, without repeating
+// it: saved, it would be in the audit log.
+func TestCallbackOriginsRefuseCardNumbers(t *testing.T) {
+	_, err := ParseCallbackOrigins("https://shop.example, https://4242424242424242.shop.example", merchant.Test)
+	if err == nil || strings.Contains(err.Error(), "4242") {
+		t.Errorf("ParseCallbackOrigins with a card number: %v", err)
+	}
+	if got, err := ParseCallbackOrigins("https://shop.example", merchant.Test); err != nil || len(got) != 1 {
+		t.Errorf("ParseCallbackOrigins(https://shop.example) = %v, %v", got, err)
 	}
 }

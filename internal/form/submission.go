@@ -294,6 +294,9 @@ func CallbackOrigin(u *url.URL) string {
 // callbacks: scheme and host (and a port), held to CheckCallbackURL's
 // rules, nothing after them.
 func ParseCallbackOrigin(raw string, mode merchant.Mode) (string, error) {
+	if card.HoldsPAN(raw) { // saved, it would be in the audit log; not repeated
+		return "", errors.New("a callback origin must not hold a card number")
+	}
 	u, err := CheckCallbackURL(raw, mode)
 	if err != nil {
 		return "", fmt.Errorf("callback origin %q: %s", raw, strings.TrimPrefix(err.Error(), "callbackUrl "))

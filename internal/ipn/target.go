@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kadipay/kadi/internal/card"
 	"github.com/kadipay/kadi/internal/merchant"
 )
 
@@ -80,6 +81,9 @@ type Resolver interface {
 // authentication splits "user:password" at the first colon (RFC 7617), so
 // a colon in the username makes every delivery's credentials wrong.
 func CheckUsername(u string) error {
+	if card.HoldsPAN(u) {
+		return errors.New("the IPN username must not hold a card number")
+	}
 	if strings.Contains(u, ":") {
 		return errors.New("the IPN username may not contain ':' (HTTP Basic authentication splits at the first one)")
 	}
@@ -93,6 +97,11 @@ func CheckUsername(u string) error {
 // later. A name that does not resolve yet is accepted. nat64 are the
 // network's NAT64 prefixes, as Refused takes them.
 func CheckTarget(ctx context.Context, raw string, mode merchant.Mode, r Resolver, nat64 ...netip.Prefix) error {
+	// Saved, the URL is in the settings, the audit log and every IPN log
+	// line; the error does not repeat it.
+	if card.HoldsPAN(raw) {
+		return errors.New("the IPN URL must not hold a card number")
+	}
 	if err := CheckURL(raw, mode); err != nil {
 		return err
 	}

@@ -536,3 +536,25 @@ func TestHostAddressesReadAgainWhileChecked(t *testing.T) {
 	close(stop)
 	<-done
 }
+
+// A card number in an IPN URL or username is refused when saved, and the
+// refusal does not repeat it: saved, it would be in the settings, the
+// audit log and every delivery's log line.
+func TestSettingsRefuseCardNumbers(t *testing.T) {
+	const pan = "4242424242424242"
+	for _, raw := range []string{"https://shop.example/ipn/" + pan, "https://shop.example/ipn?c=4242-4242-4242-4242"} {
+		err := CheckTarget(t.Context(), raw, merchant.Test, nil)
+		if err == nil || strings.Contains(err.Error(), "4242") {
+			t.Errorf("CheckTarget(%q) = %v, want a refusal that does not repeat the number", raw, err)
+		}
+	}
+	if err := CheckUsername("shop " + pan); err == nil || strings.Contains(err.Error(), "4242") {
+		t.Errorf("CheckUsername with a card number: %v", err)
+	}
+	if err := CheckTarget(t.Context(), "https://shop.example/ipn/order/1000000000000008", merchant.Test, nil); err != nil {
+		t.Errorf("a long number of no card brand: %v", err)
+	}
+	if err := CheckUsername("shop-1"); err != nil {
+		t.Errorf("CheckUsername(shop-1): %v", err)
+	}
+}
