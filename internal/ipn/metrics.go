@@ -17,6 +17,9 @@ type Metrics struct {
 	depth    prometheus.Gauge
 	failed   prometheus.Gauge
 	oldest   prometheus.Gauge
+	// read is when the three gauges above were last read: during a
+	// database outage they keep their last values, and only this says so.
+	read prometheus.Gauge
 }
 
 // Outcome labels of kadi_ipn_deliveries_total.
@@ -41,8 +44,10 @@ func NewMetrics(r *metrics.Registry) *Metrics {
 		failed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kadi_ipn_failed_events", Help: "IPN events that exhausted their retries, waiting for a replay."}),
 		oldest: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kadi_ipn_oldest_pending_age_seconds",
 			Help: "Age of the oldest IPN event waiting for delivery; 0 when none waits."}),
+		read: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kadi_ipn_queue_read_timestamp_seconds",
+			Help: "When the IPN queue gauges were last read from the database (Unix seconds): they keep their values while it cannot be read."}),
 	}
-	r.MustRegister(m.outcomes, m.latency, m.depth, m.failed, m.oldest)
+	r.MustRegister(m.outcomes, m.latency, m.depth, m.failed, m.oldest, m.read)
 	return m
 }
 
@@ -85,5 +90,6 @@ func (m *Metrics) Refresh(ctx context.Context, q Queue, now time.Time) error {
 		age = max(now.Sub(st.OldestPending).Seconds(), 0)
 	}
 	m.oldest.Set(age)
+	m.read.Set(float64(now.UnixMilli()) / 1000)
 	return nil
 }

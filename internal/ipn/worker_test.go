@@ -75,7 +75,8 @@ func TestDeliveredOnce(t *testing.T) {
 		t.Errorf("attempt log %+v", atts)
 	}
 
-	if err := m.Refresh(t.Context(), f.db, time.Now()); err != nil {
+	read := time.Unix(1_795_000_000, 500_000_000)
+	if err := m.Refresh(t.Context(), f.db, read); err != nil {
 		t.Fatal(err)
 	}
 	var text strings.Builder
@@ -85,6 +86,8 @@ func TestDeliveredOnce(t *testing.T) {
 		`kadi_ipn_delivery_duration_seconds_count 1`,
 		"kadi_ipn_queue_depth 0\n",
 		"kadi_ipn_oldest_pending_age_seconds 0\n",
+		// When they were read: during an outage they keep their values.
+		"kadi_ipn_queue_read_timestamp_seconds 1.7950000005e+09\n",
 	} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("metrics lack %q:\n%s", want, text.String())
