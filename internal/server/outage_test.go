@@ -26,21 +26,12 @@ import (
 // clients read; no ERROR in the log, as nothing in the gateway is broken;
 // and the gateway serving again as soon as the database is back.
 func TestDatabaseOutage(t *testing.T) {
-	base := os.Getenv("KADI_TEST_DATABASE_URL")
-	if base == "" {
-		t.Skip("KADI_TEST_DATABASE_URL is not set: the outage is a PostgreSQL one")
-	}
-	u, err := url.Parse(storetest.FreshSchema(t, base))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwd := servertest.Forward(t, u.Host)
-	u.Host = fwd.Addr()
+	fwd, dsn := forwardedPostgres(t, "the outage is a PostgreSQL one")
 	// The live acquirer approves, then the database goes away before the
 	// gateway can record it: the interleaving a shopper must not be told
 	// "nothing was charged" about.
 	live := &cutAfterCharge{Acquirer: sim.New(secret.RandomBytes(32), nil), cut: fwd.Cut}
-	g := servertest.Start(t, servertest.Options{DatabaseURL: u.String(), LiveAcquirer: live})
+	g := servertest.Start(t, servertest.Options{DatabaseURL: dsn, LiveAcquirer: live})
 	c := g.Onboard("Outage Shop")
 	tok := g.Token(c, merchant.Test)
 	liveTok := g.Token(c, merchant.Live)
@@ -204,18 +195,9 @@ func httpGet(path string) *http.Request { return httptest.NewRequest(http.Method
 // up. Each request now ends within its time, in the shape its clients
 // read, and a card posted then is not charged when the database returns.
 func TestHungDatabase(t *testing.T) {
-	base := os.Getenv("KADI_TEST_DATABASE_URL")
-	if base == "" {
-		t.Skip("KADI_TEST_DATABASE_URL is not set: the hang is a PostgreSQL host's")
-	}
-	u, err := url.Parse(storetest.FreshSchema(t, base))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fwd := servertest.Forward(t, u.Host)
-	u.Host = fwd.Addr()
+	fwd, dsn := forwardedPostgres(t, "the hang is a PostgreSQL host's")
 	const budget = 2 * time.Second
-	g := servertest.Start(t, servertest.Options{DatabaseURL: u.String(), RequestTimeout: budget})
+	g := servertest.Start(t, servertest.Options{DatabaseURL: dsn, RequestTimeout: budget})
 	c := g.Onboard("Hung Shop")
 	tok := g.Token(c, merchant.Test)
 	open := g.CreateBill(c, tok, "HUNGOPEN", "10")
@@ -263,4 +245,22 @@ func TestHungDatabase(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Errorf("a bill once the database is back: %d %s", rec.Code, rec.Body)
 	}
+}
+
+// forwardedPostgres is a fresh schema on KADI_TEST_DATABASE_URL's server,
+// reached through a forwarder the test can cut or freeze, and the URL the
+// gateway is given; without the variable the test is skipped, saying why.
+func forwardedPostgres(t *testing.T, why string) (*servertest.Forwarder, string) {
+	t.Helper()
+	base := os.Getenv("KADI_TEST_DATABASE_URL")
+	if base == "" {
+		t.Skip("KADI_TEST_DATABASE_URL is not set: " + why)
+	}
+	u, err := url.Parse(storetest.FreshSchema(t, base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd := servertest.Forward(t, u.Host)
+	u.Host = fwd.Addr()
+	return fwd, u.String()
 }
