@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/kadipay/kadi/internal/card"
 	"net/http"
 	"net/url"
 	"strings"
@@ -163,7 +164,8 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// The expired page has the language switch too: switching finds
 		// the page gone again and shows that, in the language chosen.
-		if len(id) <= maxPageID && strings.Trim(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.") == "" {
+		// Not an id that holds a card number: the page would repeat it.
+		if len(id) <= maxPageID && strings.Trim(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.") == "" && card.RedactPath(id) == id {
 			r = withPageID(r, id)
 		}
 		h.renderError(w, r, h.problem(r, nil, err))

@@ -450,6 +450,12 @@ func TestExpiredPageSwitchesLanguage(t *testing.T) {
 	if body := get(g, "/cardPay/page/"+url.PathEscape(`"><x`)).Body.String(); strings.Contains(body, `action="/cardPay/language"`) {
 		t.Error("an id no page could have went into the language switch")
 	}
+	// A card number where the id goes is not repeated on the page.
+	for _, id := range []string{"4242424242424242", "4242-4242-4242-4242"} {
+		if body := get(g, "/cardPay/page/"+id).Body.String(); strings.Contains(body, "4242") {
+			t.Errorf("the gone page of %q repeats it", id)
+		}
+	}
 }
 
 // reconciledAs is a card network that does not answer a charge in time
