@@ -18,7 +18,7 @@ import (
 // by non-digits, and written either solid or in groups joined by one to
 // three separators (maxGap): a space or a dash, and the dot, underscore,
 // plus (a form's space) that request ids, paths and encoded bodies carry,
-// so "4242  4242" and "4242 - 4242" join as "4242 4242" does. Not the
+// so "nnnn  nnnn" and "nnnn - nnnn" join as "nnnn nnnn" does. Not the
 // slash: it joins a file path's numbered directories (a data dir's
 // ".../TestX2088031234/001") into runs that pass Luhn one time in ten;
 // RedactPath, for request paths, takes it too. Nor the colon, which
@@ -27,7 +27,7 @@ import (
 // every run of whole groups in a chain is tried, so a card
 // number is found even when an amount or reference sits one space away from
 // it. A card written straight on into its expiry and security code, in
-// one solid run of digits ("4242424242424242" "1230" "123"), is masked
+// one solid run of digits (sixteen digits, then "1230" and "123"), is masked
 // whole but its first six (cardTail).
 //
 // The test is deliberately wider than ParsePAN's: it ignores brand, since a
@@ -39,7 +39,7 @@ func Redact(s string) string { return redact(s, isSeparator) }
 
 // RedactPath is Redact for a URL path, the client's: any character that is
 // not a letter or digit may separate a card's groups in it
-// ("/x/4242,4242,4242,4242"), and digits of other scripts count as the
+// ("/x/nnnn,nnnn,nnnn,nnnn"), and digits of other scripts count as the
 // digits they are ("/x/４２４２…").
 func RedactPath(p string) string {
 	folded, offsets := fold(p)
@@ -64,7 +64,7 @@ func RedactPath(p string) string {
 // any characters that are not letters or digits, that passes Luhn, digits
 // of any script counting as the digits they are. Every run inside a chain
 // is tried, so a card followed by its expiry and CVV
-// ("4242 4242 4242 4242 01 25 123") is found, and so is one written
+// ("nnnn nnnn nnnn nnnn 01 25 123") is found, and so is one written
 // straight on into them (cardTail). Narrower than Redact on purpose: it
 // refuses text a merchant sent, where a long order or invoice number that
 // merely passes Luhn must not be turned away.
@@ -164,7 +164,7 @@ func eachLuhnRun(s string, groups []digitGroup, f func(a, b, digits, cut int) bo
 // joined reports whether groups, the last of them last digits long, are
 // written as one card number is: every gap one space, dash, dot,
 // underscore, plus or slash (mixed, as a typed number may be), or every
-// gap alike but for spaces ("4242 - 4242 - …", "4242,4242,…", doubled
+// gap alike but for spaces ("nnnn - nnnn - …", "nnnn,nnnn,…", doubled
 // spaces) with the groups laid out as cards print them (4-4-4-4…, 4-6-5,
 // 4-6-4). Separate numbers one after another ("0742 414 609, 0724 101
 // 488", two dates, two addresses) are neither.
@@ -225,8 +225,8 @@ func cardTail(digits string) bool {
 const (
 	minRedactDigits = 13
 	maxRedactDigits = 19
-	// maxGap is how many separators may join two groups: "4242  4242" and
-	// "4242 - 4242" are one chain, as "4242 4242" is.
+	// maxGap is how many separators may join two groups: "nnnn  nnnn" and
+	// "nnnn - nnnn" are one chain, as "nnnn nnnn" is.
 	maxGap = 3
 )
 
