@@ -1,12 +1,12 @@
 package auth
 
 import (
-	"github.com/kadipay/kadi/internal/logging"
-
 	"context"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/kadipay/kadi/internal/logging"
 )
 
 // Revocations is each node's in-memory copy of recently revoked API keys.

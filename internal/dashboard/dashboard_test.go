@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/kadipay/kadi/internal/acquirer/sim"
 	"html"
 	"image/png"
 	"log/slog"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/pquerna/otp/totp"
 
+	"github.com/kadipay/kadi/internal/acquirer/sim"
 	"github.com/kadipay/kadi/internal/audit"
 	"github.com/kadipay/kadi/internal/dashboard"
 	"github.com/kadipay/kadi/internal/ipn"

@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
-	"github.com/kadipay/kadi/internal/card"
 	"net/http"
 	"net/url"
 	"path"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/kadipay/kadi/internal/audit"
 	"github.com/kadipay/kadi/internal/auth"
+	"github.com/kadipay/kadi/internal/card"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/session"
 )

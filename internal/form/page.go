@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/kadipay/kadi/internal/card"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/card"
 	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/logging"
 	"github.com/kadipay/kadi/internal/merchant"

@@ -385,8 +385,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		st.Close()
 		return nil, err
 	}
+	https := strings.HasPrefix(cfg.PublicURL, "https://")
 	forms = &form.Handler{Auth: g.Auth, Bills: st, Checkouts: st, Payments: g.Payments, Location: loc, Log: log, Now: now,
-		HTTPS: strings.HasPrefix(cfg.PublicURL, "https://"), DefaultRegion: cfg.DefaultRegion, Sealer: pages}
+		HTTPS: https, DefaultRegion: cfg.DefaultRegion, Sealer: pages}
 	forms.Register(formMux)
 	dashMux := mux
 	if cfg.DashboardAddr != "" {
@@ -404,7 +405,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		mux.Handle("/metrics", onlyFrom(cfg.MetricsAllow, addrs, g.metricsHandler, http.HandlerFunc(notFound)))
 	}
 	routes := newHTTPMetrics(g.Metrics)
-	https := strings.HasPrefix(cfg.PublicURL, "https://")
 	budget := cfg.RequestTimeout
 	if budget <= 0 {
 		budget = DefaultRequestTimeout
