@@ -55,6 +55,17 @@ func TestMetricsSeries(t *testing.T) {
 			t.Errorf("no %q in the scrape", want)
 		}
 	}
+	// The connection pool: an operator sees requests waiting for a
+	// connection before they time out.
+	for _, series := range []string{"go_sql_max_open_connections", "go_sql_open_connections", "go_sql_in_use_connections",
+		"go_sql_wait_count_total", "go_sql_wait_duration_seconds_total"} {
+		if !regexp.MustCompile(`(?m)^` + series + `\{db_name="kadi"\} \d`).MatchString(text) {
+			t.Errorf("no pool series %s in the scrape", series)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^go_sql_max_open_connections\{db_name="kadi"\} [1-9]`).MatchString(text) {
+		t.Errorf("the pool's size is not published\n%s", text)
+	}
 	// The group-commit writer's counters (SQLite): three bills and two
 	// payments (started, charged in the simulator's ledger, finished) are
 	// at least nine writes, and a commit carries one or more.

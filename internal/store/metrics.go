@@ -2,16 +2,22 @@ package store
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kadipay/kadi/internal/metrics"
 )
 
-// RegisterMetrics adds the SQLite group-commit writer's series to r:
-// writes over commits is how many writes share an fsync, and the commit
-// seconds' rate is how busy the one writer is (1 is saturated). PostgreSQL
-// has no writer of ours: nothing is added. The two histograms say where a
-// slow write's time went: waiting for the writer, or in a slow commit.
+// RegisterMetrics adds the connection pool's series to r (go_sql_*,
+// db_name="kadi": connections open, in use and idle, and how often and how
+// long requests waited for one, which is how an operator sees a pool too
+// small for the load or a database slow to answer), and the SQLite
+// group-commit writer's: writes over commits is how many writes share an
+// fsync, and the commit seconds' rate is how busy the one writer is (1 is
+// saturated). PostgreSQL has no writer of ours. The two histograms say
+// where a slow write's time went: waiting for the writer, or in a slow
+// commit.
 func (s *DB) RegisterMetrics(r *metrics.Registry) {
+	r.MustRegister(collectors.NewDBStatsCollector(s.db, "kadi"))
 	w := s.writes
 	if w == nil {
 		return
