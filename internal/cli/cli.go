@@ -65,10 +65,17 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case errors.Is(err, errUsage):
 		return 2
+	case errors.As(err, new(loggedError)):
+		return 1
 	}
 	fmt.Fprintln(stderr, "kadi:", err)
 	return 1
 }
+
+// loggedError is an error the command has already written to its log.
+type loggedError struct{ error }
+
+func (e loggedError) Unwrap() error { return e.error }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {

@@ -91,6 +91,7 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 	fs.DurationVar(&cfg.IPN.Lease, "ipn-lease", cfg.IPN.Lease, "how long a node's claim on a notification keeps others off it unless renewed; renewed every third of it while the delivery runs, so a dead node's notifications move on within one lease")
 	fs.StringVar(&cfg.NodeName, "node-name", "", "this node's name among the nodes sharing the database, the same across its restarts, so that after a crash it settles its payments left in flight at once (default: the host name and the API's address)")
 	fs.IntVar(&cfg.DBPool.MaxConns, "db-max-conns", cfg.DBPool.MaxConns, "PostgreSQL: connections this node keeps at most, all kept open while in use; the default is 4 per core, at least 8")
+	fs.DurationVar(&cfg.DatabaseWait, "database-wait", cfg.DatabaseWait, "PostgreSQL: at start, wait this long for a database that does not accept connections yet (starting, failing over, all its connections taken), saying so in the log; 0 fails at once")
 	fs.DurationVar(&cfg.DBPool.MaxIdleTime, "db-conn-idle-time", cfg.DBPool.MaxIdleTime, "PostgreSQL: close a connection unused this long")
 	fs.DurationVar(&cfg.DBPool.MaxLifetime, "db-conn-lifetime", cfg.DBPool.MaxLifetime, "PostgreSQL: replace every connection after this long (to follow a failover or a pooler)")
 	fs.StringVar(&logs.level, "log-level", "info", "debug, info, warn or error")
@@ -128,7 +129,7 @@ func zeroGiven(fs *flag.FlagSet) error {
 // logFlags are how a long-running command logs.
 type logFlags struct{ level, format string }
 
-func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	cfg := server.Defaults()
 	var st storeFlags
 	var logs logFlags
@@ -164,6 +165,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log, err := newLogger(stderr, logs)
 	if err != nil {
 		return usageErr(fs, err)
+	}
+	if format, _ := logFormat(logs.format, stderr); format == "json" {
+		// The line saying why the node stopped is one more record for
+		// the log processor: written as plain text, a JSON pipeline
+		// dropped or mangled the one line that mattered.
+		defer func() {
+			if err != nil {
+				log.Error("kadi serve stopped", "error", err.Error())
+				err = loggedError{err}
+			}
+		}()
 	}
 	tuneCollector(log)
 	dataDirGiven := false

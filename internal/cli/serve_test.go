@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -211,6 +212,34 @@ func TestServingIsSaidOnlyWhenServing(t *testing.T) {
 	}
 }
 
+// Under --log-format json the line saying why serve stopped is a JSON
+// record like every other: it was plain text, which a log pipeline
+// reading JSON dropped or mangled.
+func TestServeFailureIsAJSONRecord(t *testing.T) {
+	t.Setenv("KADI_SECRET_KEY", "")
+	t.Setenv("KADI_SECRET_KEY_FILE", "")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	var stdout, stderr bytes.Buffer
+	code := Main([]string{"serve", "--data-dir", t.TempDir(), "--addr", "127.0.0.1:0", "--metrics-addr", taken.Addr().String(), "--log-format", "json"}, &stdout, &stderr)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	var last map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		last = nil
+		if err := json.Unmarshal([]byte(line), &last); err != nil {
+			t.Errorf("not a JSON record: %q", line)
+		}
+	}
+	if last["level"] != "ERROR" || last["msg"] != "kadi serve stopped" || !strings.Contains(fmt.Sprint(last["error"]), "pass --metrics-addr with a free address") {
+		t.Errorf("the last record does not say why serve stopped: %v\n%s", last, stderr.String())
+	}
+}
+
 // A bad KADI_LOG_FORMAT is named as the variable: it was reported as a
 // --log-format nobody had typed.
 func TestLogFormatFromTheEnvironmentIsNamed(t *testing.T) {
@@ -345,12 +374,12 @@ func TestDataDirBesideDatabaseURLIsSaidUnused(t *testing.T) {
 	t.Setenv("KADI_DATA_DIR", "")
 	os.Unsetenv("KADI_DATA_DIR") // restored by t.Setenv's cleanup
 	var stdout, stderr bytes.Buffer
-	Main([]string{"serve", "--addr", "127.0.0.1:0", "--database-url", "postgres://127.0.0.1:1/none?connect_timeout=1", "--data-dir", t.TempDir(), "--log-format", "text"}, &stdout, &stderr)
+	Main([]string{"serve", "--addr", "127.0.0.1:0", "--database-url", "postgres://127.0.0.1:1/none?connect_timeout=1", "--database-wait", "0", "--data-dir", t.TempDir(), "--log-format", "text"}, &stdout, &stderr)
 	if !strings.Contains(stderr.String(), "--data-dir is not used with --database-url") {
 		t.Errorf("no warning:\n%s", stderr.String())
 	}
 	stderr.Reset()
-	Main([]string{"serve", "--addr", "127.0.0.1:0", "--database-url", "postgres://127.0.0.1:1/none?connect_timeout=1", "--log-format", "text"}, &stdout, &stderr)
+	Main([]string{"serve", "--addr", "127.0.0.1:0", "--database-url", "postgres://127.0.0.1:1/none?connect_timeout=1", "--database-wait", "0", "--log-format", "text"}, &stdout, &stderr)
 	if strings.Contains(stderr.String(), "--data-dir is not used") {
 		t.Errorf("a warning without --data-dir:\n%s", stderr.String())
 	}

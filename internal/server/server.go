@@ -55,6 +55,10 @@ type Config struct {
 	DataDir     string
 	DatabaseURL string     // empty: SQLite in DataDir
 	DBPool      store.Pool // PostgreSQL's connection pool
+	// DatabaseWait is how long a start waits for a PostgreSQL server that
+	// does not accept connections yet (store.WithStartWait); 0 fails at
+	// once.
+	DatabaseWait time.Duration
 	// RequestTimeout bounds a request's handling, what it waits for the
 	// database included (0: DefaultRequestTimeout); a charge and its
 	// record keep their own time (payment.Service).
@@ -115,7 +119,7 @@ func Defaults() Config {
 		Addr: "127.0.0.1:8080", DataDir: "kadi-data", TokenTTL: time.Hour, Bills: bill.DefaultPolicy(),
 		TimeZone: "Africa/Nairobi", DefaultRegion: "KE", RevocationPoll: time.Second, IPN: ipn.DefaultConfig(),
 		MetricsAllow:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
-		MetricsRefresh: 10 * time.Second, DBPool: store.DefaultPool(),
+		MetricsRefresh: 10 * time.Second, DBPool: store.DefaultPool(), DatabaseWait: time.Minute,
 	}
 }
 
@@ -268,7 +272,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(ctx, cfg.DataDir, cfg.DatabaseURL, keys, cfg.DBPool, store.WithLog(log))
+	st, err := openStore(ctx, cfg.DataDir, cfg.DatabaseURL, keys, cfg.DBPool, store.WithLog(log), store.WithStartWait(cfg.DatabaseWait))
 	if err != nil {
 		return nil, err
 	}

@@ -64,6 +64,8 @@ type DB struct {
 	// behindKey: see BehindKey.
 	behindKey string
 	pool      Pool
+	// startWait: see WithStartWait.
+	startWait time.Duration
 	// log hears what a start spends long on: waiting for another node's
 	// migrations, building an index online.
 	log *slog.Logger
@@ -149,6 +151,10 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 		return nil, err
 	}
 	s.db, s.d = db, d
+	if err := s.awaitServer(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
 	s.migrating = true
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
