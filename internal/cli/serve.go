@@ -50,6 +50,7 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 	fs.StringVar(&cfg.FormAddr, "form-addr", "", "serve the hosted form ({payment_form_url}) on this address only (default: beside the API)")
 	fs.StringVar(&cfg.DashboardAddr, "dashboard-addr", "", "serve the merchant dashboard (/dashboard/) on this address only (default: beside the API)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics on this address only, off the public listener (default: beside the API)")
+	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "how long a request may take in all, what it waits for the database included; past it the client is answered 503 with when to come back (at most 50s; the CSV export and the health probes are not bound by it)")
 	fs.DurationVar(&cfg.DrainDelay, "drain-delay", cfg.DrainDelay, "on SIGTERM, answer /readyz 503 this long before closing the listeners, so a load balancer probing /readyz stops sending first (a little over its probe interval)")
 	fs.DurationVar(&cfg.MetricsRefresh, "metrics-refresh", cfg.MetricsRefresh, "how often gauges read from the database (IPN queue) are refreshed; scrapes read the last values")
 	fs.Func("metrics-allow", "comma-separated CIDRs or addresses that may read /metrics beside the API (default 127.0.0.0/8,::1; empty: nobody)", func(v string) error {
@@ -109,7 +110,7 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 // zeroMeansDefault are the flags whose zero value the gateway reads as
 // "the default": given as 0 on the command line, it is a mistake to say,
 // not a default to take silently.
-var zeroMeansDefault = []string{"ipn-workers", "ipn-per-merchant", "ipn-timeout", "ipn-poll", "ipn-lease", "ipn-max-retry-after", "db-max-conns"}
+var zeroMeansDefault = []string{"ipn-workers", "ipn-per-merchant", "ipn-timeout", "ipn-poll", "ipn-lease", "ipn-max-retry-after", "db-max-conns", "request-timeout"}
 
 // zeroGiven refuses one of zeroMeansDefault set to zero.
 func zeroGiven(fs *flag.FlagSet) error {

@@ -330,6 +330,9 @@ func TestServeRefusesSettingsThatBreakEverything(t *testing.T) {
 		{[]string{"--ipn-jitter", "5"}, "IPN jitter 5 must be a fraction"},
 		{[]string{"--bill-ttl", "0"}, "bill"},
 		{[]string{"--drain-delay", "-1s"}, "--drain-delay -1s cannot be negative"},
+		{[]string{"--request-timeout", "70s"}, "--request-timeout 1m10s: give between 1s and 50s"},
+		{[]string{"--request-timeout", "500ms"}, "--request-timeout 500ms: give between 1s and 50s"},
+		{[]string{"--request-timeout", "0"}, "--request-timeout (KADI_REQUEST_TIMEOUT) 0: give more than zero"},
 		{[]string{"--log-level", "verbose"}, `--log-level "verbose": give debug, info, warn or error`},
 		// Zero would silently mean the default.
 		{[]string{"--ipn-workers", "0"}, "--ipn-workers (KADI_IPN_WORKERS) 0: give more than zero, or leave it out for the default (256)"},

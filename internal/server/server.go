@@ -49,6 +49,11 @@ import (
 // write timeout with the acquirer's 30 s beside it.
 const DefaultRequestTimeout = 20 * time.Second
 
+// MaxRequestTimeout leaves a request's answer time under the servers' 60 s
+// write timeout, past which its client would get a closed connection
+// instead of the 503 saying when to come back.
+const MaxRequestTimeout = 50 * time.Second
+
 // Config is everything `kadi serve` can be told.
 type Config struct {
 	Addr        string
@@ -120,6 +125,7 @@ func Defaults() Config {
 		TimeZone: "Africa/Nairobi", DefaultRegion: "KE", RevocationPoll: time.Second, IPN: ipn.DefaultConfig(),
 		MetricsAllow:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
 		MetricsRefresh: 10 * time.Second, DBPool: store.DefaultPool(), DatabaseWait: time.Minute,
+		RequestTimeout: DefaultRequestTimeout,
 	}
 }
 
@@ -244,6 +250,9 @@ func (cfg Config) checked() (*time.Location, error) {
 	}
 	if cfg.MetricsRefresh <= 0 {
 		return nil, errors.New("the metrics refresh interval must be positive")
+	}
+	if cfg.RequestTimeout != 0 && (cfg.RequestTimeout < time.Second || cfg.RequestTimeout > MaxRequestTimeout) {
+		return nil, fmt.Errorf("--request-timeout %s: give between 1s and %s (the servers' write timeout is 60 s)", cfg.RequestTimeout, MaxRequestTimeout)
 	}
 	if cfg.DrainDelay < 0 {
 		return nil, fmt.Errorf("--drain-delay %s cannot be negative", cfg.DrainDelay)
