@@ -192,7 +192,11 @@ func (h *Handler) signedIn(next http.HandlerFunc, need access) http.HandlerFunc 
 		if err != nil {
 			if reading {
 				// Back to this page after signing in again.
-				http.Redirect(w, r, "/dashboard/?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				back := "/dashboard/?next=" + url.QueryEscape(r.URL.RequestURI())
+				if holdsCardNumber(r.URL.RequestURI()) {
+					back = "/dashboard/"
+				}
+				http.Redirect(w, r, back, http.StatusSeeOther)
 				return
 			}
 			h.fail(w, r, http.StatusUnauthorized, "Signed out", "Your session has ended. Sign in again.")

@@ -453,6 +453,19 @@ func TestSignInReturnsToThePageAskedFor(t *testing.T) {
 	if next, _ := hiddenValue(page, "next"); html.UnescapeString(next) != asked {
 		t.Fatalf("the sign-in form goes on to %q, want %q", next, asked)
 	}
+	// A page whose address holds a card number (a whole number pasted
+	// into the search) is not carried to the sign-in page, nor is one
+	// named in a link's next.
+	for _, asked := range []string{"/dashboard/payments?q=4242424242424242", "/dashboard/payments?q=4242%204242%204242%204242"} {
+		rec := b.get(asked)
+		if loc := rec.Header().Get("Location"); rec.Code != http.StatusSeeOther || loc != "/dashboard/" {
+			t.Errorf("an ended session's page %s: %d to %q, want /dashboard/", asked, rec.Code, loc)
+		}
+		page := b.get("/dashboard/?next=" + url.QueryEscape(asked)).Body.String()
+		if strings.Contains(page, "4242") {
+			t.Errorf("the sign-in page repeats the card number of next=%s", asked)
+		}
+	}
 	for _, tt := range []struct{ next, want string }{
 		{asked, asked},
 		{"/dashboard/ipn", "/dashboard/ipn"},
@@ -469,6 +482,12 @@ func TestSignInReturnsToThePageAskedFor(t *testing.T) {
 		{"/dashboard/./sign-out", "/dashboard/"},
 		{"/dashboard//evil", "/dashboard/"},
 		{"/dashboard/payments/", "/dashboard/payments/"},
+		// A card number in the way back is not repeated.
+		{"/dashboard/payments?q=4242424242424242", "/dashboard/"},
+		{"/dashboard/payments?q=4242%204242%204242%204242", "/dashboard/"},
+		{"/dashboard/payments?q=4242+4242+4242+4242", "/dashboard/"},
+		{"/dashboard/payments/5555-5555-5555-4444", "/dashboard/"},
+		{"/dashboard/payments?q=4242", "/dashboard/payments?q=4242"},
 	} {
 		b := &browser{t: t, g: g}
 		rec := b.do(http.MethodPost, "/dashboard/sign-in", url.Values{"username": {c.Username}, "password": {c.Password}, "next": {tt.next}}, nil)

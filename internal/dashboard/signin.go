@@ -116,10 +116,21 @@ func dashboardPath(next string) string {
 	if strings.HasSuffix(u.Path, "/") && clean != "/" {
 		clean += "/"
 	}
-	if clean != u.Path || !strings.HasPrefix(clean, "/dashboard/") || strings.HasPrefix(clean, "/dashboard/sign") {
+	if clean != u.Path || !strings.HasPrefix(clean, "/dashboard/") || strings.HasPrefix(clean, "/dashboard/sign") || holdsCardNumber(next) {
 		return "/dashboard/"
 	}
 	return next
+}
+
+// holdsCardNumber reports whether a page's address, escaped or not, holds
+// something written like a card number: the way back to it after signing
+// in is not kept, so that the sign-in page and its redirects do not repeat
+// one (a search pasted with a whole card number, a crafted link).
+func holdsCardNumber(uri string) bool {
+	if u, err := url.QueryUnescape(uri); err == nil {
+		uri = u
+	}
+	return card.RedactPath(uri) != uri
 }
 
 // verify checks the second factor: a TOTP code, or one unused recovery
