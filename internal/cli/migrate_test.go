@@ -2,12 +2,17 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kadipay/kadi/internal/server/servertest"
 	"github.com/kadipay/kadi/internal/store/storetest"
 )
 
@@ -58,5 +63,70 @@ func TestCommandSaysItWaitsForMigrations(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("kadi merchant list did not go on once the lock was free")
+	}
+}
+
+// A node started before its PostgreSQL answers on its port while it
+// waits: alive, not ready, then ready once the database comes.
+func TestServeAnswersWhileWaitingForTheDatabase(t *testing.T) {
+	base := os.Getenv("KADI_TEST_DATABASE_URL")
+	if base == "" {
+		t.Skip("KADI_TEST_DATABASE_URL is not set: skipping the PostgreSQL run")
+	}
+	t.Setenv("KADI_SECRET_KEY_FILE", "")
+	t.Setenv("KADI_SECRET_KEY", strings.Repeat("ab", 32))
+	u, err := url.Parse(storetest.FreshSchema(t, base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd := servertest.Forward(t, u.Host)
+	u.Host = fwd.Addr()
+	fwd.Cut()
+	free, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := free.Addr().String()
+	free.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", addr, "--database-url", u.String(), "--database-wait", "1m", "--log-format", "json"}, &stdout, &stderr)
+	}()
+	client := &http.Client{Timeout: 3 * time.Second}
+	status := func(path string) int {
+		resp, err := client.Get("http://" + addr + path)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 20 s\n%s", what, stderr.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	until("waiting said", func() bool { return strings.Contains(stderr.String(), "waiting for the database") })
+	if live, ready := status("/livez"), status("/readyz"); live != http.StatusOK || ready != http.StatusServiceUnavailable {
+		t.Errorf("while waiting for the database: /livez %d, /readyz %d; want 200 and 503", live, ready)
+	}
+	fwd.Mend()
+	until("ready once the database answers", func() bool { return status("/readyz") == http.StatusOK })
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("serve did not stop")
 	}
 }

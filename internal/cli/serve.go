@@ -205,7 +205,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 			"trusted_proxies", fmt.Sprint(cfg.TrustedProxies), "nat64_prefixes", fmt.Sprint(cfg.IPN.NAT64Prefixes))
 		fmt.Fprintln(stdout, line)
 	}
+	// Waiting for the database and migrating can take a while: probes
+	// and clients meanwhile hear "starting", not silence.
+	stopStarting := server.AnswerWhileStarting(ln)
 	g, err := server.New(ctx, cfg, log)
+	stopStarting()
 	if err != nil {
 		ln.Close()
 		return err

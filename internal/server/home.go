@@ -50,7 +50,8 @@ var endpoints = []endpoint{
 	{"POST", "/cardPay", "the hosted card form: the shop's checkout posts the customer here"},
 	{"GET", "/payment/v2/query?billReference=…", "verify a payment (Bearer access token)"},
 	{"GET", "/payment/v2/notifications", "the IPN delivery log (Basic API key)"},
-	{"GET", "/healthz", "liveness"},
+	{"GET", "/livez", "liveness: the process serves (whatever its database does)"},
+	{"GET", "/healthz", "health: the process and its database answer"},
 	{"GET", "/readyz", "readiness: database, schema and IPN worker"},
 	{"GET", "/docs", "the API reference (the OpenAPI 3.1 document: /openapi.json, /openapi.yaml)"},
 }

@@ -102,7 +102,7 @@ func withRequest(next http.Handler, log *slog.Logger, addrs clientaddr.Resolver,
 func withBudget(next http.Handler, d time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case "/healthz", "/readyz", "/dashboard/payments.csv":
+		case "/livez", "/healthz", "/readyz", "/dashboard/payments.csv":
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -87,6 +87,12 @@ func TestDatabaseOutage(t *testing.T) {
 				t.Errorf("/healthz: %d %s", status, body)
 			}
 		}},
+		// Liveness: nothing a restart would mend, so no restart.
+		{"liveness", httpGet("/livez"), func(t *testing.T, status int, body string) {
+			if status != http.StatusOK || body != `{"status":"alive"}` {
+				t.Errorf("/livez: %d %s", status, body)
+			}
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()

@@ -15,7 +15,7 @@ import (
 )
 
 // /readyz says ready only when the node can do all its work, and names
-// what is missing otherwise; /healthz (liveness) does not care about the
+// what is missing otherwise; /healthz and /livez do not care about the
 // IPN worker or the schema.
 func TestReadiness(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
@@ -57,8 +57,10 @@ func TestReadiness(t *testing.T) {
 	}
 
 	waitFor(http.StatusServiceUnavailable, "ipn") // nothing delivers notifications yet
-	if code, _, _ := probe("/healthz"); code != http.StatusOK {
-		t.Errorf("/healthz without the IPN worker: %d, want 200 (liveness)", code)
+	for _, path := range []string{"/healthz", "/livez"} {
+		if code, _, _ := probe(path); code != http.StatusOK {
+			t.Errorf("%s without the IPN worker: %d, want 200", path, code)
+		}
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})

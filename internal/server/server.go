@@ -189,6 +189,7 @@ func (g *Gateway) MetricsListener() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", g.metricsHandler)
 	mux.Handle("GET /readyz", g.ready)
+	mux.HandleFunc("GET /livez", live)
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
@@ -363,6 +364,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	}
 	newMux := func() *http.ServeMux {
 		m := http.NewServeMux()
+		m.HandleFunc("GET /livez", live)
 		m.Handle("GET /healthz", health)
 		m.Handle("GET /readyz", g.ready)
 		m.Handle("GET /{$}", home{publicURL: cfg.PublicURL, mux: m})

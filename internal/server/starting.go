@@ -1,0 +1,138 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// AnswerWhileStarting answers on ln while the gateway is being built (its
+// database waited for, its migrations run): /livez 200, /healthz and
+// /readyz 503, anything else 503 with Retry-After, as a page for a browser
+// and JSON otherwise. Until then the port took connections and answered
+// none, so probes and clients waited for their own timeouts, and an
+// orchestrator could not tell a node starting from one hung. The function
+// returned stops answering and leaves ln open, its next connections for
+// Serve; it must be called once, before Serve.
+func AnswerWhileStarting(ln net.Listener) (stop func()) {
+	tl, ok := ln.(*net.TCPListener)
+	if !ok {
+		return func() {} // no way to stop accepting but closing it
+	}
+	handoff := &handoffListener{TCPListener: tl, conns: make(chan net.Conn), done: make(chan struct{})}
+	accepting := make(chan struct{})
+	go func() {
+		defer close(accepting)
+		handoff.accept()
+	}()
+	srv := &http.Server{Handler: http.HandlerFunc(starting), ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(handoff)
+	}()
+	return func() {
+		handoff.Close()
+		// Accept's wait ends at a deadline already past; ln stays open.
+		_ = tl.SetDeadline(time.Now())
+		<-accepting
+		_ = tl.SetDeadline(time.Time{})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-served
+	}
+}
+
+// handoffListener hands the interim server the connections one goroutine
+// accepts from the real listener, so that closing it stops the interim
+// server without closing the real one.
+type handoffListener struct {
+	*net.TCPListener
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (l *handoffListener) accept() {
+	for {
+		c, err := l.TCPListener.Accept()
+		if err != nil {
+			select {
+			case <-l.done:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // out of file descriptors, say
+			continue
+		}
+		select {
+		case l.conns <- c:
+		case <-l.done:
+			c.Close()
+			return
+		}
+	}
+}
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoffListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+// startingRetry is what a client starting too early is asked to wait.
+const (
+	startingRetry = "5"
+	msgStarting   = "the gateway is starting; try again in a few seconds"
+)
+
+func starting(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	if r.URL.Path == "/livez" {
+		h.Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"alive"}`))
+		return
+	}
+	h.Set("Retry-After", startingRetry)
+	switch {
+	case r.URL.Path == "/readyz":
+		h.Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"status":"not ready","failed":"starting"}`))
+	case r.URL.Path == "/healthz":
+		h.Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"status":"unavailable"}`))
+	case strings.Contains(r.Header.Get("Accept"), "text/html"):
+		// A shopper sent to the card form, or a merchant's staff to the
+		// dashboard: nothing was taken, and the page tries again.
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">` +
+			`<meta http-equiv="refresh" content="` + startingRetry + `"><title>Starting</title></head><body><main><h1>Starting up</h1>` +
+			`<p>This payment service is starting. Nothing was charged. This page tries again in a few seconds.</p></main></body></html>`))
+	default:
+		// The API's outage answer, which the token endpoints' OAuth
+		// clients read too (error, error_description).
+		h.Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"error":"temporarily_unavailable","error_description":"` + msgStarting + `","code":"temporarily_unavailable","message":"` + msgStarting + `"}`))
+	}
+}
