@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/kadipay/kadi/internal/asset"
@@ -445,8 +446,11 @@ func shownName(name string) string {
 // name fields leaves at least that many in one of them.
 func numberLike(name string) bool {
 	digits := 0
-	for i := 0; i < len(name); i++ {
-		if name[i] >= '0' && name[i] <= '9' {
+	for _, r := range name {
+		// Any script's digits: an Arabic or Japanese keyboard types a
+		// card number as ٤٢٤٢… or ４２４２…, which ASCII alone let through
+		// to be kept as the cardholder.
+		if unicode.IsDigit(r) {
 			digits++
 		}
 	}
