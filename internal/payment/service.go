@@ -255,6 +255,15 @@ func (s *Service) CompleteChallenge(ctx context.Context, id, code string) (Payme
 		}
 		return failed, err
 	}
+	if b.Expired(s.now()) {
+		// The bill's expiry is the shop's deadline: a challenge begun
+		// before it is not a way to pay after it.
+		failed, err := s.failChallenge(ctx, p, b, m, "bill_expired", MsgExpired)
+		if errors.Is(err, ErrStale) {
+			return s.awaitPayment(ctx, p.ID)
+		}
+		return failed, err
+	}
 	acq := s.Acquirers[p.Mode]
 	if acq == nil {
 		return Payment{}, ErrLiveDisabled

@@ -458,6 +458,25 @@ func TestChallenge(t *testing.T) {
 		}
 	})
 
+	// A bill's expiry is the shop's deadline (its stock freed, its order
+	// cancelled): an answer after it charges nothing, however recently the
+	// challenge began.
+	t.Run("answered after the bill expired", func(t *testing.T) {
+		e, b, p := challenge(t)
+		e.svc.ChallengeTTL = 48 * time.Hour
+		e.g.Clock.Advance(b.ExpiresAt.Sub(e.g.Clock.Now()) + time.Second)
+		got, err := e.svc.CompleteChallenge(context.Background(), p.ID, "123456")
+		if err != nil || got.Status != payment.Failed || got.Message != payment.MsgExpired {
+			t.Errorf("answer after expiry: %+v, %v", got, err)
+		}
+		if _, _, completions := e.acq.calls(); completions != 0 {
+			t.Error("a challenge of an expired bill was sent to the acquirer")
+		}
+		if st := e.load(t, b.Reference).State; st == bill.Paid {
+			t.Errorf("bill %s", st)
+		}
+	})
+
 	t.Run("unknown payment", func(t *testing.T) {
 		e := newEnv(t)
 		if _, err := e.svc.CompleteChallenge(context.Background(), "pay_nope", "123456"); !errors.Is(err, payment.ErrNotFound) {
