@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/kadipay/kadi/internal/jsoncheck"
@@ -84,7 +85,7 @@ func (t *Text) UnmarshalJSON(b []byte) error {
 	case b[0] == '"':
 		return json.Unmarshal(b, &t.Value)
 	case b[0] == '-' || (b[0] >= '0' && b[0] <= '9'):
-		t.Value = string(b)
+		t.Value = plainNumber(string(b))
 	default:
 		t.BadType = true
 	}
@@ -136,4 +137,42 @@ func describeJSONError(err error) string {
 		return "empty body"
 	}
 	return "unexpected end of input"
+}
+
+// plainNumber writes a JSON number given with an exponent as the decimal
+// text it stands for, exactly: Jackson writes a double of ten million or
+// more as 1.0E7, and JSON encoders may write 1e3. Trailing zeros after the
+// point are dropped, as an exponent's digits say nothing of the amount's
+// precision. A number without an exponent, or one too far from 1 to be an
+// amount, is left as written (and refused as such).
+func plainNumber(n string) string {
+	mantissa, exp, ok := strings.Cut(strings.ToLower(n), "e")
+	if !ok {
+		return n
+	}
+	shift, err := strconv.Atoi(strings.TrimPrefix(exp, "+"))
+	if err != nil || shift > 30 || shift < -30 {
+		return n
+	}
+	sign := ""
+	if rest, neg := strings.CutPrefix(mantissa, "-"); neg {
+		sign, mantissa = "-", rest
+	}
+	whole, fraction, _ := strings.Cut(mantissa, ".")
+	digits := whole + fraction
+	point := len(whole) + shift // where the point falls in digits
+	switch {
+	case point <= 0:
+		digits, point = strings.Repeat("0", 1-point)+digits, 1
+	case point > len(digits):
+		digits += strings.Repeat("0", point-len(digits))
+	}
+	whole, fraction = strings.TrimLeft(digits[:point], "0"), strings.TrimRight(digits[point:], "0")
+	if whole == "" {
+		whole = "0"
+	}
+	if fraction == "" {
+		return sign + whole
+	}
+	return sign + whole + "." + fraction
 }

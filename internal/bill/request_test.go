@@ -108,7 +108,7 @@ func TestDecodeRequestAccepts(t *testing.T) {
 // A JSON number reaches the rules as the digits the merchant sent, never
 // through a float64 that would turn 1500.10 into 1500.1 or 1e3 into 1000.
 func TestDecodeRequestKeepsNumbersAsText(t *testing.T) {
-	for _, lit := range []string{"1000", "1500.50", "1500.10", "0.1", "-5", "1e3", "1E+3", "12345678901234567890123", "0.30000000000000004"} {
+	for _, lit := range []string{"1000", "1500.50", "1500.10", "0.1", "-5", "12345678901234567890123", "0.30000000000000004", "1e400"} {
 		req, err := DecodeRequest([]byte(`{"order":{"amount":` + lit + `}}`))
 		if err != nil {
 			t.Fatalf("amount %s: %v", lit, err)
@@ -264,6 +264,31 @@ func checkText(t *testing.T, field, v string, maxRunes int, allowed func(rune) b
 	for _, r := range v {
 		if !allowed(r) {
 			t.Fatalf("accepted %s %q with %U", field, v, r)
+		}
+	}
+}
+
+// A number with an exponent becomes the decimal text it stands for,
+// exactly (never through a float64).
+func TestPlainNumber(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"1e3", "1000"},
+		{"1E+3", "1000"},
+		{"1.0E7", "10000000"},
+		{"1.2345e2", "123.45"},
+		{"15e-1", "1.5"},
+		{"1e-2", "0.01"},
+		{"1.50e1", "15"},
+		{"-2.5E2", "-250"},
+		{"0e5", "0"},
+		{"123.456E-3", "0.123456"},
+		{"9.99999999999999999999e20", "999999999999999999999"},
+		{"1500.10", "1500.10"}, // no exponent: as written
+		{"1e31", "1e31"},       // too far to be an amount: as written, refused
+		{"1e-31", "1e-31"},
+	} {
+		if got := plainNumber(tt.in); got != tt.want {
+			t.Errorf("plainNumber(%s) = %s, want %s", tt.in, got, tt.want)
 		}
 	}
 }

@@ -174,11 +174,19 @@ func TestValidateAmount(t *testing.T) {
 		{"JSON zero", "KES", raw("0"), nil, CodeNotPositive, 0},
 		{"UGX zero", "UGX", "0", nil, CodeNotPositive, 0},
 
-		{"negative", "KES", "-5", nil, CodeInvalidFormat, 0},
-		{"JSON negative", "KES", raw("-5"), nil, CodeInvalidFormat, 0},
+		{"negative", "KES", "-5", nil, CodeNotPositive, 0},
+		{"JSON negative", "KES", raw("-5"), nil, CodeNotPositive, 0},
+		{"negative, badly written", "KES", "-5,0", nil, CodeInvalidFormat, 0},
 		{"plus sign", "KES", "+5", nil, CodeInvalidFormat, 0},
-		{"exponent", "KES", "1e3", nil, CodeInvalidFormat, 0},
-		{"JSON exponent", "KES", raw("1e3"), nil, CodeInvalidFormat, 0},
+		{"exponent in text", "KES", "1e3", nil, CodeInvalidFormat, 0},
+		// decisions.md §4 takes JSON numbers; Jackson writes a double of
+		// ten million or more with an exponent.
+		{"JSON exponent", "KES", raw("1e3"), nil, "", 100_000},
+		{"JSON exponent as Jackson writes it", "KES", raw("1.0E7"), nil, "", 1_000_000_000},
+		{"JSON negative exponent", "KES", raw("1.5e-1"), nil, "", 15},
+		{"JSON exponent, too many places", "KES", raw("1.234E-1"), nil, CodeInvalidPrecision, 0},
+		{"JSON exponent on UGX", "UGX", raw("2.5E5"), nil, "", 250_000},
+		{"JSON exponent out of range", "KES", raw("1e400"), nil, CodeInvalidFormat, 0},
 		{"thousands comma", "KES", "1,000", nil, CodeInvalidFormat, 0},
 		{"thousands space", "KES", "1 000", nil, CodeInvalidFormat, 0},
 		{"decimal comma", "KES", "1500,00", nil, CodeInvalidFormat, 0},

@@ -39,6 +39,11 @@ func Parse(text string, code string) (Amount, error) {
 		return Amount{}, fmt.Errorf("money: currency %.8q: %w", code, ErrUnknownCurrency)
 	}
 	minor, err := toMinor(text, cur.Digits, false)
+	if rest, negative := strings.CutPrefix(text, "-"); err != nil && negative {
+		if _, e := toMinor(rest, cur.Digits, true); e == nil {
+			err = ErrNotPositive // "-5": a number, and the rule it breaks is that one
+		}
+	}
 	if err != nil {
 		return Amount{}, fmt.Errorf("money: %s amount: %w", cur.Code, err)
 	}
