@@ -113,6 +113,9 @@ func (e *RequestError) Error() string { return e.Message }
 type LockedError struct{ RetryAfter time.Duration }
 
 func (e *LockedError) Error() string {
+	if e.RetryAfter <= time.Second {
+		return "too many failed attempts; try again in 1 second"
+	}
 	if e.RetryAfter < time.Minute {
 		return fmt.Sprintf("too many failed attempts; try again in %d seconds", int(e.RetryAfter.Seconds()+0.999))
 	}

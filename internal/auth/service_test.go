@@ -621,3 +621,20 @@ func TestSignInLocksUnknownCodesAlike(t *testing.T) {
 		t.Errorf("another merchant's sign-in: %v", err)
 	}
 }
+
+func TestLockedErrorSaysWhenInWords(t *testing.T) {
+	for _, tt := range []struct {
+		after time.Duration
+		want  string
+	}{
+		{time.Second, "try again in 1 second"},
+		{300 * time.Millisecond, "try again in 1 second"},
+		{1500 * time.Millisecond, "try again in 2 seconds"},
+		{30 * time.Second, "try again in 30 seconds"},
+		{30 * time.Minute, "try again in 30 minutes"},
+	} {
+		if got := (&LockedError{RetryAfter: tt.after}).Error(); !strings.HasSuffix(got, tt.want) {
+			t.Errorf("locked for %s: %q, want it to end %q", tt.after, got, tt.want)
+		}
+	}
+}

@@ -152,6 +152,10 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, nil, &pageError{Status: http.StatusBadRequest, Title: "Payment form unreadable", Message: "The payment form could not be read."})
 		return
 	}
+	// A byte order mark before the fields (.NET's default UTF-8 encoder
+	// writes one) became part of the first field's name, and the page
+	// blamed a token that was fine; the API's endpoints drop it too.
+	body = bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
 	// The media type, not the whole header: a multipart boundary is
 	// random text and may spell "json".
 	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))

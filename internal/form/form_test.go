@@ -258,6 +258,25 @@ func TestSuccessfulPayment(t *testing.T) {
 	}
 }
 
+// A shop form posted with a UTF-8 byte order mark first (.NET's default
+// encoder writes one) is read as without it: the mark became part of the
+// first field's name, and the page blamed the shop's token.
+func TestByteOrderMarkBeforeTheFields(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Dotnet Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "BOM1", "1500.00")
+	v := servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
+	// The token first, as the field whose name the mark spoiled.
+	body := "\ufefftoken=" + url.QueryEscape(v.Get("token"))
+	v.Del("token")
+	req := httptest.NewRequest(http.MethodPost, "/cardPay", strings.NewReader(body+"&"+v.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if cb := callback(t, g.Serve(req)); cb["orderStatus"] != "Transaction Successfull" {
+		t.Errorf("a form posted with a byte order mark: %v", cb)
+	}
+}
+
 // The callback's dateTime is "yyyy-MM-ddZ" in the operator's zone.
 func TestCallbackDateInOperatorZone(t *testing.T) {
 	for _, zone := range []string{"UTC", "America/New_York", "Asia/Kolkata"} {
