@@ -95,7 +95,14 @@ func (h *Handler) failBill(w http.ResponseWriter, r *http.Request, req bill.Requ
 		resp.Errors = validation.Fields
 		resp.Remarks = validation.Error()
 	case errors.Is(err, bill.ErrReferenceReused):
-		resp.Errors = []bill.FieldError{{Field: "order.reference", Code: "duplicate", Message: "is already used by a bill with different details"}}
+		detail := "is already used by a bill with different details"
+		if reused := (*bill.ReusedError)(nil); errors.As(err, &reused) {
+			detail = "is already used by a bill created over 24 hours ago"
+			if len(reused.Differ) > 0 {
+				detail = "is already used by a bill with another " + strings.Join(reused.Differ, ", ")
+			}
+		}
+		resp.Errors = []bill.FieldError{{Field: "order.reference", Code: "duplicate", Message: detail}}
 	}
 	writeJSON(w, status, resp)
 }

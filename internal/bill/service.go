@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/kadipay/kadi/internal/merchant"
@@ -66,13 +67,48 @@ func (s *Service) Create(ctx context.Context, m merchant.Merchant, mode merchant
 		case created:
 			s.Metrics.created(mode)
 			return stored, false, nil
-		case b.sameRequest(stored, s.Policy.MaxTTL) && now.Sub(stored.CreatedAt) < IdempotencyWindow:
+		case !b.sameRequest(stored, s.Policy.MaxTTL):
+			return Bill{}, false, &ReusedError{Differ: b.differences(stored)}
+		case now.Sub(stored.CreatedAt) < IdempotencyWindow:
 			return stored, true, nil
 		default:
-			return Bill{}, false, ErrReferenceReused
+			return Bill{}, false, &ReusedError{}
 		}
 	}
 	return Bill{}, false, errors.New("could not draw a unique bill reference")
+}
+
+// ReusedError is ErrReferenceReused saying what an integrator must fix:
+// the request's fields that differ from the bill the order reference
+// names, or none when the request is the same but that bill is older than
+// IdempotencyWindow. "With different details" left them comparing bodies
+// field by field.
+type ReusedError struct{ Differ []string }
+
+func (e *ReusedError) Error() string {
+	if len(e.Differ) == 0 {
+		return "order reference already used, by a bill created over 24 hours ago: a request is a retry of it only within 24 hours; give a new order reference"
+	}
+	return "order reference already used for a bill with another " + strings.Join(e.Differ, ", ") + ": an identical request is a retry, anything else needs a new order reference"
+}
+
+func (e *ReusedError) Is(target error) bool { return target == ErrReferenceReused }
+
+// differences names the request fields of b that stored asked otherwise;
+// when none of those does, it was the expiry.
+func (b Bill) differences(stored Bill) []string {
+	names := []string{"customer.name", "order.reference", "order.description", "order.billerCode", "order.outlet", "order.currency", "order.amount"}
+	mine, theirs := b.requestFields(), stored.requestFields()
+	var differ []string
+	for i, name := range names {
+		if mine[i] != theirs[i] {
+			differ = append(differ, name)
+		}
+	}
+	if len(differ) == 0 {
+		differ = []string{"order.expiry"}
+	}
+	return differ
 }
 
 // retryAfterExpiry finds the bill an identical retry names when its one

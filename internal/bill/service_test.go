@@ -5,6 +5,7 @@ import (
 	"errors"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -157,21 +158,23 @@ func TestCreateIdempotency(t *testing.T) {
 		retry  body
 		replay bool  // the original bill comes back
 		err    error // or this error
+		differ string
 	}{
-		{"identical retry at once", 0, original, true, nil},
-		{"identical retry an hour later", time.Hour, original, true, nil},
-		{"identical retry just inside 24 h", 24*time.Hour - time.Millisecond, original, true, nil},
-		{"same meaning: 1500 for 1500.00", time.Minute, original.with("order.amount", "1500"), true, nil},
-		{"same meaning: JSON number", time.Minute, original.with("order.amount", raw("1500")), true, nil},
-		{"same meaning: unknown field added", time.Minute, original.with("customer.customerid", "C-17"), true, nil},
-		{"identical retry after exactly 24 h", 24 * time.Hour, original, false, ErrReferenceReused},
-		{"identical retry after 25 h", 25 * time.Hour, original, false, ErrReferenceReused},
-		{"different amount", time.Minute, original.with("order.amount", "1600.00"), false, ErrReferenceReused},
-		{"different name", time.Minute, original.with("customer.name", "Amina Otieno"), false, ErrReferenceReused},
-		{"different description", time.Minute, original.with("order.description", "Order 2"), false, ErrReferenceReused},
-		{"different currency", time.Minute, original.with("order.currency", "USD"), false, ErrReferenceReused},
-		{"different outlet", time.Minute, original.with("order.outlet", "80010002"), false, ErrReferenceReused},
-		{"expiry added", time.Minute, original.with("order.expiry", "2026-03-16T18:00:00Z"), false, ErrReferenceReused},
+		{"identical retry at once", 0, original, true, nil, ""},
+		{"identical retry an hour later", time.Hour, original, true, nil, ""},
+		{"identical retry just inside 24 h", 24*time.Hour - time.Millisecond, original, true, nil, ""},
+		{"same meaning: 1500 for 1500.00", time.Minute, original.with("order.amount", "1500"), true, nil, ""},
+		{"same meaning: JSON number", time.Minute, original.with("order.amount", raw("1500")), true, nil, ""},
+		{"same meaning: unknown field added", time.Minute, original.with("customer.customerid", "C-17"), true, nil, ""},
+		{"identical retry after exactly 24 h", 24 * time.Hour, original, false, ErrReferenceReused, ""},
+		{"identical retry after 25 h", 25 * time.Hour, original, false, ErrReferenceReused, ""},
+		{"different amount", time.Minute, original.with("order.amount", "1600.00"), false, ErrReferenceReused, "order.amount"},
+		{"different name", time.Minute, original.with("customer.name", "Amina Otieno"), false, ErrReferenceReused, "customer.name"},
+		{"different name and amount", time.Minute, original.with("customer.name", "Amina Otieno").with("order.amount", "1"), false, ErrReferenceReused, "customer.name order.amount"},
+		{"different description", time.Minute, original.with("order.description", "Order 2"), false, ErrReferenceReused, "order.description"},
+		{"different currency", time.Minute, original.with("order.currency", "USD"), false, ErrReferenceReused, "order.currency"},
+		{"different outlet", time.Minute, original.with("order.outlet", "80010002"), false, ErrReferenceReused, "order.outlet"},
+		{"expiry added", time.Minute, original.with("order.expiry", "2026-03-16T18:00:00Z"), false, ErrReferenceReused, "order.expiry"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,6 +182,12 @@ func TestCreateIdempotency(t *testing.T) {
 			if tt.err != nil {
 				if !errors.Is(err, tt.err) || replay {
 					t.Fatalf("retry = %+v, replay %v, err %v; want %v", got, replay, err, tt.err)
+				}
+				// What differs is named, so the integrator knows what to
+				// fix (none: the bill is older than the retry window).
+				var reused *ReusedError
+				if !errors.As(err, &reused) || strings.Join(reused.Differ, " ") != tt.differ {
+					t.Errorf("the refusal names %v as different, want %q", reused, tt.differ)
 				}
 				return
 			}
