@@ -195,9 +195,10 @@ func TestGroupHelp(t *testing.T) {
 	}
 }
 
-// "kadi serving" is logged once every listener is bound: it was logged
-// before a --metrics-addr bind that then failed.
-func TestServingIsSaidOnlyWhenServing(t *testing.T) {
+// serveWithMetricsAddrTaken runs kadi serve with a --metrics-addr another
+// process holds, logging in format.
+func serveWithMetricsAddrTaken(t *testing.T, format string) (code int, stdout, stderr string) {
+	t.Helper()
 	t.Setenv("KADI_SECRET_KEY", "")
 	t.Setenv("KADI_SECRET_KEY_FILE", "")
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
@@ -205,10 +206,17 @@ func TestServingIsSaidOnlyWhenServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	var stdout, stderr bytes.Buffer
-	code := Main([]string{"serve", "--data-dir", t.TempDir(), "--addr", "127.0.0.1:0", "--metrics-addr", taken.Addr().String(), "--log-format", "text"}, &stdout, &stderr)
-	if code == 0 || !strings.Contains(stderr.String(), "metrics listen") || !strings.Contains(stderr.String(), "pass --metrics-addr with a free address") || strings.Contains(stderr.String(), "kadi serving") || strings.Contains(stdout.String(), "ready") {
-		t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, stdout.String(), stderr.String())
+	var out, errs bytes.Buffer
+	code = Main([]string{"serve", "--data-dir", t.TempDir(), "--addr", "127.0.0.1:0", "--metrics-addr", taken.Addr().String(), "--log-format", format}, &out, &errs)
+	return code, out.String(), errs.String()
+}
+
+// "kadi serving" is logged once every listener is bound: it was logged
+// before a --metrics-addr bind that then failed.
+func TestServingIsSaidOnlyWhenServing(t *testing.T) {
+	code, stdout, stderr := serveWithMetricsAddrTaken(t, "text")
+	if code == 0 || !strings.Contains(stderr, "metrics listen") || !strings.Contains(stderr, "pass --metrics-addr with a free address") || strings.Contains(stderr, "kadi serving") || strings.Contains(stdout, "ready") {
+		t.Errorf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 }
 
@@ -216,27 +224,19 @@ func TestServingIsSaidOnlyWhenServing(t *testing.T) {
 // record like every other: it was plain text, which a log pipeline
 // reading JSON dropped or mangled.
 func TestServeFailureIsAJSONRecord(t *testing.T) {
-	t.Setenv("KADI_SECRET_KEY", "")
-	t.Setenv("KADI_SECRET_KEY_FILE", "")
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
-	var stdout, stderr bytes.Buffer
-	code := Main([]string{"serve", "--data-dir", t.TempDir(), "--addr", "127.0.0.1:0", "--metrics-addr", taken.Addr().String(), "--log-format", "json"}, &stdout, &stderr)
+	code, _, stderr := serveWithMetricsAddrTaken(t, "json")
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
 	var last map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
 		last = nil
 		if err := json.Unmarshal([]byte(line), &last); err != nil {
 			t.Errorf("not a JSON record: %q", line)
 		}
 	}
 	if last["level"] != "ERROR" || last["msg"] != "kadi serve stopped" || !strings.Contains(fmt.Sprint(last["error"]), "pass --metrics-addr with a free address") {
-		t.Errorf("the last record does not say why serve stopped: %v\n%s", last, stderr.String())
+		t.Errorf("the last record does not say why serve stopped: %v\n%s", last, stderr)
 	}
 }
 
