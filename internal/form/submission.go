@@ -263,6 +263,10 @@ func CheckCallbackURL(raw string, mode merchant.Mode) (*url.URL, error) {
 		return nil, &ErrCallbackURL{"must use https in live mode"}
 	case u.Host == "" || u.Hostname() == "" || u.Opaque != "":
 		return nil, &ErrCallbackURL{"must name a host"}
+	case strings.HasSuffix(u.Hostname(), "."):
+		// DNS's root dot, valid but refused with the rest: said, so the
+		// shop's developer need not guess which character it was.
+		return nil, &ErrCallbackURL{"must name its host without a trailing dot"}
 	case !validHost(u.Hostname()):
 		// The origin goes into the page's Content-Security-Policy: a host
 		// with ';' or quotes in it would write directives of its own.

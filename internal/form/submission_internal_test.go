@@ -2,6 +2,7 @@ package form
 
 import (
 	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -34,5 +35,20 @@ func TestProseLineBreaks(t *testing.T) {
 	}
 	if ps := s.checkLengths(false); len(ps) != 1 || ps[0].Field != "orderReference" {
 		t.Errorf("a line break in a reference: problems %v, want it refused", ps)
+	}
+}
+
+// A refused callbackUrl says which part to fix.
+func TestCallbackURLRefusalSaysWhy(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://shop.example./cb":    "without a trailing dot",
+		"https://shop.example:0/cb":   "port between 1 and 65535",
+		"https://u:p@shop.example/cb": "credentials",
+		"https://shop.example;x/cb":   "by DNS name",
+	} {
+		_, err := CheckCallbackURL(raw, "test")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckCallbackURL(%s): %v, want it to say %q", raw, err, want)
+		}
 	}
 }
