@@ -138,6 +138,8 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 		switch {
 		case strings.HasPrefix(field, "customer.") && req.Customer.BadType, strings.HasPrefix(field, "order.") && req.Order.BadType:
 			return "", false // said once, for the object
+		case t.BadType && field == "order.amount":
+			add(field, CodeInvalidType, "must be decimal text such as \"1500.00\", or a JSON number")
 		case t.BadType:
 			add(field, CodeInvalidType, "must be a string")
 		case trimSpaces(t.Value) == "":

@@ -460,6 +460,11 @@ func TestValidateWrongType(t *testing.T) {
 			t.Run(field+"/"+string(v), func(t *testing.T) {
 				_, err := validate(t, validBody().with(field, v), DefaultPolicy())
 				wantOnly(t, err, field, CodeInvalidType)
+				// The amount takes a number too: its message says so.
+				var ve *ValidationError
+				if errors.As(err, &ve) && field == "order.amount" && !strings.Contains(ve.Fields[0].Message, "JSON number") {
+					t.Errorf("an amount of the wrong type: %q does not say a number is taken", ve.Fields[0].Message)
+				}
 			})
 		}
 	}
