@@ -56,6 +56,15 @@ type Bill struct {
 	Channel    string // always CARD
 	Remarks    string
 	SystemCode string // till number
+	// State is what the bill can do now: "open" takes a payment,
+	// "processing" has one in flight, "paid"; "blocked" and "expired" take
+	// none (create a new bill under another order reference). "" from a
+	// gateway too old to say.
+	State string
+	// Replayed: the answer to a retry of an earlier identical request,
+	// so this is that request's bill, not a new one; State says whether it
+	// can still be paid.
+	Replayed bool
 }
 
 type billBody struct {
@@ -83,6 +92,7 @@ type billResponse struct {
 	Channel    string      `json:"channel"`
 	Remarks    string      `json:"remarks"`
 	SystemCode string      `json:"systemCode"`
+	BillState  string      `json:"billState"`
 }
 
 // CreateBill registers an order with the gateway. A refused bill is an
@@ -136,5 +146,7 @@ func (c *Client) CreateBill(ctx context.Context, req BillRequest) (*Bill, error)
 		Channel:    b.Channel,
 		Remarks:    b.Remarks,
 		SystemCode: b.SystemCode,
+		State:      b.BillState,
+		Replayed:   resp.header.Get("Idempotent-Replayed") == "true",
 	}, nil
 }

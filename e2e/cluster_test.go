@@ -96,6 +96,11 @@ func TestTwoNodesSharePostgres(t *testing.T) {
 		if err != nil || again.Reference != bill.Reference {
 			t.Errorf("the same bill request on B: %+v (%v), want reference %s", again, err, bill.Reference)
 		}
+		// The client says which answer was a replay, and what the bill
+		// can do.
+		if err == nil && (bill.Replayed || !again.Replayed || bill.State != "open" || again.State != "open") {
+			t.Errorf("first answer replayed %v, state %q; retry replayed %v, state %q", bill.Replayed, bill.State, again.Replayed, again.State)
+		}
 	})
 
 	t.Run("concurrent submits across nodes charge once", func(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/kadipay/kadi/internal/bill"
-	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
 )
 
@@ -26,6 +25,10 @@ type BillResponse struct {
 	Code       string            `json:"code,omitempty"`
 	Message    string            `json:"message,omitempty"`
 	Errors     []bill.FieldError `json:"errors,omitempty"`
+	// BillState is what the bill can do now, for a program to read where
+	// remarks says it in words: a retry's answer named a paid or blocked
+	// bill only in remarks, and "status":"1" sent shoppers to pay it.
+	BillState bill.State `json:"billState,omitempty"`
 }
 
 func (h *Handler) createBill(w http.ResponseWriter, r *http.Request) {
@@ -55,11 +58,14 @@ func (h *Handler) createBill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	remarks := "Bill created successfully"
+	state := b.DisplayState(h.Auth.Now())
 	if replay {
+		// Stripe's header, which client libraries already read.
+		w.Header().Set("Idempotent-Replayed", "true")
 		remarks = "Bill already created for this order reference; returning the original"
 		// A retry after a timeout must not send a shopper to a bill that
 		// can no longer take a payment without saying so.
-		switch b.DisplayState(h.Auth.Now()) {
+		switch state {
 		case bill.Paid:
 			remarks += ", which is paid"
 		case bill.Expired:
@@ -68,14 +74,10 @@ func (h *Handler) createBill(w http.ResponseWriter, r *http.Request) {
 			remarks += ", which is blocked after too many failed attempts: create a new bill under another order reference"
 		}
 	}
-	writeJSON(w, http.StatusOK, billResponse(b, m, remarks))
-}
-
-func billResponse(b bill.Bill, m merchant.Merchant, remarks string) BillResponse {
-	return BillResponse{
+	writeJSON(w, http.StatusOK, BillResponse{
 		Reference: b.Reference, Amount: b.Amount.String(), ServiceID: m.ServiceID, Status: "1",
-		OrderRef: b.OrderReference, Channel: "CARD", Remarks: remarks, SystemCode: m.SystemCode,
-	}
+		OrderRef: b.OrderReference, Channel: "CARD", Remarks: remarks, SystemCode: m.SystemCode, BillState: state,
+	})
 }
 
 // failBill answers a refused bill in the bill's own shape, so integrations
