@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kadipay/kadi/internal/secret"
 )
 
 // AnswerWhileStarting answers on ln while the gateway is being built (its
@@ -102,37 +104,46 @@ const (
 	msgStarting   = "the gateway is starting; try again in a few seconds"
 )
 
+// starting answers a request that came before the gateway could, in the
+// shape its endpoint answers an outage with (api/openapi.yaml), so that a
+// client reads it as it reads any 503: the bill's own shape, OAuth's on
+// the token endpoints, a page on the hosted form and the dashboard.
 func starting(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
+	h.Set(RequestIDHeader, secret.NewID("req"))
 	h.Set("Cache-Control", "no-store")
-	if r.URL.Path == "/livez" {
+	path := strings.TrimSuffix(r.URL.Path, "/")
+	if path == "/livez" {
 		h.Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"alive"}`))
 		return
 	}
 	h.Set("Retry-After", startingRetry)
+	body := `{"code":"temporarily_unavailable","message":"` + msgStarting + `"}`
 	switch {
-	case r.URL.Path == "/readyz":
-		h.Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(`{"status":"not ready","failed":"starting"}`))
-	case r.URL.Path == "/healthz":
-		h.Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(`{"status":"unavailable"}`))
-	case strings.Contains(r.Header.Get("Accept"), "text/html"):
+	case path == "/readyz":
+		body = `{"status":"not ready","failed":"starting"}`
+	case path == "/healthz":
+		body = `{"status":"unavailable"}`
+	case path == "/identity/v2/token" || path == "/token" || path == "/v1/token":
+		body = `{"error":"temporarily_unavailable","error_description":"` + msgStarting + `","code":"temporarily_unavailable","message":"` + msgStarting + `"}`
+	case path == "/payment/v2/bills":
+		body = `{"reference":"","amount":"","serviceId":"","status":false,"orderRef":"","channel":"CARD","remarks":"` + msgStarting +
+			`","systemCode":"","code":"temporarily_unavailable","message":"` + msgStarting + `"}`
+	case strings.HasPrefix(path, "/cardPay"), strings.HasPrefix(path, "/dashboard"), strings.Contains(r.Header.Get("Accept"), "text/html"):
 		// A shopper sent to the card form, or a merchant's staff to the
 		// dashboard: nothing was taken, and the page tries again.
 		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Content-Security-Policy", "default-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'")
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(`<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">` +
-			`<meta http-equiv="refresh" content="` + startingRetry + `"><title>Starting</title></head><body><main><h1>Starting up</h1>` +
-			`<p>This payment service is starting. Nothing was charged. This page tries again in a few seconds.</p></main></body></html>`))
-	default:
-		// The API's outage answer, which the token endpoints' OAuth
-		// clients read too (error, error_description).
-		h.Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(`{"error":"temporarily_unavailable","error_description":"` + msgStarting + `","code":"temporarily_unavailable","message":"` + msgStarting + `"}`))
+		_, _ = w.Write([]byte(startingPage))
+		return
 	}
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write([]byte(body))
 }
+
+const startingPage = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">` +
+	`<meta http-equiv="refresh" content="` + startingRetry + `"><title>Starting</title></head><body><main><h1>Starting up</h1>` +
+	`<p>This payment service is starting. Nothing was charged. This page tries again in a few seconds.</p></main></body></html>`

@@ -1,13 +1,16 @@
 package server_test
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kadipay/kadi/internal/contract"
 	"github.com/kadipay/kadi/internal/server"
 )
 
@@ -24,9 +27,9 @@ func TestAnswerWhileStarting(t *testing.T) {
 	base := "http://" + ln.Addr().String()
 	stop := server.AnswerWhileStarting(ln)
 	client := &http.Client{Timeout: 5 * time.Second}
-	get := func(path, accept string) (int, http.Header, string) {
+	do := func(method, path, accept string) (int, http.Header, string) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		req, _ := http.NewRequest(method, base+path, nil)
 		if accept != "" {
 			req.Header.Set("Accept", accept)
 		}
@@ -38,24 +41,38 @@ func TestAnswerWhileStarting(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, resp.Header, string(body)
 	}
+	// Each answer is its endpoint's outage answer, as api/openapi.yaml
+	// describes it, so clients read it as any 503.
+	v, err := contract.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
-		path, accept string
-		status       int
-		body         string
+		method, path, accept string
+		status               int
+		body                 string
 	}{
-		{"/livez", "", http.StatusOK, `{"status":"alive"}`},
-		{"/readyz", "", http.StatusServiceUnavailable, `"failed":"starting"`},
-		{"/healthz", "", http.StatusServiceUnavailable, `{"status":"unavailable"}`},
-		{"/payment/v2/query?billReference=x", "", http.StatusServiceUnavailable, `"code":"temporarily_unavailable"`},
-		{"/identity/v2/token", "application/json", http.StatusServiceUnavailable, `"error":"temporarily_unavailable"`},
-		{"/cardPay/page/x", "text/html,application/xhtml+xml", http.StatusServiceUnavailable, "Nothing was charged"},
+		{"GET", "/livez", "", http.StatusOK, `{"status":"alive"}`},
+		{"GET", "/readyz", "", http.StatusServiceUnavailable, `"failed":"starting"`},
+		{"GET", "/healthz", "", http.StatusServiceUnavailable, `{"status":"unavailable"}`},
+		{"GET", "/payment/v2/query?billReference=x", "", http.StatusServiceUnavailable, `"code":"temporarily_unavailable"`},
+		{"POST", "/payment/v2/bills", "", http.StatusServiceUnavailable, `"status":false`},
+		{"POST", "/identity/v2/token", "application/json", http.StatusServiceUnavailable, `"error":"temporarily_unavailable"`},
+		{"POST", "/token/", "", http.StatusServiceUnavailable, `"error":"temporarily_unavailable"`},
+		{"POST", "/cardPay", "", http.StatusServiceUnavailable, "Nothing was charged"},
+		{"GET", "/cardPay/page/x", "text/html,application/xhtml+xml", http.StatusServiceUnavailable, "Nothing was charged"},
+		{"GET", "/dashboard/payments", "", http.StatusServiceUnavailable, "Nothing was charged"},
 	} {
-		status, h, body := get(tt.path, tt.accept)
+		status, h, body := do(tt.method, tt.path, tt.accept)
 		if status != tt.status || !strings.Contains(body, tt.body) {
 			t.Errorf("%s while starting: %d %s, want %d with %s", tt.path, status, body, tt.status, tt.body)
 		}
 		if status == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
 			t.Errorf("%s while starting: a 503 without Retry-After", tt.path)
+		}
+		req := httptest.NewRequest(tt.method, tt.path, nil)
+		if err := v.Response(req, status, h, []byte(body)); err != nil && !errors.Is(err, contract.ErrNoOperation) {
+			t.Errorf("%s %s while starting breaks api/openapi.yaml: %v", tt.method, tt.path, err)
 		}
 	}
 	// A client's kept-alive connection to the interim server is closed
@@ -65,7 +82,7 @@ func TestAnswerWhileStarting(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	for range 3 {
-		if status, _, body := get("/livez", ""); status != http.StatusOK || body != "the gateway" {
+		if status, _, body := do("GET", "/livez", ""); status != http.StatusOK || body != "the gateway" {
 			t.Fatalf("after the handoff: %d %q, want the gateway's answer", status, body)
 		}
 	}
