@@ -25,6 +25,8 @@ func TestFlagMistakesAreSaidShortly(t *testing.T) {
 		{[]string{"ipn", "show", "--json=maybe", "msg_1"}, `kadi ipn show: invalid boolean value "maybe" for -json`},
 		{[]string{"ipn", "show", "msg_1", "--timezone", "Mars/Olympus"}, `kadi ipn show: invalid value "Mars/Olympus" for flag -timezone`},
 		{[]string{"secret", "rotate", "--reseal=perhaps"}, `kadi secret rotate: invalid boolean value "perhaps" for -reseal`},
+		{[]string{"merchant", "rotate-key", "--merchant", "1234567890"}, "kadi merchant rotate-key: --mode is required: give test or live"},
+		{[]string{"merchant", "rotate-key", "--merchant", "1234567890", "--mode", "prod"}, `kadi merchant rotate-key: --mode "prod": mode must be test or live`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := Main(tt.args, &stdout, &stderr)

@@ -534,9 +534,12 @@ func (e *endpointFlags) register(fs *flag.FlagSet) {
 // check reads --mode and requires --merchant, after parsing; a mistake is
 // a usage error.
 func (e *endpointFlags) check(fs *flag.FlagSet) (merchant.Mode, error) {
+	if e.mode == "" {
+		return "", usageErr(fs, errors.New("--mode is required: give test or live"))
+	}
 	m, err := merchant.ParseMode(e.mode)
 	if err != nil {
-		return "", usageErr(fs, err)
+		return "", usageErr(fs, fmt.Errorf("--mode %w", err))
 	}
 	if e.code == "" {
 		return "", usageErr(fs, errors.New("--merchant is required"))

@@ -331,6 +331,8 @@ func TestServeRefusesSettingsThatBreakEverything(t *testing.T) {
 		{[]string{"--bill-ttl", "0"}, "bill"},
 		{[]string{"--drain-delay", "-1s"}, "--drain-delay -1s cannot be negative"},
 		{[]string{"--request-timeout", "70s"}, "--request-timeout 1m10s: give between 1s and 50s"},
+		{[]string{"--database-wait", "-5s"}, "--database-wait -5s cannot be negative"},
+		{[]string{"--database-url", "/etc/passwd"}, "--database-url must be a postgres:// or postgresql:// URL"},
 		{[]string{"--request-timeout", "500ms"}, "--request-timeout 500ms: give between 1s and 50s"},
 		{[]string{"--request-timeout", "0"}, "--request-timeout (KADI_REQUEST_TIMEOUT) 0: give more than zero"},
 		{[]string{"--log-level", "verbose"}, `--log-level "verbose": give debug, info, warn or error`},

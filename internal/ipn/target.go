@@ -287,6 +287,16 @@ const hostAddrsFresh = 5 * time.Second
 // thisHost reads the interfaces of the machine the gateway runs on.
 var thisHost = &hostAddrs{list: net.InterfaceAddrs}
 
+// CheckHostAddresses says why this host's own addresses cannot be read,
+// or nil. While they cannot, every notification is refused (the guard
+// cannot tell a receiver from the gateway's own host): a sandbox that
+// forbids netlink sockets (systemd's RestrictAddressFamilies= without
+// AF_NETLINK) stopped every delivery, said only on each attempt's line.
+func CheckHostAddresses() error {
+	_, err := thisHost.current()
+	return err
+}
+
 // refused says why a is refused as one of the host's addresses, directly
 // or carried in an IPv6 form, or "". When the interfaces cannot be listed
 // every address is refused: the guard cannot tell.

@@ -271,6 +271,15 @@ func TestGuardRefusesTheHostsOwnAddresses(t *testing.T) {
 	if err != nil || !slices.Contains(addrs, netip.MustParseAddr("127.0.0.1")) {
 		t.Errorf("this host's addresses: %v, %v; want 127.0.0.1 among them", addrs, err)
 	}
+	if err := CheckHostAddresses(); err != nil {
+		t.Errorf("CheckHostAddresses on this machine: %v", err)
+	}
+	was := thisHost
+	defer func() { thisHost = was }()
+	thisHost = broken.host
+	if err := CheckHostAddresses(); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("CheckHostAddresses with the interfaces unlisted: %v, want the reason", err)
+	}
 }
 
 func TestConnectTimeGuard(t *testing.T) {

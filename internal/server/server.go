@@ -255,6 +255,12 @@ func (cfg Config) checked() (*time.Location, error) {
 	if cfg.RequestTimeout != 0 && (cfg.RequestTimeout < time.Second || cfg.RequestTimeout > MaxRequestTimeout) {
 		return nil, fmt.Errorf("--request-timeout %s: give between 1s and %s (the servers' write timeout is 60 s)", cfg.RequestTimeout, MaxRequestTimeout)
 	}
+	if cfg.DatabaseWait < 0 {
+		return nil, fmt.Errorf("--database-wait %s cannot be negative: give 0 to fail at once", cfg.DatabaseWait)
+	}
+	if err := CheckDatabaseURL(cfg.DatabaseURL); err != nil {
+		return nil, err
+	}
 	if cfg.DrainDelay < 0 {
 		return nil, fmt.Errorf("--drain-delay %s cannot be negative", cfg.DrainDelay)
 	}
@@ -323,6 +329,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	ipnMetrics := ipn.NewMetrics(g.Metrics)
 	g.IPN = &ipn.Worker{Queue: st, Config: ipnCfg, Log: log, Metrics: ipnMetrics, Location: loc}
 	st.OnIPNQueued(g.IPN.Nudge)
+	if err := ipn.CheckHostAddresses(); err != nil {
+		log.Warn("IPN deliveries will all be refused: this host's own network addresses cannot be read, so no receiver can be told apart from the gateway's own host; allow netlink sockets (under systemd, RestrictAddressFamilies= needs AF_NETLINK)", "err", err.Error())
+	}
 
 	health := &health{ping: st.Ping, every: healthEvery}
 	g.ready = newReadiness(readyCheck{"database", st.Ping}, readyCheck{"migrations", st.Migrated},
