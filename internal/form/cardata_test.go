@@ -83,6 +83,18 @@ func TestNoCardDataAtRestOrInLogs(t *testing.T) {
 			}
 		}
 	}
+	// Both names refused: they come back empty, not as the shop's
+	// customer, whom a second press of Pay would send as the cardholder.
+	rec := g.CardPay(servertest.CheckoutPost(entry, servertest.Card{Number: visa, CVV: cvv, FirstName: "Jane 123456", LastName: "Doe " + visa}))
+	if f, ok := servertest.ParsePage(rec.Body.String()).FormTo("/cardPay"); !ok {
+		t.Errorf("no card form after refused names: %d", rec.Code)
+	} else {
+		for _, name := range []string{"cardFirstName", "cardLastName"} {
+			if in, ok := f.Input(name); !ok || in.Attrs["value"] != "" {
+				t.Errorf("refused %s came back as %q, want it empty", name, in.Attrs["value"])
+			}
+		}
+	}
 	b2 := g.CreateBill(c, tok, "PANNAME", "10")
 	cb := g.Callback(g.CardPay(servertest.Card{Number: visa, CVV: cvv, FirstName: visa2, LastName: "Wanjiru"}.Apply(servertest.FormFields(c, tok, b2))))
 	if cb["orderStatus"] != "Transaction Failed" || !strings.Contains(cb["message"], "cardFirstName must be the name on the card") {
@@ -107,7 +119,7 @@ func TestNoCardDataAtRestOrInLogs(t *testing.T) {
 	for k, n := range shopFields {
 		v.Set(k, n)
 	}
-	rec := g.CardPay(v)
+	rec = g.CardPay(v)
 	if strings.Contains(rec.Body.String(), `name="cardNumber"`) {
 		t.Error("the card page was shown for a shop form holding card numbers in its own fields")
 	}

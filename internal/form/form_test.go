@@ -2,12 +2,14 @@ package form_test
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -1228,5 +1230,44 @@ func TestWaitForAnAttemptInFlightEndsWithTheRequest(t *testing.T) {
 	rec := g.CardPay(servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b)))
 	if body := rec.Body.String(); rec.Code >= 500 && rec.Code != http.StatusServiceUnavailable || !strings.Contains(body, "being confirmed") {
 		t.Errorf("a card posted while another attempt is in flight: %d\n%s", rec.Code, body)
+	}
+}
+
+// A card posted on our page while the store takes no writes (another
+// process holds its write lock) comes back to the card form saying why
+// and that nothing was charged: it came back silent, and the shopper
+// could not tell whether the card was charged.
+func TestCardPageSaysPaymentsArePaused(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{RequestTimeout: time.Second})
+	c := g.Onboard("Paused Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "PAUSED1", "10")
+	entry := g.OpenCheckout(servertest.FormFields(c, tok, b))
+
+	db, err := sql.Open("sqlite", filepath.Join(g.Dir, "kadi.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	lock, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	rec := g.CardPay(servertest.CheckoutPost(entry, servertest.Card{Number: visa, CVV: cvv}))
+	body := rec.Body.String()
+	if _, ok := servertest.ParsePage(body).FormTo("/cardPay"); !ok || !strings.Contains(body, "Payments paused for a moment") || !strings.Contains(body, "not charged") {
+		t.Errorf("a card posted while the store takes no writes: %d\n%s", rec.Code, body)
+	}
+	if _, err := lock.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	lock.Close()
+	// Once it takes them, the same page pays, and says nothing of a pause.
+	rec = g.CardPay(servertest.CheckoutPost(entry, servertest.Card{Number: visa, CVV: cvv}))
+	if cb := callback(t, rec); cb["orderStatus"] != "Transaction Successfull" {
+		t.Errorf("after the pause: %v", cb)
 	}
 }

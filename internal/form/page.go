@@ -45,8 +45,11 @@ const (
 type page struct {
 	Kind    string `json:"k"`
 	Expires int64  `json:"x"` // unix seconds
-	// Checkout is the checkout session's id (kindCheckout).
+	// Checkout is the checkout session's id (kindCheckout); Paused says
+	// the shopper came from a card post the store could not take, so the
+	// card form says why it is back.
 	Checkout string `json:"c,omitempty"`
+	Paused   bool   `json:"p,omitempty"`
 	// Action and Callback are where and what the result posts, Amount the
 	// bill's amount as the card page showed it and Test its mode, for
 	// the page's own header, and Blocked that the attempt was the bill's
@@ -116,7 +119,10 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, t *trusted, err e
 	err = outage.Within(r.Context(), err)
 	if t != nil && t.checkoutID != "" && (errors.Is(err, errInProgress) || outage.Is(err)) {
 		logging.Refused(r.Context(), h.Log, "payment page pending; sent to the checkout page, which follows it", "err", err)
-		h.toCheckout(w, r, *t)
+		// The store out of reach for writes but not reads showed the card
+		// form again with no word of why (a shopper could not tell
+		// whether the card was charged): the page says so.
+		h.show(w, r, page{Kind: kindCheckout, Checkout: t.checkoutID, Paused: !errors.Is(err, errInProgress)})
 		return
 	}
 	h.show(w, r, page{Kind: kindError, Error: h.problem(r, t, err)})
@@ -174,7 +180,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	r = withPageID(r, id)
 	switch p.Kind {
 	case kindCheckout:
-		h.serveCheckout(w, r, p.Checkout)
+		h.serveCheckout(w, r, p.Checkout, p.Paused)
 	case kindResult:
 		to, err := url.Parse(p.Action)
 		if err != nil || p.Callback == nil {
@@ -192,7 +198,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 // serveCheckout shows what a checkout session is at now: the card form
 // while the bill can be paid, the challenge while one is owed, and once
 // the bill is paid or can no longer be, the result.
-func (h *Handler) serveCheckout(w http.ResponseWriter, r *http.Request, id string) {
+func (h *Handler) serveCheckout(w http.ResponseWriter, r *http.Request, id string, paused bool) {
 	ctx := r.Context()
 	sess, t, err := h.session(ctx, id)
 	if err != nil {
@@ -235,7 +241,7 @@ func (h *Handler) serveCheckout(w http.ResponseWriter, r *http.Request, id strin
 	case t.bill.Expired(now):
 		h.renderOutcome(w, r, t, payment.Payment{Status: payment.Failed, Message: payment.MsgExpired, UpdatedAt: now})
 	default:
-		h.renderCard(w, r, t, sess.Notice, h.Payments.MaxFailures-t.bill.FailedAttempts)
+		h.renderCard(w, r, t, sess.Notice, h.Payments.MaxFailures-t.bill.FailedAttempts, paused)
 	}
 }
 

@@ -106,6 +106,9 @@ func (s *Service) readClock(ctx context.Context) {
 // default) its charges are refused with ErrLiveDisabled.
 func (s *Service) CanCharge(mode merchant.Mode) bool { return s.Acquirers[mode] != nil }
 
+// minListTimeout is the least time one page of Reconcile's listing gets.
+const minListTimeout = time.Second
+
 // Unsettled selects the payments Reconcile looks at: charges (processing
 // or unknown) of Modes untouched since Before, charges of Modes left
 // processing by an earlier run of this node (Node is NodePrefix and other
@@ -356,8 +359,10 @@ func (s *Service) Reconcile(ctx context.Context, olderThan time.Duration) error 
 	var errs []error
 	for {
 		// Bounded: a query left hanging on a connection a failover cut
-		// stopped every pass after it.
-		lctx, cancel := context.WithTimeout(ctx, s.AcquirerTimeout)
+		// stopped every pass after it. The acquirer's time, but never
+		// under a second: a short acquirer timeout (100 ms in tests) cut
+		// a listing that a loaded machine took longer over.
+		lctx, cancel := context.WithTimeout(ctx, max(s.AcquirerTimeout, minListTimeout))
 		page, err := s.Repo.UnsettledPayments(lctx, q)
 		cancel()
 		if err != nil {
