@@ -152,6 +152,12 @@ func TestBrowserCheckout(t *testing.T) {
 			if got := value(t, cctx, chromedp.Text(chromedp.ID("brand"))); got == "" {
 				t.Error("no brand shown for the typed card")
 			}
+			// The brand is announced, not made part of the field's name
+			// (a screen reader said "Card number Visa", the name changing
+			// as the shopper typed).
+			if label := value(t, cctx, chromedp.Evaluate[string](`(function(){var e=document.getElementById(document.getElementById("cardNumber").getAttribute("aria-labelledby"));return e?e.textContent:""})()`)); label != "Card number" {
+				t.Errorf("the card number's accessible name is %q, want Card number", label)
+			}
 			if tc.doubleClick {
 				doubleClickPay(t, cctx, proxy)
 			} else {
@@ -166,6 +172,11 @@ func TestBrowserCheckout(t *testing.T) {
 				}
 				if name := value(t, cctx, chromedp.Value(chromedp.CSS(`input[name="cardFirstName"]`))); name != "Wanjiku" {
 					t.Errorf("first name after a decline: %q", name)
+				}
+				// The keyboard starts where the shopper must act: the card
+				// number, which is never shown again (it started nowhere).
+				if focused := value(t, cctx, chromedp.Evaluate[string](`document.activeElement.id`)); focused != "cardNumber" {
+					t.Errorf("focus after a decline on %q, want cardNumber", focused)
 				}
 				if tc.then == "" {
 					run(t, cctx, chromedp.Click(chromedp.ID("cancel")))

@@ -85,6 +85,11 @@
     el.setAttribute("aria-describedby", id);
     return true;
   }
+  // Sent back by the server (a refusal, a decline, a pause), the page
+  // starts where the shopper must act: the first field in error, else
+  // the card number, which is never shown again.
+  var start = f.querySelector("[aria-invalid=true]") || (document.querySelector("#declined,#paused") && num);
+  if (start) { start.focus(); }
   f.addEventListener("submit", function (ev) {
     var d = digits(num.value), p = expiryParts(exp.value), now = new Date(), bad = [];
     if (mark(num, luhn(d) && brandOf(d) ? "" : f.dataset.msgNumber)) { bad.push(num); }
