@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kadipay/kadi/internal/acquirer/sim"
+	"github.com/kadipay/kadi/internal/keyring"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/secret"
@@ -269,4 +271,42 @@ func forwardedPostgres(t *testing.T, why string) (*servertest.Forwarder, string)
 	fwd := servertest.Forward(t, u.Host)
 	u.Host = fwd.Addr()
 	return fwd, u.String()
+}
+
+// A node stopped cleanly says so: the other nodes stop counting its key
+// at once, not 30 s later (a node whose ring was behind the stopped
+// node's reported ready meanwhile).
+func TestStoppedNodeRetiresItsKey(t *testing.T) {
+	_, dsn := forwardedPostgres(t, "node keys are shared on PostgreSQL")
+	g := servertest.Start(t, servertest.Options{DatabaseURL: dsn})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- g.Gateway.Serve(ctx, ln) }()
+	probe := keyring.NodeKey{Node: "probe", ID: "k0", Check: "0000000000000000"}
+	peers := func() int {
+		got, _, err := g.Store.PublishNodeKey(t.Context(), probe, "run-probe", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for peers() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the serving node's key never counted")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	if n := peers(); n != 1 {
+		t.Errorf("%d live nodes right after a clean stop, want the probe alone", n)
+	}
 }

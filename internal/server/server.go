@@ -484,7 +484,23 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 			g.log.Warn("publish this node's key", "err", err)
 		}
 		cancel()
-		go g.watchNodeKeys(bg, name, run)
+		keysCtx, stopKeys := context.WithCancel(bg)
+		keysDone := make(chan struct{})
+		go func() {
+			defer close(keysDone)
+			g.watchNodeKeys(keysCtx, name, run)
+		}()
+		// Last, once every request is answered: while it serves, its key
+		// counts.
+		defer func() {
+			stopKeys()
+			<-keysDone
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			if err := g.Store.RetireNodeKey(rctx, name, run); err != nil {
+				g.log.Warn("say this node has stopped; the others count its key until it is 30 s silent", "err", err)
+			}
+		}()
 	}
 	go g.reconcile(bg)
 	go g.refreshGauges(bg)

@@ -56,6 +56,40 @@ func TestPublishNodeKey(t *testing.T) {
 	}
 }
 
+// A node that stops says so: the others stop counting its key at once,
+// its row (and its run) kept; a retirement by a run the row no longer
+// bears changes nothing.
+func TestRetireNodeKey(t *testing.T) {
+	for name, open := range bothDatabases {
+		t.Run(name, func(t *testing.T) {
+			db := open(t)
+			ctx := t.Context()
+			a := keyring.NodeKey{Node: "a", ID: "k0", Check: "0000000000000000"}
+			b := keyring.NodeKey{Node: "b", ID: "k0", Check: "0000000000000000"}
+			for _, k := range []keyring.NodeKey{a, b} {
+				if _, _, err := db.PublishNodeKey(ctx, k, "run-"+k.Node, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := db.RetireNodeKey(ctx, "a", "run-other"); err != nil {
+				t.Fatal(err)
+			}
+			if got, _, err := db.PublishNodeKey(ctx, b, "run-b", time.Minute); err != nil || len(got) != 2 {
+				t.Fatalf("after another run's retirement: %+v, %v; want both nodes", got, err)
+			}
+			if err := db.RetireNodeKey(ctx, "a", "run-a"); err != nil {
+				t.Fatal(err)
+			}
+			if got, _, err := db.PublishNodeKey(ctx, b, "run-b", time.Minute); err != nil || len(got) != 1 || got[0] != b {
+				t.Errorf("after a retired: %+v, %v; want b alone", got, err)
+			}
+			if run, err := db.NodeRun(ctx, "a"); err != nil || run != "run-a" {
+				t.Errorf("a's last run after retiring: %q, %v", run, err)
+			}
+		})
+	}
+}
+
 // The run that published last under a node's name: the node's own after
 // its first publish, another's when a node of the same name runs too.
 func TestPublishNodeKeyTellsTheLastRun(t *testing.T) {
