@@ -1271,3 +1271,22 @@ func TestCardPageSaysPaymentsArePaused(t *testing.T) {
 		t.Errorf("after the pause: %v", cb)
 	}
 }
+
+// A decline the card itself causes (it has expired) does not invite the
+// shopper to try the same card again; other declines do.
+func TestDeclineSaysWhichCardMayBeTried(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Decline Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "DECLINES1", "10")
+	entry := g.OpenCheckout(servertest.FormFields(c, tok, b))
+	for _, tt := range []struct{ number, want, not string }{
+		{cardExpired, "You can try again with another card.", "with this card or another"},
+		{cardDeclined, "You can try again, with this card or another.", "again with another card"},
+	} {
+		body := g.CardPay(servertest.CheckoutPost(entry, servertest.Card{Number: tt.number, CVV: cvv})).Body.String()
+		if !strings.Contains(body, tt.want) || strings.Contains(body, tt.not) {
+			t.Errorf("decline of %s…: the page does not say %q\n%s", tt.number[:6], tt.want, body)
+		}
+	}
+}

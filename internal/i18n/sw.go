@@ -13,6 +13,7 @@ var Swahili = &Lang{Tag: "sw", Name: "Kiswahili", msgs: map[string]string{
 	"Pay by card": "Lipa kwa kadi",
 	"Please check the highlighted card details.":                             "Tafadhali kagua maelezo ya kadi yaliyoangaziwa.",
 	"%s. Nothing was charged. You can try again, with this card or another.": "%s. Hakuna pesa iliyotozwa. Unaweza kujaribu tena, kwa kadi hii au nyingine.",
+	"%s. Nothing was charged. You can try again with another card.":          "%s. Hakuna pesa iliyotozwa. Unaweza kujaribu tena kwa kadi nyingine.",
 	"This is the last attempt.":                                              "Hili ndilo jaribio la mwisho.",
 	"%d attempts left.":                                                      "Majaribio %d yamebaki.",
 	"First name on card":                                                     "Jina la kwanza kwenye kadi",

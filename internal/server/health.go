@@ -45,6 +45,9 @@ func (h *health) check(ctx context.Context) error {
 func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	if err := h.check(r.Context()); err != nil {
+		// As every other 503 of an outage: a single-check balancer or a
+		// monitor knows when to ask again.
+		w.Header().Set("Retry-After", strconv.Itoa(int(outage.RetryAfter.Seconds())))
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte(`{"status":"unavailable"}`))
 		return
