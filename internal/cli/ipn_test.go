@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -326,5 +327,15 @@ func TestOneLine(t *testing.T) {
 		if got := oneLine(tt.in, tt.max); got != tt.want {
 			t.Errorf("oneLine(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
 		}
+	}
+}
+
+// rotate-secret prints when the replaced secret stops signing in the zone
+// merchant show and ipn list use (it printed UTC beside their +0300).
+func TestRotateSecretSaysUntilInTheZone(t *testing.T) {
+	dir, code, _ := ipnSetup(t)
+	out, err := ipnRun(t, "merchant", "rotate-secret", "--data-dir", dir, "--merchant", code, "--mode", "test", "--overlap", "1h", "--timezone", "Africa/Nairobi")
+	if err != nil || !regexp.MustCompile(`signs notifications until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \+0300`).MatchString(out) {
+		t.Errorf("rotate-secret: %v\n%s", err, out)
 	}
 }

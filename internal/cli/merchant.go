@@ -168,6 +168,7 @@ func merchantRotateSecret(ctx context.Context, args []string, stdout, stderr io.
 	ef.register(fs)
 	fs.DurationVar(&overlap, "overlap", 24*time.Hour, "how long the replaced secret keeps signing beside the new one (0: not at all, every receiver must have the new one at once; else from 1m to 168h)")
 	fs.BoolVar(&asJSON, "json", false, `print {"notificationSecret": …, "previousSecretSignsUntil": …}`)
+	loc := zoneFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -209,7 +210,9 @@ func merchantRotateSecret(ctx context.Context, args []string, stdout, stderr io.
 	if until.IsZero() {
 		fmt.Fprintln(stdout, "Notifications are signed with it only, from now on: give it to the merchant's receivers.")
 	} else {
-		fmt.Fprintf(stdout, "The replaced secret also signs notifications until %s: give the new one to the merchant's receivers before then\n(kadi merchant end-secret-overlap stops the old one sooner).\n", until.UTC().Format(time.RFC3339))
+		// In the zone merchant show and ipn list print times in: it was UTC
+		// beside their +0300.
+		fmt.Fprintf(stdout, "The replaced secret also signs notifications until %s: give the new one to the merchant's receivers before then\n(kadi merchant end-secret-overlap stops the old one sooner).\n", stamp(until, *loc))
 	}
 	return nil
 }
