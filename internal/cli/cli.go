@@ -30,7 +30,7 @@ Usage:
   kadi merchant create     --data-dir DIR --name NAME [--json]
   kadi merchant set-ipn    --data-dir DIR --merchant CODE --mode test|live --url URL --username U --password P [--nat64-prefixes P,…]
   kadi merchant rotate-key --data-dir DIR --merchant CODE --mode test|live [--json]
-  kadi merchant rotate-secret --data-dir DIR --merchant CODE --mode test|live [--overlap 24h] [--json]
+  kadi merchant rotate-secret --data-dir DIR --merchant CODE --mode test|live [--overlap 24h] [--timezone ZONE] [--json]
   kadi merchant end-secret-overlap --data-dir DIR --merchant CODE --mode test|live
   kadi merchant set-callbacks --data-dir DIR --merchant CODE --mode test|live --origins URL,…
   kadi merchant reset-access --data-dir DIR --merchant CODE [--password] [--two-step] [--json]
