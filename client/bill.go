@@ -92,7 +92,6 @@ type billResponse struct {
 	Channel    string      `json:"channel"`
 	Remarks    string      `json:"remarks"`
 	SystemCode string      `json:"systemCode"`
-	BillState  string      `json:"billState"`
 }
 
 // CreateBill registers an order with the gateway. A refused bill is an
@@ -146,7 +145,7 @@ func (c *Client) CreateBill(ctx context.Context, req BillRequest) (*Bill, error)
 		Channel:    b.Channel,
 		Remarks:    b.Remarks,
 		SystemCode: b.SystemCode,
-		State:      b.BillState,
+		State:      resp.header.Get("Kadi-Bill-State"),
 		Replayed:   resp.header.Get("Idempotent-Replayed") == "true",
 	}, nil
 }

@@ -25,10 +25,6 @@ type BillResponse struct {
 	Code       string            `json:"code,omitempty"`
 	Message    string            `json:"message,omitempty"`
 	Errors     []bill.FieldError `json:"errors,omitempty"`
-	// BillState is what the bill can do now, for a program to read where
-	// remarks says it in words: a retry's answer named a paid or blocked
-	// bill only in remarks, and "status":"1" sent shoppers to pay it.
-	BillState bill.State `json:"billState,omitempty"`
 }
 
 func (h *Handler) createBill(w http.ResponseWriter, r *http.Request) {
@@ -59,6 +55,12 @@ func (h *Handler) createBill(w http.ResponseWriter, r *http.Request) {
 	}
 	remarks := "Bill created successfully"
 	state := b.DisplayState(h.Auth.Now())
+	// What the bill can do now, for a program to read where remarks says
+	// it in words: a retry's answer named a paid or blocked bill only in
+	// remarks, and "status":"1" sent shoppers to pay it. A header, not a
+	// field: the answer's fields are the spec's, and a client decoding
+	// strictly (Jackson's default) fails on one more.
+	w.Header().Set("Kadi-Bill-State", string(state))
 	if replay {
 		// Stripe's header, which client libraries already read.
 		w.Header().Set("Idempotent-Replayed", "true")
@@ -76,7 +78,7 @@ func (h *Handler) createBill(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, BillResponse{
 		Reference: b.Reference, Amount: b.Amount.String(), ServiceID: m.ServiceID, Status: "1",
-		OrderRef: b.OrderReference, Channel: "CARD", Remarks: remarks, SystemCode: m.SystemCode, BillState: state,
+		OrderRef: b.OrderReference, Channel: "CARD", Remarks: remarks, SystemCode: m.SystemCode,
 	})
 }
 

@@ -113,11 +113,11 @@ func (e *RequestError) Error() string { return e.Message }
 type LockedError struct{ RetryAfter time.Duration }
 
 func (e *LockedError) Error() string {
-	if e.RetryAfter <= time.Second {
-		return "too many failed attempts; try again in 1 second"
-	}
 	if e.RetryAfter < time.Minute {
-		return fmt.Sprintf("too many failed attempts; try again in %d seconds", int(e.RetryAfter.Seconds()+0.999))
+		if n := int(e.RetryAfter.Seconds() + 0.999); n > 1 {
+			return fmt.Sprintf("too many failed attempts; try again in %d seconds", n)
+		}
+		return "too many failed attempts; try again in 1 second"
 	}
 	return fmt.Sprintf("too many failed attempts; try again in %d minutes", int(e.RetryAfter.Minutes()+0.999))
 }

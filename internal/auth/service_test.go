@@ -630,6 +630,7 @@ func TestLockedErrorSaysWhenInWords(t *testing.T) {
 		{time.Second, "try again in 1 second"},
 		{300 * time.Millisecond, "try again in 1 second"},
 		{1500 * time.Millisecond, "try again in 2 seconds"},
+		{1000*time.Millisecond + 500*time.Microsecond, "try again in 1 second"},
 		{30 * time.Second, "try again in 30 seconds"},
 		{30 * time.Minute, "try again in 30 minutes"},
 	} {

@@ -74,6 +74,8 @@ type Text struct {
 	Value   string
 	Present bool
 	BadType bool
+	// Number: the value was a JSON number (Value is its literal).
+	Number bool
 }
 
 func (t *Text) UnmarshalJSON(b []byte) error {
@@ -85,7 +87,7 @@ func (t *Text) UnmarshalJSON(b []byte) error {
 	case b[0] == '"':
 		return json.Unmarshal(b, &t.Value)
 	case b[0] == '-' || (b[0] >= '0' && b[0] <= '9'):
-		t.Value = plainNumber(string(b))
+		t.Value, t.Number = string(b), true
 	default:
 		t.BadType = true
 	}

@@ -108,12 +108,12 @@ func TestDecodeRequestAccepts(t *testing.T) {
 // A JSON number reaches the rules as the digits the merchant sent, never
 // through a float64 that would turn 1500.10 into 1500.1 or 1e3 into 1000.
 func TestDecodeRequestKeepsNumbersAsText(t *testing.T) {
-	for _, lit := range []string{"1000", "1500.50", "1500.10", "0.1", "-5", "12345678901234567890123", "0.30000000000000004", "1e400"} {
+	for _, lit := range []string{"1000", "1500.50", "1500.10", "0.1", "-5", "1e3", "1E+3", "12345678901234567890123", "0.30000000000000004", "1e400"} {
 		req, err := DecodeRequest([]byte(`{"order":{"amount":` + lit + `}}`))
 		if err != nil {
 			t.Fatalf("amount %s: %v", lit, err)
 		}
-		if a := req.Order.Amount; a.Value != lit || !a.Present || a.BadType {
+		if a := req.Order.Amount; a.Value != lit || !a.Present || a.BadType || !a.Number {
 			t.Errorf("amount %s decoded as %+v", lit, a)
 		}
 	}
@@ -126,8 +126,8 @@ func TestTextTypes(t *testing.T) {
 	}{
 		{`"x"`, Text{Value: "x", Present: true}},
 		{`""`, Text{Value: "", Present: true}},
-		{`12`, Text{Value: "12", Present: true}},
-		{`-0.5`, Text{Value: "-0.5", Present: true}},
+		{`12`, Text{Value: "12", Present: true, Number: true}},
+		{`-0.5`, Text{Value: "-0.5", Present: true, Number: true}},
 		{`null`, Text{}},
 		{`true`, Text{Present: true, BadType: true}},
 		{`false`, Text{Present: true, BadType: true}},

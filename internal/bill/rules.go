@@ -209,6 +209,11 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 		}
 	}
 	if amount, ok := text("order.amount", req.Order.Amount); ok {
+		if req.Order.Amount.Number {
+			// Only the amount: another field sent as a number (a numeric
+			// order reference) is kept as written.
+			amount = plainNumber(amount)
+		}
 		if !currencyOK {
 			// Without a currency the precision cannot be judged, but format
 			// and sign can: report them too, every rule at once.

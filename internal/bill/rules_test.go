@@ -109,6 +109,9 @@ func TestValidateOrderReference(t *testing.T) {
 		{"NUL inside", "ORD\x001001", CodeInvalidCharacters, ""},
 		{"JSON decimal number", raw("10.5"), CodeInvalidCharacters, ""},
 		{"JSON negative number", raw("-5"), CodeInvalidCharacters, ""},
+		// A number with an exponent is kept as written, not read as the
+		// number it stands for: only the amount is.
+		{"JSON number with an exponent", raw("1E5"), "", "1E5"},
 	})
 }
 

@@ -1256,10 +1256,25 @@ func TestCardPageSaysPaymentsArePaused(t *testing.T) {
 	if _, err := lock.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
 		t.Fatal(err)
 	}
-	rec := g.CardPay(servertest.CheckoutPost(entry, servertest.Card{Number: visa, CVV: cvv}))
+	posted := g.ServeOnce(servertest.CardPayRequest(servertest.CheckoutPost(entry, servertest.Card{Number: visa, CVV: cvv})))
+	page := posted.Header().Get("Location")
+	rec := g.ServeOnce(httptest.NewRequest(http.MethodGet, page, nil))
 	body := rec.Body.String()
-	if _, ok := servertest.ParsePage(body).FormTo("/cardPay"); !ok || !strings.Contains(body, "Payments paused for a moment") || !strings.Contains(body, "not charged") {
-		t.Errorf("a card posted while the store takes no writes: %d\n%s", rec.Code, body)
+	f, ok := servertest.ParsePage(body).FormTo("/cardPay")
+	if !ok || !strings.Contains(body, "Payments paused for a moment") || !strings.Contains(body, "not charged") {
+		t.Fatalf("a card posted while the store takes no writes: %d %d\n%s", posted.Code, rec.Code, body)
+	}
+	// The names typed could not be kept: none comes back, not the
+	// shop's customer, who would be sent as the cardholder.
+	for _, name := range []string{"cardFirstName", "cardLastName"} {
+		if in, ok := f.Input(name); !ok || in.Attrs["value"] != "" {
+			t.Errorf("after the pause %s is %q, want it empty", name, in.Attrs["value"])
+		}
+	}
+	// The page's address lives on; the pause is not said of it later.
+	g.Clock.Advance(2 * time.Minute)
+	if later := g.ServeOnce(httptest.NewRequest(http.MethodGet, page, nil)).Body.String(); strings.Contains(later, "Payments paused") {
+		t.Errorf("the pause is still said two minutes on")
 	}
 	if _, err := lock.ExecContext(t.Context(), "ROLLBACK"); err != nil {
 		t.Fatal(err)

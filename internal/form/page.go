@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/card"
@@ -61,6 +62,10 @@ type page struct {
 	Blocked  bool       `json:"b,omitempty"`
 	Error    *pageError `json:"e,omitempty"`
 }
+
+// pausedShown is how long after a post the store could not take its card
+// page says payments are paused.
+const pausedShown = time.Minute
 
 // maxPageID bounds the page ids echoed back into an expired page's
 // language switch: a sealed page is far shorter.
@@ -180,7 +185,11 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	r = withPageID(r, id)
 	switch p.Kind {
 	case kindCheckout:
-		h.serveCheckout(w, r, p.Checkout, p.Paused)
+		// The pause is said for a minute after the post that met it: the
+		// page's address lives half an hour, and a reload later said
+		// "paused" of a store long back.
+		made := p.Expires - int64(checkout.TTL/time.Second)
+		h.serveCheckout(w, r, p.Checkout, p.Paused && h.Now().Unix() < made+int64(pausedShown/time.Second))
 	case kindResult:
 		to, err := url.Parse(p.Action)
 		if err != nil || p.Callback == nil {

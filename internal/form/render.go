@@ -76,7 +76,9 @@ func (h *Handler) renderCard(w http.ResponseWriter, r *http.Request, t trusted, 
 	// number typed there) or cleared came back as the shop's customer,
 	// which a second press of Pay would have sent as the cardholder.
 	first, last := n.FirstName, n.LastName
-	if n.Declined == "" && len(n.Errors) == 0 && n.FirstName == "" && n.LastName == "" && n.Expiry == "" {
+	// Nor after a pause: the attempt's names could not be kept, and the
+	// shop's in their place would be sent as the cardholder.
+	if !paused && n.Declined == "" && len(n.Errors) == 0 && n.FirstName == "" && n.LastName == "" && n.Expiry == "" {
 		first, last = t.fields["cardFirstName"], t.fields["cardLastName"]
 		if first == "" && last == "" {
 			first, last = t.fields["customerFirstName"], t.fields["customerLastName"]

@@ -43,7 +43,9 @@ func AnswerWhileStarting(ln net.Listener) (stop func()) {
 		_ = tl.SetDeadline(time.Now())
 		<-accepting
 		_ = tl.SetDeadline(time.Time{})
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		// Short: a connection opened but silent (a browser's preconnect)
+		// holds Shutdown to its end, and the gateway's start with it.
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 		<-served
@@ -136,7 +138,16 @@ func starting(w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Type", "text/html; charset=utf-8")
 		h.Set("Content-Security-Policy", "default-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'")
 		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(startingPage))
+		// A refresh loads the address again by GET: right for a page, but
+		// a posted form (the shop's checkout, a card) became a GET of
+		// /cardPay, answered as a shop form that is not valid. Posted,
+		// the shopper is sent back to post again.
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			_, _ = w.Write([]byte(startingPageTop + `<meta http-equiv="refresh" content="` + startingRetry + `">` + startingPageBody +
+				`This page tries again in a few seconds.</p></main></body></html>`))
+		} else {
+			_, _ = w.Write([]byte(startingPageTop + startingPageBody + `Go back and send the payment again in a few seconds.</p></main></body></html>`))
+		}
 		return
 	}
 	h.Set("Content-Type", "application/json")
@@ -144,6 +155,7 @@ func starting(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(body))
 }
 
-const startingPage = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">` +
-	`<meta http-equiv="refresh" content="` + startingRetry + `"><title>Starting</title></head><body><main><h1>Starting up</h1>` +
-	`<p>This payment service is starting. Nothing was charged. This page tries again in a few seconds.</p></main></body></html>`
+const (
+	startingPageTop  = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">`
+	startingPageBody = `<title>Starting</title></head><body><main><h1>Starting up</h1><p>This payment service is starting. Nothing was charged. `
+)

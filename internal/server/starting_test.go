@@ -70,6 +70,10 @@ func TestAnswerWhileStarting(t *testing.T) {
 		if status == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
 			t.Errorf("%s while starting: a 503 without Retry-After", tt.path)
 		}
+		// A refresh reloads by GET: never on the answer to a post.
+		if refresh := strings.Contains(body, `http-equiv="refresh"`); refresh != (tt.method == "GET" && strings.Contains(body, "<html")) {
+			t.Errorf("%s %s while starting: refresh %v", tt.method, tt.path, refresh)
+		}
 		req := httptest.NewRequest(tt.method, tt.path, nil)
 		if err := v.Response(req, status, h, []byte(body)); err != nil && !errors.Is(err, contract.ErrNoOperation) {
 			t.Errorf("%s %s while starting breaks api/openapi.yaml: %v", tt.method, tt.path, err)

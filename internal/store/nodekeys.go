@@ -58,9 +58,10 @@ func (s *DB) PublishNodeKey(ctx context.Context, k keyring.NodeKey, run string, 
 // RetireNodeKey marks run run of node as stopped, so that the other nodes
 // stop counting its key at once rather than after their live window: a
 // node whose ring was behind a stopped node's reported ready for up to
-// 30 s. The row stays (its run still tells the node's next start who
-// wrote last); a run that is no longer the row's (another node of the
-// name wrote since) is left alone.
+// 30 s. The row stays until ForgetNodeKeys drops it with the other
+// silent nodes' (its run says nothing a next start needs: the first
+// publish reads it and sets it aside); a run that is no longer the row's
+// (another node of the name wrote since) is left alone.
 func (s *DB) RetireNodeKey(ctx context.Context, node, run string) error {
 	if _, err := s.exec(ctx, `UPDATE node_keys SET seen_at = 0 WHERE node = ? AND run = ?`, node, run); err != nil {
 		return fmt.Errorf("retire this node's key: %w", err)

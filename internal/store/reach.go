@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
@@ -68,8 +70,19 @@ func mayComeUp(err error) bool {
 		switch pg.Code {
 		case "57P01", "57P02", "57P03", "53300", "53000":
 			return true
+		case "08P01": // a protocol violation: a pooler refusing the database, say
+			return false
 		}
 		return strings.HasPrefix(pg.Code, "08")
+	}
+	// A certificate refused is the operator's to fix, however long one
+	// waits (sslmode=verify-full against the wrong name or authority).
+	var unknownAuthority x509.UnknownAuthorityError
+	var wrongHost x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var verification *tls.CertificateVerificationError
+	if errors.As(err, &unknownAuthority) || errors.As(err, &wrongHost) || errors.As(err, &invalid) || errors.As(err, &verification) {
+		return false
 	}
 	return !errors.Is(err, context.Canceled)
 }

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -29,6 +31,9 @@ func TestMayComeUp(t *testing.T) {
 		{"no such database", fmt.Errorf("connect: %w", &pgconn.PgError{Code: "3D000"}), false},
 		{"a parameter refused", &pgconn.PgError{Code: "22023"}, false},
 		{"shutdown asked for", context.Canceled, false},
+		{"a pooler's protocol violation", &pgconn.PgError{Code: "08P01"}, false},
+		{"certificate of another host", fmt.Errorf("tls: %w", x509.HostnameError{Host: "db"}), false},
+		{"certificate of an unknown authority", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, false},
 		{"unknown", errors.New("something else"), true},
 	} {
 		if got := mayComeUp(c.err); got != c.want {
