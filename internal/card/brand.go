@@ -48,10 +48,37 @@ var brandRules = []brandRule{
 	{UnionPay, "62", "62", sixteenToNineteen},
 }
 
+// unroutedRules are schemes we do not route whose numbers are card numbers
+// all the same, for finding one in text (HoldsPAN, the redactors): a
+// Maestro, Mir or Verve card typed into a shop's field was kept in clear.
+// Their IIN ranges overlap none of brandRules'.
+var unroutedRules = []brandRule{
+	{"MAESTRO", "5018", "5018", thirteenToNineteen},
+	{"MAESTRO", "5020", "5020", thirteenToNineteen},
+	{"MAESTRO", "5038", "5038", thirteenToNineteen},
+	{"MAESTRO", "5893", "5893", thirteenToNineteen},
+	{"MAESTRO", "6304", "6304", thirteenToNineteen},
+	{"MAESTRO", "6759", "6759", thirteenToNineteen},
+	{"MAESTRO", "6761", "6763", thirteenToNineteen},
+	{"MIR", "2200", "2204", sixteenToNineteen},
+	{"VERVE", "506099", "506198", []int{16, 18, 19}},
+	{"VERVE", "650002", "650027", []int{16, 18, 19}},
+}
+
+var thirteenToNineteen = []int{13, 14, 15, 16, 17, 18, 19}
+
+// isCardNumber reports whether digits are a card number of a scheme we
+// know, routed or not.
+func isCardNumber(digits string) bool {
+	return brandOf(digits) != "" || matchRule(unroutedRules, digits) != ""
+}
+
 // brandOf returns the scheme for a string of digits, or "" when no range
 // and length fits.
-func brandOf(digits string) Brand {
-	for _, r := range brandRules {
+func brandOf(digits string) Brand { return matchRule(brandRules, digits) }
+
+func matchRule(rules []brandRule, digits string) Brand {
+	for _, r := range rules {
 		if !slices.Contains(r.lengths, len(digits)) {
 			continue
 		}

@@ -398,7 +398,7 @@ func maskCardsInChain(s string, groups []digitGroup, mask func(from, to int, hid
 
 // isBranded reports whether text, a run of groups, is a card number of a
 // brand we know.
-func isBranded(text string) bool { return brandOf(stripSeparators(text)) != "" }
+func isBranded(text string) bool { return isCardNumber(stripSeparators(text)) }
 
 // stripSeparators returns the digits of a run of groups of at most
 // maxRedactDigits digits.
