@@ -62,7 +62,7 @@ func TestCreateBill(t *testing.T) {
 			}
 			want := &client.Bill{
 				Reference: "KD0000000001", Amount: "1500.00", ServiceID: "600100", OrderRef: tt.req.Order.Reference,
-				Channel: "CARD", Remarks: "bill created", SystemCode: "700200",
+				Channel: "CARD", Remarks: "bill created", SystemCode: "700200", State: "open",
 			}
 			if !reflect.DeepEqual(bill, want) {
 				t.Errorf("bill = %+v\nwant %+v", bill, want)
@@ -95,6 +95,10 @@ func TestCreateBillRetryReturnsSameBill(t *testing.T) {
 	}
 	if again.Reference != first.Reference {
 		t.Errorf("retry got bill %s, want the original %s", again.Reference, first.Reference)
+	}
+	// Read from the answer's headers: a replay, and what the bill can do.
+	if first.Replayed || !again.Replayed || first.State != "open" || again.State != "open" {
+		t.Errorf("first: replayed %v, state %q; retry: replayed %v, state %q", first.Replayed, first.State, again.Replayed, again.State)
 	}
 }
 

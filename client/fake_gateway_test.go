@@ -230,6 +230,7 @@ func (g *fakeGateway) createBill(w http.ResponseWriter, r *http.Request) {
 			})
 			return
 		}
+		w.Header().Set("Idempotent-Replayed", "true")
 		g.writeBill(w, ref)
 		return
 	}
@@ -241,6 +242,7 @@ func (g *fakeGateway) createBill(w http.ResponseWriter, r *http.Request) {
 
 func (g *fakeGateway) writeBill(w http.ResponseWriter, ref string) {
 	b := g.bills[ref]
+	w.Header().Set("Kadi-Bill-State", "open")
 	writeJSON(w, http.StatusOK, map[string]string{
 		"reference": ref, "amount": b.amount, "serviceId": "600100", "status": "1",
 		"orderRef": b.orderRef, "channel": "CARD", "remarks": "bill created", "systemCode": "700200",

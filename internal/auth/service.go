@@ -113,13 +113,17 @@ func (e *RequestError) Error() string { return e.Message }
 type LockedError struct{ RetryAfter time.Duration }
 
 func (e *LockedError) Error() string {
-	if e.RetryAfter < time.Minute {
-		if n := int(e.RetryAfter.Seconds() + 0.999); n > 1 {
-			return fmt.Sprintf("too many failed attempts; try again in %d seconds", n)
-		}
+	seconds := int(e.RetryAfter.Seconds() + 0.999) // as Retry-After says it
+	switch minutes := (seconds + 59) / 60; {
+	case seconds <= 1:
 		return "too many failed attempts; try again in 1 second"
+	case seconds < 60:
+		return fmt.Sprintf("too many failed attempts; try again in %d seconds", seconds)
+	case minutes == 1:
+		return "too many failed attempts; try again in 1 minute"
+	default:
+		return fmt.Sprintf("too many failed attempts; try again in %d minutes", minutes)
 	}
-	return fmt.Sprintf("too many failed attempts; try again in %d minutes", int(e.RetryAfter.Minutes()+0.999))
 }
 
 // Service issues and verifies tokens.

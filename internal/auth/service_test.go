@@ -633,6 +633,9 @@ func TestLockedErrorSaysWhenInWords(t *testing.T) {
 		{1000*time.Millisecond + 500*time.Microsecond, "try again in 1 second"},
 		{30 * time.Second, "try again in 30 seconds"},
 		{30 * time.Minute, "try again in 30 minutes"},
+		{59*time.Second + 500*time.Millisecond, "try again in 1 minute"},
+		{60*time.Second + 30*time.Millisecond, "try again in 2 minutes"},
+		{time.Minute, "try again in 1 minute"},
 	} {
 		if got := (&LockedError{RetryAfter: tt.after}).Error(); !strings.HasSuffix(got, tt.want) {
 			t.Errorf("locked for %s: %q, want it to end %q", tt.after, got, tt.want)

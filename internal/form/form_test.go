@@ -1273,8 +1273,15 @@ func TestCardPageSaysPaymentsArePaused(t *testing.T) {
 	}
 	// The page's address lives on; the pause is not said of it later.
 	g.Clock.Advance(2 * time.Minute)
-	if later := g.ServeOnce(httptest.NewRequest(http.MethodGet, page, nil)).Body.String(); strings.Contains(later, "Payments paused") {
+	later := g.ServeOnce(httptest.NewRequest(http.MethodGet, page, nil)).Body.String()
+	if strings.Contains(later, "Payments paused") {
 		t.Errorf("the pause is still said two minutes on")
+	}
+	// Nor do the shop's names take the place of the shopper's then.
+	if f, ok := servertest.ParsePage(later).FormTo("/cardPay"); ok {
+		if in, _ := f.Input("cardFirstName"); in.Attrs["value"] != "" {
+			t.Errorf("two minutes on, the first name is %q, want it empty", in.Attrs["value"])
+		}
 	}
 	if _, err := lock.ExecContext(t.Context(), "ROLLBACK"); err != nil {
 		t.Fatal(err)

@@ -67,6 +67,11 @@ type page struct {
 // page says payments are paused.
 const pausedShown = time.Minute
 
+// pause is what a checkout page knows of a post the store could not take:
+// that one was met (its names were not kept, and none is put in their
+// place, however late the page is shown again), and whether to say so.
+type pause struct{ met, say bool }
+
 // maxPageID bounds the page ids echoed back into an expired page's
 // language switch: a sealed page is far shorter.
 const maxPageID = 2048
@@ -189,7 +194,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 		// page's address lives half an hour, and a reload later said
 		// "paused" of a store long back.
 		made := p.Expires - int64(checkout.TTL/time.Second)
-		h.serveCheckout(w, r, p.Checkout, p.Paused && h.Now().Unix() < made+int64(pausedShown/time.Second))
+		h.serveCheckout(w, r, p.Checkout, pause{met: p.Paused, say: p.Paused && h.Now().Unix() < made+int64(pausedShown/time.Second)})
 	case kindResult:
 		to, err := url.Parse(p.Action)
 		if err != nil || p.Callback == nil {
@@ -207,7 +212,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 // serveCheckout shows what a checkout session is at now: the card form
 // while the bill can be paid, the challenge while one is owed, and once
 // the bill is paid or can no longer be, the result.
-func (h *Handler) serveCheckout(w http.ResponseWriter, r *http.Request, id string, paused bool) {
+func (h *Handler) serveCheckout(w http.ResponseWriter, r *http.Request, id string, paused pause) {
 	ctx := r.Context()
 	sess, t, err := h.session(ctx, id)
 	if err != nil {

@@ -70,7 +70,7 @@ func (h *Handler) lang(r *http.Request) *i18n.Lang {
 // checkout session; the page carries only its id. After a refused attempt
 // the notice says why, with the typed names and expiry; the card number
 // and CVV never come back.
-func (h *Handler) renderCard(w http.ResponseWriter, r *http.Request, t trusted, n checkout.Notice, left int, paused bool) {
+func (h *Handler) renderCard(w http.ResponseWriter, r *http.Request, t trusted, n checkout.Notice, left int, paused pause) {
 	// What the shopper typed last; before any attempt, the cardholder the
 	// shop named, else its customer. Not after one: names refused (a card
 	// number typed there) or cleared came back as the shop's customer,
@@ -78,7 +78,7 @@ func (h *Handler) renderCard(w http.ResponseWriter, r *http.Request, t trusted, 
 	first, last := n.FirstName, n.LastName
 	// Nor after a pause: the attempt's names could not be kept, and the
 	// shop's in their place would be sent as the cardholder.
-	if !paused && n.Declined == "" && len(n.Errors) == 0 && n.FirstName == "" && n.LastName == "" && n.Expiry == "" {
+	if !paused.met && n.Declined == "" && len(n.Errors) == 0 && n.FirstName == "" && n.LastName == "" && n.Expiry == "" {
 		first, last = t.fields["cardFirstName"], t.fields["cardLastName"]
 		if first == "" && last == "" {
 			first, last = t.fields["customerFirstName"], t.fields["customerLastName"]
@@ -95,7 +95,7 @@ func (h *Handler) renderCard(w http.ResponseWriter, r *http.Request, t trusted, 
 	h.render(w, r, status, "'self'", "card.html", map[string]any{
 		"Title": "Pay by card", "Header": header(t), "CheckoutField": checkoutField, "Checkout": t.checkoutID, "Errors": errs,
 		"FirstName": first, "LastName": last, "Expiry": n.Expiry,
-		"Declined": n.Declined, "AttemptsLeft": left, "Paused": paused,
+		"Declined": n.Declined, "AttemptsLeft": left, "Paused": paused.say,
 		// An acquirer's message that says so itself is not told twice
 		// that nothing was charged.
 		"DeclinedSaysUncharged": strings.Contains(strings.ToLower(n.Declined), "nothing was charged"),

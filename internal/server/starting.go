@@ -146,7 +146,7 @@ func starting(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte(startingPageTop + `<meta http-equiv="refresh" content="` + startingRetry + `">` + startingPageBody +
 				`This page tries again in a few seconds.</p></main></body></html>`))
 		} else {
-			_, _ = w.Write([]byte(startingPageTop + startingPageBody + `Go back and send the payment again in a few seconds.</p></main></body></html>`))
+			_, _ = w.Write([]byte(startingPageTop + startingPageBody + `Go back and try again in a few seconds.</p></main></body></html>`))
 		}
 		return
 	}

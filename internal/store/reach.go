@@ -70,8 +70,6 @@ func mayComeUp(err error) bool {
 		switch pg.Code {
 		case "57P01", "57P02", "57P03", "53300", "53000":
 			return true
-		case "08P01": // a protocol violation: a pooler refusing the database, say
-			return false
 		}
 		return strings.HasPrefix(pg.Code, "08")
 	}

@@ -31,7 +31,8 @@ func TestMayComeUp(t *testing.T) {
 		{"no such database", fmt.Errorf("connect: %w", &pgconn.PgError{Code: "3D000"}), false},
 		{"a parameter refused", &pgconn.PgError{Code: "22023"}, false},
 		{"shutdown asked for", context.Canceled, false},
-		{"a pooler's protocol violation", &pgconn.PgError{Code: "08P01"}, false},
+		// PgBouncer says 08P01 while its server boots or fills up.
+		{"a pooler's server not up yet", &pgconn.PgError{Code: "08P01", Message: "pgbouncer cannot connect to server"}, true},
 		{"certificate of another host", fmt.Errorf("tls: %w", x509.HostnameError{Host: "db"}), false},
 		{"certificate of an unknown authority", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, false},
 		{"unknown", errors.New("something else"), true},
