@@ -82,19 +82,33 @@ func TestServeAnswersWhileWaitingForTheDatabase(t *testing.T) {
 	fwd := servertest.Forward(t, u.Host)
 	u.Host = fwd.Addr()
 	fwd.Cut()
-	free, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := free.Addr().String()
-	free.Close()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
+	var addr string
 	var stdout, stderr syncBuffer
 	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--addr", addr, "--database-url", u.String(), "--database-wait", "1m", "--log-format", "json"}, &stdout, &stderr)
-	}()
+	// A free port, let go for serve to take: another process may take it
+	// first, and then another port is tried.
+	for attempt := 0; ; attempt++ {
+		free, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr = free.Addr().String()
+		free.Close()
+		go func() {
+			done <- run(ctx, []string{"serve", "--addr", addr, "--database-url", u.String(), "--database-wait", "1m", "--log-format", "json"}, &stdout, &stderr)
+		}()
+		select {
+		case err := <-done:
+			if attempt < 3 && err != nil && strings.Contains(err.Error()+stderr.String(), "in use") {
+				continue
+			}
+			t.Fatalf("serve ended before the database came: %v\n%s", err, stderr.String())
+		case <-time.After(500 * time.Millisecond):
+		}
+		break
+	}
 	client := &http.Client{Timeout: 3 * time.Second}
 	status := func(path string) int {
 		resp, err := client.Get("http://" + addr + path)
