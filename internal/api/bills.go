@@ -101,10 +101,7 @@ func (h *Handler) failBill(w http.ResponseWriter, r *http.Request, req bill.Requ
 	case errors.Is(err, bill.ErrReferenceReused):
 		detail := "is already used by a bill with different details"
 		if reused := (*bill.ReusedError)(nil); errors.As(err, &reused) {
-			detail = "is already used by a bill created over 24 hours ago"
-			if len(reused.Differ) > 0 {
-				detail = "is already used by a bill with another " + strings.Join(reused.Differ, ", ")
-			}
+			detail = reused.FieldMessage()
 		}
 		resp.Errors = []bill.FieldError{{Field: "order.reference", Code: "duplicate", Message: detail}}
 	}

@@ -341,6 +341,10 @@ func (b Bill) requestFields() []string {
 		b.Amount.Currency.Code, strconv.FormatInt(b.Amount.Minor, 10)}
 }
 
+// requestFieldNames name requestFields, in their order, as a request
+// spells them.
+var requestFieldNames = []string{"customer.name", "order.reference", "order.description", "order.billerCode", "order.outlet", "order.currency", "order.amount"}
+
 func exceeds(a money.Amount, maxMajor int64) bool {
 	scale := int64(1)
 	for i := 0; i < a.Currency.Digits; i++ {

@@ -92,15 +92,23 @@ func (e *ReusedError) Error() string {
 	return "order reference already used for a bill with another " + strings.Join(e.Differ, ", ") + ": an identical request is a retry, anything else needs a new order reference"
 }
 
+// FieldMessage is what the refusal says of order.reference in a field
+// error: "is already used by a bill …".
+func (e *ReusedError) FieldMessage() string {
+	if len(e.Differ) == 0 {
+		return "is already used by a bill created over 24 hours ago"
+	}
+	return "is already used by a bill with another " + strings.Join(e.Differ, ", ")
+}
+
 func (e *ReusedError) Is(target error) bool { return target == ErrReferenceReused }
 
 // differences names the request fields of b that stored asked otherwise;
 // when none of those does, it was the expiry.
 func (b Bill) differences(stored Bill) []string {
-	names := []string{"customer.name", "order.reference", "order.description", "order.billerCode", "order.outlet", "order.currency", "order.amount"}
 	mine, theirs := b.requestFields(), stored.requestFields()
 	var differ []string
-	for i, name := range names {
+	for i, name := range requestFieldNames {
 		if mine[i] != theirs[i] {
 			differ = append(differ, name)
 		}

@@ -565,13 +565,14 @@ func (s *Service) awaitPayment(ctx context.Context, id string) (Payment, error) 
 
 func (s *Service) await(ctx context.Context, billRef string, load func() (Payment, error)) (Payment, error) {
 	deadline := time.Now().Add(s.WaitInFlight)
+	inFlight := Payment{BillReference: billRef, Status: Processing, Message: MsgInFlight}
 	for {
 		p, err := load()
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			if ctx.Err() != nil {
 				// The request's time ran out (or its client left) during
 				// the read: the attempt is as much in flight as below.
-				return Payment{BillReference: billRef, Status: Processing, Message: MsgInFlight}, nil
+				return inFlight, nil
 			}
 			return Payment{}, err
 		}
@@ -583,7 +584,6 @@ func (s *Service) await(ctx context.Context, billRef string, load func() (Paymen
 			}
 			return p, nil
 		}
-		inFlight := Payment{BillReference: billRef, Status: Processing, Message: MsgInFlight}
 		if time.Now().After(deadline) {
 			return inFlight, nil
 		}

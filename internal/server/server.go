@@ -433,9 +433,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if budget <= 0 {
 		budget = DefaultRequestTimeout
 	}
-	g.Handler = withRequest(withHSTS(withBudget(mux, budget), https), log, addrs, routes)
-	g.FormHandler = withRequest(withHSTS(withBudget(formMux, budget), https), log, addrs, routes)
-	g.DashboardHandler = withRequest(withHSTS(withBudget(dashMux, budget), https), log, addrs, routes)
+	wrap := func(h http.Handler) http.Handler {
+		return withRequest(withHSTS(withBudget(h, budget), https), log, addrs, routes)
+	}
+	g.Handler, g.FormHandler, g.DashboardHandler = wrap(mux), wrap(formMux), wrap(dashMux)
 	return g, nil
 }
 
