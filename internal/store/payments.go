@@ -139,6 +139,10 @@ func (s *DB) SuccessfulPayment(ctx context.Context, billRef string) (payment.Pay
 // columns a query shows are read: the SQLite driver looks up every
 // column's name and type on each read.
 func (s *DB) Verification(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (payment.Verification, error) {
+	key := settledKey(merchantCode, mode, ref)
+	if v, ok := s.paid.get(key); ok {
+		return v, nil
+	}
 	v, err := bill.FindEither(ref, func(byOrderReference bool) (payment.Verification, error) {
 		var v payment.Verification
 		var minor, created, expires int64
@@ -155,6 +159,9 @@ func (s *DB) Verification(ctx context.Context, merchantCode string, mode merchan
 		return v, nil
 	})
 	if err != nil || v.Payment.ID != "" {
+		if err == nil {
+			s.paid.keep(key, ref, v)
+		}
 		return v, err
 	}
 	// Not paid: the latest attempt, if any, says why.

@@ -89,6 +89,8 @@ type DB struct {
 	// answers (merchants.go).
 	merchants recent[merchant.Merchant]
 	settings  recent[merchant.Settings]
+	// paid keeps paid bills' verifications (settled.go).
+	paid *settled
 	// ipnQueued is told after a commit that made an IPN event due.
 	ipnQueued atomic.Pointer[func(ipn.Endpoint)]
 }
@@ -142,7 +144,7 @@ func WithPool(p Pool) Option { return func(db *DB) { db.pool = p } }
 // "sqlite:" prefixed) and applies pending migrations.
 func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	s := &DB{merchants: recent[merchant.Merchant]{maxAge: merchantMaxAge}, settings: recent[merchant.Settings]{maxAge: merchantMaxAge},
-		pool: DefaultPool(), log: slog.New(slog.DiscardHandler)}
+		paid: newSettled(maxSettled), pool: DefaultPool(), log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(s)
 	}

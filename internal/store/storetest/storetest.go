@@ -121,6 +121,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Payment/Successful", testSuccessfulPayment},
 		{"Payment/Unsettled", testUnsettled},
 		{"Payment/Verification", testVerification},
+		{"Payment/VerificationPrefersBillReference", testVerificationPrefersBillReference},
 		{"Checkout/RoundTrip", testCheckoutRoundTrip},
 		{"Checkout/Expiry", testCheckoutExpiry},
 		{"Checkout/NoticeAndEnd", testCheckoutNoticeAndEnd},
@@ -1566,6 +1567,31 @@ func testVerification(t *testing.T, s store.Store) {
 		_, err := look()
 		mustErr(t, "Verification: "+what, err, bill.ErrNotFound)
 	}
+}
+
+// An order reference shaped like a bill reference finds its bill until a
+// bill is drawn with that reference, which the query then finds first
+// (bill.FindEither), even after the first bill was paid and verified.
+func testVerificationPrefersBillReference(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	f := addMerchant(t, s, base)
+	ref := secret.RandomUpperAlnum(12)
+	ordered := newBill(t, f.m.Code, merchant.Test, ref, amount(t, 150_075, "KES"), base)
+	_, _, err := s.InsertBill(ctx, ordered)
+	must(t, "InsertBill", err)
+	finishPayment(t, s, startPayment(t, s, ordered, base.Add(time.Second)), payment.Succeeded, 3, base.Add(2*time.Second))
+	for range 2 {
+		v, err := s.Verification(ctx, f.m.Code, merchant.Test, ref)
+		must(t, "Verification by order reference", err)
+		equal(t, "found by its order reference", v.BillReference, ordered.Reference)
+	}
+	drawn := newBill(t, f.m.Code, merchant.Test, secret.NewID("order"), amount(t, 99_00, "KES"), base.Add(time.Minute))
+	drawn.Reference = ref
+	_, _, err = s.InsertBill(ctx, drawn)
+	must(t, "InsertBill with the order reference as its reference", err)
+	v, err := s.Verification(ctx, f.m.Code, merchant.Test, ref)
+	must(t, "Verification by bill reference", err)
+	equal(t, "found by its bill reference", v.BillReference, drawn.Reference)
 }
 
 func testUnsettled(t *testing.T, s store.Store) {
