@@ -73,3 +73,9 @@ func Setting(ctx context.Context, s *DB, name string) (string, error) {
 	err := s.db.QueryRowContext(ctx, `SELECT current_setting($1)`, name).Scan(&v)
 	return v, err
 }
+
+// KeepPaidVerifications gives s a cache of n paid bills' verifications.
+func KeepPaidVerifications(s *DB, n int) { s.paid = newSettled(n) }
+
+// MaxPaidVerifications is how many the cache of a store keeps.
+const MaxPaidVerifications = maxSettled

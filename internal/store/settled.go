@@ -26,7 +26,7 @@ type settled struct {
 	next int
 }
 
-// maxSettled bounds the cache: about 400 bytes an entry, a few MB in all.
+// maxSettled bounds the cache: under 1 KB an entry, about 14 MB when full.
 const maxSettled = 1 << 14
 
 func newSettled(size int) *settled {
