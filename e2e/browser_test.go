@@ -107,6 +107,14 @@ func TestBrowserCheckout(t *testing.T) {
 				run(t, cctx, chromedp.ResetViewport())
 			}
 			if tc.name == "approved visa" {
+				// What the shopper types reads as typed, not in its label's
+				// bold; the language buttons are a thumb's height.
+				if w := value(t, cctx, chromedp.Evaluate[string](`getComputedStyle(document.getElementById("cardNumber")).fontWeight`)); w != "400" {
+					t.Errorf("the card number is typed in weight %s, want 400", w)
+				}
+				if h := value(t, cctx, chromedp.Evaluate[float64](`Math.min.apply(null, Array.from(document.querySelectorAll('button[name="language"]'), function (b) { return b.getBoundingClientRect().height; }))`)); h < 44 {
+					t.Errorf("a language button is %v px high, want at least 44", h)
+				}
 				// The language switch: Kiswahili and back, remembered; the
 				// names and expiry typed come along, the card number not.
 				run(t, cctx,

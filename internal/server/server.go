@@ -376,6 +376,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		m.HandleFunc("GET /livez", live)
 		m.Handle("GET /healthz", health)
 		m.Handle("GET /readyz", g.ready)
+		m.HandleFunc("GET /favicon.ico", favicon)
 		m.Handle("GET /{$}", home{publicURL: cfg.PublicURL, mux: m})
 		m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 			if allow := allowedMethods(m, r); allow != "" {

@@ -297,6 +297,11 @@ func TestFormListener(t *testing.T) {
 		if rec := do(h, http.MethodGet, "/healthz"); rec.Code != http.StatusOK || rec.Header().Get("X-Request-Id") == "" {
 			t.Errorf("healthz: %d, request id %q", rec.Code, rec.Header().Get("X-Request-Id"))
 		}
+		// Browsers ask every listener whose page they show for its icon.
+		rec := do(h, http.MethodGet, "/favicon.ico")
+		if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "image/x-icon" || !bytes.HasPrefix(rec.Body.Bytes(), []byte{0, 0, 1, 0}) {
+			t.Errorf("favicon.ico: %d %s, starts % x", rec.Code, rec.Header().Get("Content-Type"), rec.Body.Bytes()[:min(4, rec.Body.Len())])
+		}
 	}
 	// GET / lists what its own listener serves: each listed a 404 of the
 	// other's, and the form's linked the dashboard it does not serve.
