@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kadipay/kadi/internal/outage"
 )
 
 func TestRevocations(t *testing.T) {
@@ -119,5 +121,60 @@ func TestRevocationsConcurrent(t *testing.T) {
 	wg.Wait()
 	if !r.Revoked("a") {
 		t.Error("key a lost")
+	}
+}
+
+// A node that cannot read the revoked keys for a while refuses tokens as
+// in an outage (503, not 401): a key rotated on another node meanwhile
+// must not keep working here. A node that reads them again takes tokens
+// again; a set nobody watches (tests, tools) is always known.
+func TestVerifyRefusesTokensWhileRevocationsAreUnread(t *testing.T) {
+	s, repo, _ := newTestService(t)
+	issued, err := s.Issue(context.Background(), grantA())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Verify(issued.Token); err != nil {
+		t.Fatalf("never watched: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Revocations.Watch(ctx, repo, time.Millisecond, func() time.Time { return tokenNow }, slog.New(slog.DiscardHandler))
+	until := func(what string, ok func(error) bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, err := s.Verify(issued.Token)
+			if ok(err) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: Verify still says %v", what, err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	until("watched, read", func(err error) bool { return err == nil && s.Revocations.staleAfter.Load() != 0 })
+	s.Revocations.staleAfter.Store(int64(50 * time.Millisecond)) // Watch's is 5 s at least
+	setErr := func(err error) {
+		repo.mu.Lock()
+		repo.revokedErr = err
+		repo.mu.Unlock()
+	}
+	setErr(errors.New("database down"))
+	until("unread for longer than allowed", func(err error) bool {
+		return errors.Is(err, ErrRevocationsUnknown) && outage.Is(err) && !errors.Is(err, ErrInvalidToken)
+	})
+	setErr(nil)
+	until("read again", func(err error) bool { return err == nil })
+}
+
+func TestStaleAfterOutlastsSlowReads(t *testing.T) {
+	for _, interval := range []time.Duration{time.Millisecond, time.Second, 10 * time.Second} {
+		// Each refresh may take twice the interval, a second at least
+		// (Watch): one that hangs and the next one's wait fit in.
+		if got := staleAfter(interval); got < interval+2*max(2*interval, time.Second) {
+			t.Errorf("staleAfter(%v) = %v: a slow read and a failed one would turn tokens away", interval, got)
+		}
 	}
 }

@@ -474,5 +474,8 @@ func (s *Service) Verify(token string) (Claims, error) {
 	if s.Revocations.Revoked(c.KeyID) {
 		return Claims{}, ErrTokenRevoked
 	}
+	if !s.Revocations.Known() {
+		return Claims{}, ErrRevocationsUnknown
+	}
 	return c, nil
 }

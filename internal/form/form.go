@@ -268,6 +268,9 @@ func (h *Handler) trust(ctx context.Context, sub Submission) (trusted, error) {
 	// Both kinds of token pay: the access token the spec puts in the form,
 	// and the pay-only payment-token of POST /token.
 	c, err := h.Auth.Verify(sub.Token)
+	if outage.Is(err) {
+		return trusted{}, err
+	}
 	if err != nil {
 		return trusted{}, &pageError{Status: http.StatusUnauthorized, Title: "Payment session not valid", Message: "The shop's payment session is missing, has expired or was revoked. Please go back to the shop and start the payment again."}
 	}
