@@ -85,7 +85,7 @@ func (h *Handler) createBill(w http.ResponseWriter, r *http.Request) {
 // failBill answers a refused bill in the bill's own shape, so integrations
 // that only read status and remarks still see the failure.
 func (h *Handler) failBill(w http.ResponseWriter, r *http.Request, req bill.Request, err error) {
-	status, code, message := classify(err)
+	status, code, message := classify(r.Context(), err)
 	if status == http.StatusInternalServerError {
 		h.fail(w, r, err)
 		return

@@ -50,13 +50,17 @@ const statusClientClosed = 499
 const msgUnavailable = "the gateway cannot reach its database right now; try again in a few seconds"
 
 // classify decides, for every error the API can meet, its HTTP status and
-// its stable code. This is the one place that does.
-func classify(err error) (status int, code, message string) {
+// its stable code. This is the one place that does. ctx is the request's:
+// a request whose client left is 499 whatever the store said of the work
+// it stopped (a cancelled statement, a connection given up).
+func classify(ctx context.Context, err error) (status int, code, message string) {
 	var maxBytes *http.MaxBytesError
 	var validation *bill.ValidationError
 	var locked *auth.LockedError
 	var req *auth.RequestError
 	switch {
+	case outage.ClientGone(ctx, err):
+		return statusClientClosed, "client_closed_request", "the client closed the connection"
 	case errors.As(err, &maxBytes):
 		return http.StatusRequestEntityTooLarge, "body_too_large", bodyTooLarge
 	case errors.As(err, &locked):
@@ -109,7 +113,7 @@ func classify(err error) (status int, code, message string) {
 // level; caller mistakes, an outage and a client gone on the access line.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	err = outage.Within(r.Context(), err)
-	status, code, message := classify(err)
+	status, code, message := classify(r.Context(), err)
 	if status == http.StatusInternalServerError {
 		h.Log.ErrorContext(r.Context(), "request failed", "err", err)
 		message = "internal error; quote the X-Request-Id header to support"
@@ -128,7 +132,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 // failOAuth answers a token request in the OAuth 2.0 error shape.
 func (h *Handler) failOAuth(w http.ResponseWriter, r *http.Request, err error) {
 	err = outage.Within(r.Context(), err)
-	status, code, message := classify(err)
+	status, code, message := classify(r.Context(), err)
 	if status == http.StatusInternalServerError {
 		h.fail(w, r, err)
 		return

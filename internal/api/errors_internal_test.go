@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -36,7 +37,7 @@ func TestFailureHeaders(t *testing.T) {
 		{"bad API key", auth.ErrInvalidClient, "", `Basic realm="kadi"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, code, _ := classify(tc.err)
+			_, code, _ := classify(context.Background(), tc.err)
 			rec := httptest.NewRecorder()
 			authHeaders(rec, tc.err, code)
 			if got := rec.Header().Get("Retry-After"); got != tc.retryAfter {
@@ -46,5 +47,41 @@ func TestFailureHeaders(t *testing.T) {
 				t.Errorf("WWW-Authenticate %q, want %q", got, tc.challenge)
 			}
 		})
+	}
+}
+
+type sqlStateError string
+
+func (e sqlStateError) Error() string    { return "ERROR: (SQLSTATE " + string(e) + ")" }
+func (e sqlStateError) SQLState() string { return string(e) }
+
+type connGivenUp struct{ err error }
+
+func (e connGivenUp) Error() string     { return "timeout: context already done: " + e.err.Error() }
+func (e connGivenUp) Unwrap() error     { return e.err }
+func (e connGivenUp) SafeToRetry() bool { return true }
+
+// A request whose client left is 499 on its access line, whatever the
+// store said of the work it stopped: PostgreSQL's cancelled statement was
+// a 500 logged at ERROR, and a connection given up a 503, both counted by
+// the 5xx alerts operators are told to set.
+func TestClientGoneIs499(t *testing.T) {
+	live := context.Background()
+	gone, cancel := context.WithCancel(live)
+	cancel()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want int
+	}{
+		{"statement cancelled for the client", gone, fmt.Errorf("store bill: insert bill: %w", sqlStateError("57014")), 499},
+		{"connection given up for the client", gone, fmt.Errorf("query: %w", connGivenUp{context.Canceled}), 499},
+		{"the same, the client still there", live, fmt.Errorf("query: %w", connGivenUp{context.Canceled}), 503},
+		{"the client left, the bill refused", gone, fmt.Errorf("query: %w", bill.ErrNotFound), 404},
+	} {
+		if status, _, _ := classify(tc.ctx, tc.err); status != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, status, tc.want)
+		}
 	}
 }

@@ -127,7 +127,7 @@ func (h *Handler) finish(w http.ResponseWriter, r *http.Request, t trusted, to *
 // page would say "being confirmed" at every reload, for ever.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, t *trusted, err error) {
 	err = outage.Within(r.Context(), err)
-	if t != nil && t.checkoutID != "" && (errors.Is(err, errInProgress) || outage.Is(err)) {
+	if t != nil && t.checkoutID != "" && (errors.Is(err, errInProgress) || outage.Is(err) && !outage.ClientGone(r.Context(), err)) {
 		logging.Refused(r.Context(), h.Log, "payment page pending; sent to the checkout page, which follows it", "err", err)
 		// The store out of reach for writes but not reads showed the card
 		// form again with no word of why (a shopper could not tell
@@ -147,14 +147,16 @@ func (h *Handler) problem(r *http.Request, t *trusted, err error) *pageError {
 		logging.Refused(r.Context(), h.Log, "payment page refused", "page_status", pe.Status, "title", pe.Title, "detail", pe.Message+" "+pe.Detail)
 		copied := *pe
 		pe = &copied
+	} else if outage.ClientGone(r.Context(), err) {
+		// Nobody reads this page; the access line says 499, as nginx does.
+		// Before outage.Is: a connection given up because the shopper
+		// left reads as one.
+		logging.Refused(r.Context(), h.Log, "shopper left", "err", err)
+		pe = &pageError{Status: 499, Title: "Something went wrong", Message: "The request was cancelled."}
 	} else if outage.Is(err) {
 		logging.Refused(r.Context(), h.Log, "payment page unavailable", "err", err)
 		copied := *errUnavailable
 		pe = &copied
-	} else if outage.ClientGone(r.Context(), err) {
-		// Nobody reads this page; the access line says 499, as nginx does.
-		logging.Refused(r.Context(), h.Log, "shopper left", "err", err)
-		pe = &pageError{Status: 499, Title: "Something went wrong", Message: "The request was cancelled."}
 	} else {
 		h.Log.ErrorContext(r.Context(), "payment page failed", "err", err)
 		pe = &pageError{Status: http.StatusInternalServerError, Title: "Something went wrong",

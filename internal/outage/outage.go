@@ -94,7 +94,15 @@ func unavailableSQLite(code int) bool {
 }
 
 // ClientGone reports whether err is only the end of a request whose
-// client disconnected: nothing failed that anyone must look into.
+// client disconnected (ctx, the request's, ended): nothing failed that
+// anyone must look into. Besides context.Canceled itself, PostgreSQL's
+// answer to the cancel pgx sends for it (SQLSTATE 57014, "canceling
+// statement due to user request") says so: it was logged as a 500 at
+// ERROR, and fed the 5xx alerts.
 func ClientGone(ctx context.Context, err error) bool {
-	return errors.Is(err, context.Canceled) && ctx.Err() != nil
+	if err == nil || ctx.Err() == nil {
+		return false
+	}
+	var state interface{ SQLState() string }
+	return errors.Is(err, context.Canceled) || errors.As(err, &state) && state.SQLState() == "57014"
 }

@@ -157,3 +157,38 @@ func pgTerminated(t *testing.T) error {
 	_, err = conn.ExecContext(ctx, `SELECT 1`)
 	return err
 }
+
+// sqlStateError is a driver error carrying a SQLSTATE, as pgconn's does.
+type sqlStateError string
+
+func (e sqlStateError) Error() string    { return "ERROR: (SQLSTATE " + string(e) + ")" }
+func (e sqlStateError) SQLState() string { return string(e) }
+
+// connGivenUp is pgconn's error for a query never sent because its
+// context had ended: safe to retry, and the context's error under it.
+type connGivenUp struct{ err error }
+
+func (e connGivenUp) Error() string     { return "timeout: context already done: " + e.err.Error() }
+func (e connGivenUp) Unwrap() error     { return e.err }
+func (e connGivenUp) SafeToRetry() bool { return true }
+
+func TestClientGoneOnPostgreSQL(t *testing.T) {
+	live := context.Background()
+	gone, cancel := context.WithCancel(live)
+	cancel()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want bool
+	}{
+		{"the statement cancelled for the client", gone, fmt.Errorf("insert bill: %w", sqlStateError("57014")), true},
+		{"the connection given up for the client", gone, fmt.Errorf("lookup: %w", connGivenUp{context.Canceled}), true},
+		{"a statement timeout of the server's", live, sqlStateError("57014"), false},
+		{"the client left during a unique violation", gone, sqlStateError("23505"), false},
+	} {
+		if got := outage.ClientGone(c.ctx, c.err); got != c.want {
+			t.Errorf("%s: ClientGone = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,27 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+)
+
+type sqlStateError string
+
+func (e sqlStateError) Error() string    { return "ERROR: (SQLSTATE " + string(e) + ")" }
+func (e sqlStateError) SQLState() string { return string(e) }
+
+// A merchant who left mid-page is 499 on the access line, not a 503 that
+// an outage alert counts.
+func TestMerchantGoneIsNotAnOutage(t *testing.T) {
+	h := &Handler{Log: slog.New(slog.DiscardHandler)}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rec := httptest.NewRecorder()
+	h.internal(rec, httptest.NewRequest("GET", "/dashboard/payments", nil).WithContext(ctx), fmt.Errorf("list payments: %w", sqlStateError("57014")))
+	if rec.Code != 499 {
+		t.Errorf("a merchant gone mid-page: %d, want 499", rec.Code)
+	}
+}
