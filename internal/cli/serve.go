@@ -202,7 +202,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	// when a --metrics-addr or --form-addr bind then failed.
 	cfg.Ready = func(line string) {
 		log.Info("kadi serving", "addr", ln.Addr().String(), "public_url", cfg.PublicURL, "database", redactURL(server.DatabaseURL(cfg.DataDir, cfg.DatabaseURL)),
-			"trusted_proxies", fmt.Sprint(cfg.TrustedProxies), "nat64_prefixes", fmt.Sprint(cfg.IPN.NAT64Prefixes))
+			"trusted_proxies", prefixList(cfg.TrustedProxies), "nat64_prefixes", prefixList(cfg.IPN.NAT64Prefixes))
 		fmt.Fprintln(stdout, line)
 	}
 	// Waiting for the database and migrating can take a while: probes
@@ -418,3 +418,14 @@ func redactURL(dsn string) string {
 // dsnPassword is a password in a keyword/value connection string, quoted
 // or not.
 var dsnPassword = regexp.MustCompile(`(?i)\b((?:ssl)?password)\s*=\s*(?:'(?:[^'\\]|\\.)*'|\S+)`)
+
+// prefixList is ps as the start line logs them: a list, in JSON an array
+// (never null), where log pipelines can search each prefix. They were one
+// string, "[10.0.0.0/8 192.168.0.0/16]".
+func prefixList(ps []netip.Prefix) []string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.String())
+	}
+	return out
+}

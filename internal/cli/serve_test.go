@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -387,5 +388,25 @@ func TestDataDirBesideDatabaseURLIsSaidUnused(t *testing.T) {
 	Main([]string{"serve", "--addr", "127.0.0.1:0", "--database-url", "postgres://127.0.0.1:1/none?connect_timeout=1", "--database-wait", "0", "--log-format", "text"}, &stdout, &stderr)
 	if strings.Contains(stderr.String(), "--data-dir is not used") {
 		t.Errorf("a warning without --data-dir:\n%s", stderr.String())
+	}
+}
+
+func TestPrefixListIsAJSONArray(t *testing.T) {
+	for _, tt := range []struct {
+		ps   []netip.Prefix
+		want string
+	}{
+		{nil, `[]`},
+		{[]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("64:ff9b::/96")}, `["10.0.0.0/8","64:ff9b::/96"]`},
+	} {
+		var buf bytes.Buffer
+		slog.New(slog.NewJSONHandler(&buf, nil)).Info("kadi serving", "trusted_proxies", prefixList(tt.ps))
+		var rec map[string]json.RawMessage
+		if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(rec["trusted_proxies"]); got != tt.want {
+			t.Errorf("%v logged as %s, want %s", tt.ps, got, tt.want)
+		}
 	}
 }
