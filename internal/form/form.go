@@ -12,6 +12,7 @@ import (
 	"html/template"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
@@ -312,8 +313,12 @@ func (h *Handler) trust(ctx context.Context, sub Submission) (trusted, error) {
 	return t, nil
 }
 
-// errCheckoutGone is a checkout session that is unknown or has expired.
-var errCheckoutGone = &pageError{Status: http.StatusGone, Title: "Payment page expired", Message: "This payment page is no longer valid."}
+// errCheckoutGone is a checkout session that is unknown or has ended: its
+// payment finished or cancelled, or its time up. It said "expired" to a
+// shopper who pressed Back after cancelling, who then read that the page
+// had run out and not why, or what to do.
+var errCheckoutGone = &pageError{Status: http.StatusGone, Title: "Payment page closed",
+	Message: "This payment page is closed: its payment was finished or cancelled, or the page was left open too long. Nothing more can be charged through it. To pay, go back to the shop and start again."}
 
 // resume continues a checkout from our own card page: the session, not
 // the browser, says which bill, mode and merchant fields it is about.
@@ -630,9 +635,28 @@ func (h *Handler) keepTyped(r *http.Request, checkoutID string) {
 	n := sess.Notice
 	n.FirstName, n.LastName = shownName(typedText(form.Get("cardFirstName"), 50)), shownName(typedText(form.Get("cardLastName"), 50))
 	n.Expiry = shownExpiry(card.SplitExpiry(typedText(form.Get("cardExpiry"), 9)))
+	n.Errors = forgetCorrected(sess.Notice, n)
 	if err := h.Checkouts.SetCheckoutNotice(r.Context(), checkout.Hash(checkoutID), n); err != nil {
 		h.Log.WarnContext(r.Context(), "keep the card page's typed names across a language switch", "err", err)
 	}
+}
+
+// forgetCorrected is before's field errors less those of the fields kept
+// across a language switch that the shopper has changed since (after): a
+// name corrected, then the language switched, came back still marked
+// wrong, its old message beside it. The server checks them again at Pay.
+func forgetCorrected(before, after checkout.Notice) map[string]string {
+	errs := maps.Clone(before.Errors)
+	for field, changed := range map[string]bool{
+		"cardFirstName": before.FirstName != after.FirstName,
+		"cardLastName":  before.LastName != after.LastName,
+		"cardExpiry":    before.Expiry != after.Expiry,
+	} {
+		if changed {
+			delete(errs, field)
+		}
+	}
+	return errs
 }
 
 // typedText is v trimmed, or "" when it is longer than max characters or

@@ -863,6 +863,13 @@ func TestCancel(t *testing.T) {
 	if n := g.CountPayments(b.Reference, ""); n != 0 {
 		t.Errorf("a cancel made %d payments", n)
 	}
+	// Back to the card page and Pay: the page says it is closed and why
+	// that may be, not that it expired.
+	back := g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv}))
+	errorPage(t, back, http.StatusGone)
+	if body := back.Body.String(); !strings.Contains(body, "Payment page closed") || !strings.Contains(body, "finished or cancelled") || strings.Contains(body, "expired") {
+		t.Errorf("the card page posted after a cancel:\n%s", body)
+	}
 
 	paid := g.CreateBill(c, tok, "CANCEL2", "10")
 	id = g.OpenCheckout(servertest.FormFields(c, tok, paid))

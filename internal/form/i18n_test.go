@@ -282,3 +282,41 @@ func TestLanguageSwitchKeepsWhatWasTyped(t *testing.T) {
 		}
 	}
 }
+
+// A field the shopper corrected before switching language is no longer
+// marked wrong on the page in the other language; one left as it was
+// still is.
+func TestLanguageSwitchForgetsCorrectedErrors(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Duka la Mama")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "SWA3", "1500.00")
+	entry := g.OpenCheckout(servertest.FormFields(c, tok, b))
+	posted := g.ServeOnce(servertest.CardPayRequest(servertest.CheckoutPost(entry,
+		servertest.Card{Number: visa, CVV: cvv, Month: "01", Year: "2001", FirstName: "Wanjiku 1234567", LastName: "Kamau"})))
+	page := g.Serve(httptest.NewRequest(http.MethodGet, posted.Header().Get("Location"), nil)).Body.String()
+	invalid := func(body, name string) bool {
+		f, _ := servertest.ParsePage(body).FormTo("/cardPay")
+		in, _ := f.Input(name)
+		return in.Attrs["aria-invalid"] == "true"
+	}
+	if !invalid(page, "cardFirstName") || !invalid(page, "cardExpiry") {
+		t.Fatalf("a name with digits and a past expiry are not both marked:\n%s", page)
+	}
+	lf, ok := servertest.ParsePage(page).FormTo("/cardPay/language")
+	if !ok {
+		t.Fatal("no language switch on the card page")
+	}
+	form := url.Values{"page": {lf.Values()["page"]}, "language": {"sw"},
+		"cardFirstName": {"Wanjiku"}, "cardLastName": {"Kamau"}, "cardExpiry": {"01 / 01"}}
+	sw := httptest.NewRequest(http.MethodPost, "/cardPay/language", strings.NewReader(form.Encode()))
+	sw.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec := g.ServeOnce(sw)
+	after := g.Serve(httptest.NewRequest(http.MethodGet, rec.Header().Get("Location"), nil)).Body.String()
+	if invalid(after, "cardFirstName") {
+		t.Error("the corrected first name is still marked wrong after the switch")
+	}
+	if !invalid(after, "cardExpiry") {
+		t.Error("the expiry left as it was is no longer marked wrong after the switch")
+	}
+}
