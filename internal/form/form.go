@@ -318,7 +318,7 @@ func (h *Handler) trust(ctx context.Context, sub Submission) (trusted, error) {
 // shopper who pressed Back after cancelling, who then read that the page
 // had run out and not why, or what to do.
 var errCheckoutGone = &pageError{Status: http.StatusGone, Title: "Payment page closed",
-	Message: "This payment page is closed: its payment was finished or cancelled, or the page was left open too long. Nothing more can be charged through it. To pay, go back to the shop and start again."}
+	Message: "This payment page is closed: its payment was finished or cancelled, or the page was left open too long."}
 
 // resume continues a checkout from our own card page: the session, not
 // the browser, says which bill, mode and merchant fields it is about.

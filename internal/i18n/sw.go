@@ -95,7 +95,7 @@ var Swahili = &Lang{Tag: "sw", Name: "Kiswahili", msgs: map[string]string{
 	"This page is no longer valid.": "Ukurasa huu si halali tena.",
 	"Back to %s":                    "Rudi kwa %s",
 	"Payment page closed":           "Ukurasa wa malipo umefungwa",
-	"This payment page is closed: its payment was finished or cancelled, or the page was left open too long. Nothing more can be charged through it. To pay, go back to the shop and start again.": "Ukurasa huu wa malipo umefungwa: malipo yake yamekamilika au yameghairiwa, au ukurasa uliachwa wazi kwa muda mrefu. Hakuna kinachoweza kutozwa zaidi kupitia ukurasa huu. Ili kulipa, rudi dukani uanze upya.",
+	"This payment page is closed: its payment was finished or cancelled, or the page was left open too long.": "Ukurasa huu wa malipo umefungwa: malipo yake yamekamilika au yameghairiwa, au ukurasa uliachwa wazi kwa muda mrefu.",
 	"Bill not found": "Bili haipatikani",
 	"The shop sent a bill reference we do not know. Please go back to the shop.": "Duka limetuma nambari ya bili tusiyoijua. Tafadhali rudi dukani.",
 	"Card payments unavailable":                                      "Malipo kwa kadi hayapatikani",
