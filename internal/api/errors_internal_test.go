@@ -13,6 +13,7 @@ import (
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/outage"
+	"github.com/kadipay/kadi/internal/outage/outagetest"
 )
 
 // Each failure carries the headers its status asks for, and only those:
@@ -50,17 +51,6 @@ func TestFailureHeaders(t *testing.T) {
 	}
 }
 
-type sqlStateError string
-
-func (e sqlStateError) Error() string    { return "ERROR: (SQLSTATE " + string(e) + ")" }
-func (e sqlStateError) SQLState() string { return string(e) }
-
-type connGivenUp struct{ err error }
-
-func (e connGivenUp) Error() string     { return "timeout: context already done: " + e.err.Error() }
-func (e connGivenUp) Unwrap() error     { return e.err }
-func (e connGivenUp) SafeToRetry() bool { return true }
-
 // A request whose client left is 499 on its access line, whatever the
 // store said of the work it stopped: PostgreSQL's cancelled statement was
 // a 500 logged at ERROR, and a connection given up a 503, both counted by
@@ -75,9 +65,9 @@ func TestClientGoneIs499(t *testing.T) {
 		err  error
 		want int
 	}{
-		{"statement cancelled for the client", gone, fmt.Errorf("store bill: insert bill: %w", sqlStateError("57014")), 499},
-		{"connection given up for the client", gone, fmt.Errorf("query: %w", connGivenUp{context.Canceled}), 499},
-		{"the same, the client still there", live, fmt.Errorf("query: %w", connGivenUp{context.Canceled}), 503},
+		{"statement cancelled for the client", gone, fmt.Errorf("store bill: insert bill: %w", outagetest.SQLStateError("57014")), 499},
+		{"connection given up for the client", gone, fmt.Errorf("query: %w", outagetest.ConnGivenUp{Err: context.Canceled}), 499},
+		{"the same, the client still there", live, fmt.Errorf("query: %w", outagetest.ConnGivenUp{Err: context.Canceled}), 503},
 		{"the client left, the bill refused", gone, fmt.Errorf("query: %w", bill.ErrNotFound), 404},
 	} {
 		if status, _, _ := classify(tc.ctx, tc.err); status != tc.want {

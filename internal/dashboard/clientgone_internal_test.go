@@ -6,12 +6,9 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/kadipay/kadi/internal/outage/outagetest"
 )
-
-type sqlStateError string
-
-func (e sqlStateError) Error() string    { return "ERROR: (SQLSTATE " + string(e) + ")" }
-func (e sqlStateError) SQLState() string { return string(e) }
 
 // A merchant who left mid-page is 499 on the access line, not a 503 that
 // an outage alert counts.
@@ -20,7 +17,7 @@ func TestMerchantGoneIsNotAnOutage(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	rec := httptest.NewRecorder()
-	h.internal(rec, httptest.NewRequest("GET", "/dashboard/payments", nil).WithContext(ctx), fmt.Errorf("list payments: %w", sqlStateError("57014")))
+	h.internal(rec, httptest.NewRequest("GET", "/dashboard/payments", nil).WithContext(ctx), fmt.Errorf("list payments: %w", outagetest.SQLStateError("57014")))
 	if rec.Code != 499 {
 		t.Errorf("a merchant gone mid-page: %d, want 499", rec.Code)
 	}

@@ -13,6 +13,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/kadipay/kadi/internal/outage"
+	"github.com/kadipay/kadi/internal/outage/outagetest"
 )
 
 // The errors are the drivers' own, produced for real: what a driver
@@ -158,20 +159,6 @@ func pgTerminated(t *testing.T) error {
 	return err
 }
 
-// sqlStateError is a driver error carrying a SQLSTATE, as pgconn's does.
-type sqlStateError string
-
-func (e sqlStateError) Error() string    { return "ERROR: (SQLSTATE " + string(e) + ")" }
-func (e sqlStateError) SQLState() string { return string(e) }
-
-// connGivenUp is pgconn's error for a query never sent because its
-// context had ended: safe to retry, and the context's error under it.
-type connGivenUp struct{ err error }
-
-func (e connGivenUp) Error() string     { return "timeout: context already done: " + e.err.Error() }
-func (e connGivenUp) Unwrap() error     { return e.err }
-func (e connGivenUp) SafeToRetry() bool { return true }
-
 func TestClientGoneOnPostgreSQL(t *testing.T) {
 	live := context.Background()
 	gone, cancel := context.WithCancel(live)
@@ -182,10 +169,10 @@ func TestClientGoneOnPostgreSQL(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{"the statement cancelled for the client", gone, fmt.Errorf("insert bill: %w", sqlStateError("57014")), true},
-		{"the connection given up for the client", gone, fmt.Errorf("lookup: %w", connGivenUp{context.Canceled}), true},
-		{"a statement timeout of the server's", live, sqlStateError("57014"), false},
-		{"the client left during a unique violation", gone, sqlStateError("23505"), false},
+		{"the statement cancelled for the client", gone, fmt.Errorf("insert bill: %w", outagetest.SQLStateError("57014")), true},
+		{"the connection given up for the client", gone, fmt.Errorf("lookup: %w", outagetest.ConnGivenUp{Err: context.Canceled}), true},
+		{"a statement timeout of the server's", live, outagetest.SQLStateError("57014"), false},
+		{"the client left during a unique violation", gone, outagetest.SQLStateError("23505"), false},
 	} {
 		if got := outage.ClientGone(c.ctx, c.err); got != c.want {
 			t.Errorf("%s: ClientGone = %v, want %v", c.name, got, c.want)
