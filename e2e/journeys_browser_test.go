@@ -188,7 +188,7 @@ func TestBrowserShopperJourneys(t *testing.T) {
 		if h1 := value(t, ctx, chromedp.Text(chromedp.CSS("h1"))); h1 != "Lipa kwa kadi" {
 			t.Errorf("the card page says %q", h1)
 		}
-		if amount := value(t, ctx, chromedp.Text(chromedp.CSS(".amount"))); amount != "KES 250.00" {
+		if amount := value(t, ctx, chromedp.Text(chromedp.CSS(".amount"))); amount != "KES\u00a0250.00" {
 			t.Errorf("amount %q", amount)
 		}
 

@@ -26,7 +26,9 @@ type pageHeader struct {
 }
 
 func header(t trusted) pageHeader {
-	return pageHeader{Merchant: t.merchant.Name, Amount: t.bill.Amount.Currency.Code + " " + t.bill.Amount.Grouped(),
+	// A no-break space: a narrow phone broke "KES" from "1,500.00" on
+	// the result page's line and the Pay button.
+	return pageHeader{Merchant: t.merchant.Name, Amount: t.bill.Amount.Currency.Code + "\u00a0" + t.bill.Amount.Grouped(),
 		Description: t.bill.Description, OrderRef: t.bill.OrderReference, Reference: t.bill.Reference, Test: t.bill.Mode == merchant.Test}
 }
 
