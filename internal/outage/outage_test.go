@@ -102,6 +102,11 @@ func TestClientGone(t *testing.T) {
 		{"the client left and the query stopped", gone, fmt.Errorf("query: %w", context.Canceled), true},
 		{"the client left but the failure is another", gone, errors.New("disk I/O error"), false},
 		{"a cancellation of the gateway's own", live, context.Canceled, false},
+		// PostgreSQL's answers when pgx gives a statement up for the client.
+		{"the statement cancelled for the client", gone, fmt.Errorf("insert bill: %w", outagetest.SQLStateError("57014")), true},
+		{"the connection given up for the client", gone, fmt.Errorf("lookup: %w", outagetest.ConnGivenUp{Err: context.Canceled}), true},
+		{"a statement timeout of the server's", live, outagetest.SQLStateError("57014"), false},
+		{"the client left during a unique violation", gone, outagetest.SQLStateError("23505"), false},
 	} {
 		if got := outage.ClientGone(c.ctx, c.err); got != c.want {
 			t.Errorf("%s: ClientGone = %v, want %v", c.name, got, c.want)
@@ -157,25 +162,4 @@ func pgTerminated(t *testing.T) error {
 	}
 	_, err = conn.ExecContext(ctx, `SELECT 1`)
 	return err
-}
-
-func TestClientGoneOnPostgreSQL(t *testing.T) {
-	live := context.Background()
-	gone, cancel := context.WithCancel(live)
-	cancel()
-	for _, c := range []struct {
-		name string
-		ctx  context.Context
-		err  error
-		want bool
-	}{
-		{"the statement cancelled for the client", gone, fmt.Errorf("insert bill: %w", outagetest.SQLStateError("57014")), true},
-		{"the connection given up for the client", gone, fmt.Errorf("lookup: %w", outagetest.ConnGivenUp{Err: context.Canceled}), true},
-		{"a statement timeout of the server's", live, outagetest.SQLStateError("57014"), false},
-		{"the client left during a unique violation", gone, outagetest.SQLStateError("23505"), false},
-	} {
-		if got := outage.ClientGone(c.ctx, c.err); got != c.want {
-			t.Errorf("%s: ClientGone = %v, want %v", c.name, got, c.want)
-		}
-	}
 }

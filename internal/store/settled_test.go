@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -132,5 +134,34 @@ func TestPaidVerificationIsReadOnce(t *testing.T) {
 	readsOf(declined.Reference)
 	if n := readsOf(declined.Reference); n == 0 {
 		t.Error("a declined bill's second verification came from memory")
+	}
+}
+
+// BenchmarkSettledSize reports what a full cache of paid verifications
+// holds in memory, per entry (the figure maxSettled's comment gives):
+//
+//	go test -run '^$' -bench SettledSize ./internal/store
+func BenchmarkSettledSize(b *testing.B) {
+	kes, err := money.FromMinor(150_000, "KES")
+	if err != nil {
+		b.Fatal(err)
+	}
+	at := time.UnixMilli(1_800_000_000_000)
+	for range b.N {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		cache := newSettled(maxSettled)
+		for i := range maxSettled {
+			ref := fmt.Sprintf("%012d", i)
+			cache.keep(settledKey("1234567890", merchant.Test, ref), ref, payment.Verification{
+				BillReference: ref, OrderReference: "ORDER-" + ref, Amount: kes, CreatedAt: at, State: bill.Paid, ExpiresAt: at,
+				Payment: payment.Payment{ID: "pay_" + ref + "abcdefghijklmnop", Status: payment.Succeeded, NetworkRef: "NET" + ref, Amount: kes,
+					UpdatedAt: at, Message: "Payment approved"}})
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/maxSettled, "B/entry")
+		runtime.KeepAlive(cache)
 	}
 }
