@@ -52,11 +52,13 @@ type Session struct {
 type Notice struct {
 	// Errors maps a card field to its message id (internal/i18n).
 	Errors map[string]string `json:"errors,omitempty"`
-	// Declined is the message id of the attempt the card issuer refused.
-	Declined  string `json:"declined,omitempty"`
-	FirstName string `json:"firstName,omitempty"`
-	LastName  string `json:"lastName,omitempty"`
-	Expiry    string `json:"expiry,omitempty"` // as typed: MM / YY
+	// Declined is the message id of the attempt the card issuer refused,
+	// and DeclineCode the acquirer's code for why.
+	Declined    string `json:"declined,omitempty"`
+	DeclineCode string `json:"declineCode,omitempty"`
+	FirstName   string `json:"firstName,omitempty"`
+	LastName    string `json:"lastName,omitempty"`
+	Expiry      string `json:"expiry,omitempty"` // as typed: MM / YY
 }
 
 // New starts a session and returns its id: 256 random bits, which go to

@@ -220,7 +220,7 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 	attempt, problems := h.checkCard(sub)
 	if len(problems) > 0 {
 		if t.checkoutID != "" && onlyCardProblems(problems) {
-			h.again(w, r, t, sub, problems, "")
+			h.again(w, r, t, sub, problems, payment.Payment{})
 			return
 		}
 		h.finish(w, r, t, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location), false)
@@ -694,7 +694,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 		}
 		if t.entry {
 			// Kept for the card page, should the code fail.
-			h.again(w, r, t, t.typed, nil, "")
+			h.again(w, r, t, t.typed, nil, payment.Payment{})
 			return
 		}
 		h.toCheckout(w, r, t)
@@ -712,7 +712,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, t trusted, p pa
 		// refusal of a bill already blocked says so in its own message).
 		b, err := h.Bills.BillByID(r.Context(), t.bill.Reference)
 		if t.entry && err == nil && b.State == bill.Open && !b.Expired(h.Now()) {
-			h.again(w, r, t, t.typed, nil, p.Message)
+			h.again(w, r, t, t.typed, nil, p)
 			return
 		}
 		h.result(w, r, t, p, p.ID != "" && err == nil && b.State == bill.Blocked)
@@ -772,8 +772,8 @@ var errUnavailable = &pageError{Status: http.StatusServiceUnavailable, Title: "P
 // again shows checkout t's card page once more, with the field problems
 // or the decline, and what the shopper typed that may be shown again:
 // the names and expiry, never the card number or CVV.
-func (h *Handler) again(w http.ResponseWriter, r *http.Request, t trusted, typed Submission, problems []Problem, declined string) {
-	n := checkout.Notice{Declined: declined, FirstName: shownName(typed.CardFirstName), LastName: shownName(typed.CardLastName), Expiry: typedExpiry(typed)}
+func (h *Handler) again(w http.ResponseWriter, r *http.Request, t trusted, typed Submission, problems []Problem, declined payment.Payment) {
+	n := checkout.Notice{Declined: declined.Message, DeclineCode: declined.DeclineCode, FirstName: shownName(typed.CardFirstName), LastName: shownName(typed.CardLastName), Expiry: typedExpiry(typed)}
 	if len(problems) > 0 {
 		n.Errors = map[string]string{}
 		for _, p := range problems {

@@ -2,6 +2,7 @@ package form_test
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -1316,6 +1317,24 @@ func TestDeclineSaysWhichCardMayBeTried(t *testing.T) {
 		body := g.CardPay(servertest.CheckoutPost(entry, servertest.Card{Number: tt.number, CVV: cvv})).Body.String()
 		if !strings.Contains(body, tt.want) || strings.Contains(body, tt.not) {
 			t.Errorf("decline of %s…: the page does not say %q\n%s", tt.number[:6], tt.want, body)
+		}
+	}
+	// The page goes by the decline's code, not its wording: another
+	// acquirer words an expired card its own way.
+	page := g.ServeOnce(servertest.CardPayRequest(servertest.CheckoutPost(entry, servertest.Card{Number: cardDeclined, CVV: cvv}))).Header().Get("Location")
+	for _, tt := range []struct {
+		notice    checkout.Notice
+		want, not string
+	}{
+		{checkout.Notice{Declined: "Expired card", DeclineCode: payment.DeclineExpiredCard}, "You can try again with another card.", "with this card or another"},
+		{checkout.Notice{Declined: "Your card has expired", DeclineCode: "do_not_honor"}, "You can try again, with this card or another.", "again with another card"},
+	} {
+		if err := g.Store.SetCheckoutNotice(context.Background(), checkout.Hash(entry), tt.notice); err != nil {
+			t.Fatal(err)
+		}
+		body := g.ServeOnce(httptest.NewRequest(http.MethodGet, page, nil)).Body.String()
+		if !strings.Contains(body, tt.notice.Declined) || !strings.Contains(body, tt.want) || strings.Contains(body, tt.not) {
+			t.Errorf("decline %+v: the page does not say %q\n%s", tt.notice, tt.want, body)
 		}
 	}
 }

@@ -102,13 +102,9 @@ func (h *Handler) renderCard(w http.ResponseWriter, r *http.Request, t trusted, 
 		// that nothing was charged.
 		"DeclinedSaysUncharged": strings.Contains(strings.ToLower(n.Declined), "nothing was charged"),
 		// An expired card will not pay however often it is tried.
-		"DeclinedCardUnusable": n.Declined == msgCardExpired,
+		"DeclinedCardUnusable": n.DeclineCode == payment.DeclineExpiredCard,
 	})
 }
-
-// msgCardExpired is the card network's decline for a card past its expiry
-// (the simulated acquirer's and a connector's mapped message).
-const msgCardExpired = "Your card has expired"
 
 // typedExpiry is the expiry the shopper typed, to show again as MM / YY.
 func typedExpiry(sub Submission) string {

@@ -124,6 +124,11 @@ const (
 	NotFoundAtBank  Outcome = "not_found" // Lookup: the acquirer never saw it, so nothing was charged
 )
 
+// DeclineExpiredCard is the decline code of a card past its expiry, from
+// whichever acquirer answered: the card will not pay however often it is
+// tried, which the card page tells the shopper.
+const DeclineExpiredCard = "expired_card"
+
 // Result is the acquirer's answer.
 type Result struct {
 	Outcome      Outcome

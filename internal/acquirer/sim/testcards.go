@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/kadipay/kadi/internal/payment"
+
 // The test-card table of docs/hosted-form.md. These numbers are public test cards;
 // they live only here, in tests and in docs. Every other Luhn-valid card of
 // a known brand is approved in test mode.
@@ -25,7 +27,7 @@ var TestCards = []TestCard{
 	{Number: "378282246310005", Result: "Amex, approved (4-digit CVV)", outcome: "approved"},
 	{Number: "4000000000000002", Result: "declined: generic decline", outcome: "declined", code: "generic_decline", message: "Your card was declined"},
 	{Number: "4000000000009995", Result: "declined: insufficient funds", outcome: "declined", code: "insufficient_funds", message: "Your card has insufficient funds"},
-	{Number: "4000000000000069", Result: "declined: expired card", outcome: "declined", code: "expired_card", message: "Your card has expired"},
+	{Number: "4000000000000069", Result: "declined: expired card", outcome: "declined", code: payment.DeclineExpiredCard, message: "Your card has expired"},
 	{Number: "4000000000000127", Result: "declined: incorrect CVV", outcome: "declined", code: "incorrect_cvc", message: "Your card's security code is incorrect"},
 	{Number: "4000000000000119", Result: "acquirer error: nothing charged, retry", outcome: "error", code: "processing_error",
 		message: "The card network could not process the payment; nothing was charged, please try again"},

@@ -1767,7 +1767,7 @@ func testCheckoutNoticeAndEnd(t *testing.T, s store.Store) {
 	must(t, "CheckoutByHash", err)
 	equal(t, "a new session's notice", got.Notice, checkout.Notice{})
 
-	n := checkout.Notice{Errors: map[string]string{"cardNumber": "is not a valid card number"}, Declined: "Card declined",
+	n := checkout.Notice{Errors: map[string]string{"cardNumber": "is not a valid card number"}, Declined: "Card declined", DeclineCode: "card_declined",
 		FirstName: "Wanjiku", LastName: "O'Brien", Expiry: "04 / 31"}
 	must(t, "SetCheckoutNotice", s.SetCheckoutNotice(ctx, c.IDHash, n))
 	got, err = s.CheckoutByHash(ctx, c.IDHash, base)
