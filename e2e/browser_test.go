@@ -137,6 +137,23 @@ func TestBrowserCheckout(t *testing.T) {
 					saveScreenshot(t, cctx, "card-entry-sw.png")
 				}
 				axeCheck(t, cctx, "card entry in Swahili")
+				// On a 320 px phone the longest brand name stays on its
+				// label's line: it dropped below it and pushed the field
+				// down as the shopper typed.
+				run(t, cctx, chromedp.EmulateViewport(320, 640, chromedp.EmulateMobile))
+				fieldTop := `document.getElementById("cardNumber").getBoundingClientRect().top`
+				before := value(t, cctx, chromedp.Evaluate[float64](fieldTop))
+				run(t, cctx, chromedp.SendKeys(chromedp.ID("cardNumber"), "378282246310005"))
+				if brand, after := value(t, cctx, chromedp.Text(chromedp.ID("brand"))), value(t, cctx, chromedp.Evaluate[float64](fieldTop)); brand != "American Express" || after != before {
+					t.Errorf("at 320 px the brand %q moved the card number field from %v to %v px", brand, before, after)
+				}
+				if whole := value(t, cctx, chromedp.Evaluate[bool](`(function(){var b=document.getElementById("brand");return b.scrollWidth<=b.clientWidth})()`)); !whole {
+					t.Error("at 320 px the brand name is cut short")
+				}
+				if screenshots {
+					saveScreenshot(t, cctx, "card-entry-sw-320-amex.png")
+				}
+				run(t, cctx, chromedp.Clear(chromedp.ID("cardNumber")), chromedp.ResetViewport())
 				run(t, cctx, chromedp.Click(chromedp.CSS(`button[name="language"][value="en"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="en"] #cardNumber`)))
 				axeCheck(t, cctx, "card entry")
 			}

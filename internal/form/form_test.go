@@ -970,7 +970,8 @@ func TestCardPagePrefillsTheCardholder(t *testing.T) {
 
 // Every page says when it is about a test (hosted-form.md: "Test mode is
 // labelled on every page"), the result and notice pages too, and the
-// result shows the amount as the card page did, with its currency.
+// result shows the amount as the card page did, with its currency, and
+// the shop's name.
 func TestResultAndNoticePagesSayTestMode(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{LiveAcquirer: sim.New(secret.RandomBytes(32), nil)})
 	c := g.Onboard("Labelled Shop")
@@ -980,6 +981,9 @@ func TestResultAndNoticePagesSayTestMode(t *testing.T) {
 		body := g.CardPay(servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))).Body.String()
 		if badge := strings.Contains(body, `class="badge"`); badge != (mode == merchant.Test) || !strings.Contains(body, "KES\u00a01,500,000.00") {
 			t.Errorf("%s result page: test badge %v, want %v; amount shown with currency and grouping: %v", mode, badge, mode == merchant.Test, strings.Contains(body, "KES\u00a01,500,000.00"))
+		}
+		if !strings.Contains(body, `<p class="merchant">Labelled Shop`) {
+			t.Errorf("%s result page does not name the shop:\n%s", mode, body)
 		}
 	}
 	// A notice about a test bill: payment being confirmed.

@@ -51,12 +51,13 @@ type page struct {
 	// card form says why it is back.
 	Checkout string `json:"c,omitempty"`
 	Paused   bool   `json:"p,omitempty"`
-	// Action and Callback are where and what the result posts, Amount the
-	// bill's amount as the card page showed it and Test its mode, for
-	// the page's own header, and Blocked that the attempt was the bill's
-	// last (kindResult).
+	// Action and Callback are where and what the result posts, Merchant
+	// the shop's name, Amount the bill's amount as the card page showed it
+	// and Test its mode, for the page's own header, and Blocked that the
+	// attempt was the bill's last (kindResult).
 	Action   string     `json:"a,omitempty"`
 	Callback *Callback  `json:"r,omitempty"`
+	Merchant string     `json:"n,omitempty"`
 	Amount   string     `json:"m,omitempty"`
 	Test     bool       `json:"t,omitempty"`
 	Blocked  bool       `json:"b,omitempty"`
@@ -116,7 +117,7 @@ func (h *Handler) toCheckout(w http.ResponseWriter, r *http.Request, t trusted) 
 // the page can say no other card will be taken.
 func (h *Handler) finish(w http.ResponseWriter, r *http.Request, t trusted, to *url.URL, cb Callback, blocked bool) {
 	hd := header(t)
-	h.show(w, r, page{Kind: kindResult, Action: to.String(), Callback: &cb, Amount: hd.Amount, Test: hd.Test, Blocked: blocked})
+	h.show(w, r, page{Kind: kindResult, Action: to.String(), Callback: &cb, Merchant: hd.Merchant, Amount: hd.Amount, Test: hd.Test, Blocked: blocked})
 }
 
 // fail shows err on our error page; t, when the callback is trusted,
@@ -203,7 +204,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 			h.renderError(w, r, h.problem(r, nil, errPageGone))
 			return
 		}
-		h.renderResult(w, r, to, *p.Callback, resultHeader{p.Amount, p.Test, p.Blocked}, true)
+		h.renderResult(w, r, to, *p.Callback, resultHeader{p.Merchant, p.Amount, p.Test, p.Blocked}, true)
 	case kindError:
 		h.renderError(w, r, p.Error)
 	default:
@@ -275,7 +276,7 @@ func (h *Handler) renderOutcome(w http.ResponseWriter, r *http.Request, t truste
 	}
 	hd := header(t)
 	blocked := p.Status == payment.Failed && p.ID != "" && t.bill.State == bill.Blocked
-	h.renderResult(w, r, cb, callbackFor(t.bill, p, h.Location), resultHeader{hd.Amount, hd.Test, blocked}, r.URL.Query().Has("settled"))
+	h.renderResult(w, r, cb, callbackFor(t.bill, p, h.Location), resultHeader{hd.Merchant, hd.Amount, hd.Test, blocked}, r.URL.Query().Has("settled"))
 }
 
 func withPageID(r *http.Request, id string) *http.Request {

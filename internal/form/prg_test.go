@@ -407,6 +407,9 @@ func TestResultPageComeBackToSwitchesLanguage(t *testing.T) {
 	if !ok || strings.Contains(back.Body.String(), `data-autosubmit="1"`) {
 		t.Fatalf("the result come back to: no language switch, or it posts itself:\n%s", back.Body)
 	}
+	if !strings.Contains(back.Body.String(), `<p class="merchant">Lugha Shop`) {
+		t.Errorf("the result come back to does not name the shop:\n%s", back.Body)
+	}
 	form := url.Values{"language": {"sw"}}
 	for k, v := range sw.Values() {
 		if k != "language" {

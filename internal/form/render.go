@@ -153,18 +153,21 @@ func (h *Handler) renderResult(w http.ResponseWriter, r *http.Request, to *url.U
 	}
 	h.render(w, r, http.StatusOK, "'self' "+origin, "redirect.html", map[string]any{
 		"Title": "Returning to the shop", "Action": to.String(), "Fields": cb.Fields(), "Success": cb.OrderStatus == StatusSuccessful,
-		"Message": cb.Message, "Amount": amount, "Test": hd.Test, "OrderRef": cb.OrderReference, "AutoPost": autoPost,
+		"Message": cb.Message, "Merchant": hd.Merchant, "Amount": amount, "Test": hd.Test, "OrderRef": cb.OrderReference, "AutoPost": autoPost,
 		"Blocked": hd.Blocked,
 	})
 }
 
 // resultHeader is what the result page shows of the bill besides the
-// callback: its amount as the card page showed it (currency, grouping) and
-// whether it is a test, labelled on every page (hosted-form.md).
+// callback: the shop it was paid to (a shopper who left several tabs open
+// can tell them apart), its amount as the card page showed it (currency,
+// grouping) and whether it is a test, labelled on every page
+// (hosted-form.md).
 type resultHeader struct {
-	Amount  string
-	Test    bool
-	Blocked bool // the attempt was the bill's last: no other card can be tried
+	Merchant string
+	Amount   string
+	Test     bool
+	Blocked  bool // the attempt was the bill's last: no other card can be tried
 }
 
 // renderError shows pe; problem made it and logged it.
