@@ -60,7 +60,20 @@ func TestCrashUnderLoadLosesNothingAcknowledged(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// Killed once the load is under way: after 1.5 s and 100 writes
+	// acknowledged, or after 30 s whatever it reached. A fixed time alone
+	// left a race-detector run on a busy machine with too few writes to
+	// call it a load.
+	started := time.Now()
+	for {
+		mu.Lock()
+		n := len(acks)
+		mu.Unlock()
+		if elapsed := time.Since(started); elapsed >= 30*time.Second || elapsed >= 1500*time.Millisecond && n >= 100 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	g.Kill()
 	close(stop)
 	wg.Wait()
