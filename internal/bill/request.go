@@ -141,20 +141,22 @@ func describeJSONError(err error) string {
 	return "unexpected end of input"
 }
 
-// plainNumber writes a JSON number given with an exponent as the decimal
-// text it stands for, exactly: Jackson writes a double of ten million or
-// more as 1.0E7, and JSON encoders may write 1e3. Trailing zeros after the
-// point are dropped, as an exponent's digits say nothing of the amount's
-// precision. A number without an exponent, or one too far from 1 to be an
-// amount, is left as written (and refused as such).
+// plainNumber writes a JSON number as the decimal text of its value,
+// exactly (never through a float64): Jackson writes a double of ten
+// million or more as 1.0E7, and below that as 1500.0, as Python's json
+// does; other encoders write 1e3. Trailing zeros after the point are
+// dropped, so UGX 1500.0 is 1500: a number's digits say nothing of the
+// amount's precision, and the same amount written as text ("1500.0") is
+// still refused for its place. An exponent too far from 1 to be worth
+// writing out is left as written (and refused as such).
 func plainNumber(n string) string {
-	mantissa, exp, ok := strings.Cut(strings.ToLower(n), "e")
-	if !ok {
-		return n
-	}
-	shift, err := strconv.Atoi(strings.TrimPrefix(exp, "+"))
-	if err != nil || shift > 30 || shift < -30 {
-		return n
+	mantissa, exp, hasExp := strings.Cut(strings.ToLower(n), "e")
+	shift := 0
+	if hasExp {
+		var err error
+		if shift, err = strconv.Atoi(strings.TrimPrefix(exp, "+")); err != nil || shift > maxShift || shift < -maxShift {
+			return n
+		}
 	}
 	sign := ""
 	if rest, neg := strings.CutPrefix(mantissa, "-"); neg {
@@ -178,3 +180,8 @@ func plainNumber(n string) string {
 	}
 	return sign + whole + "." + fraction
 }
+
+// maxShift bounds the exponent plainNumber writes out: far beyond any
+// amount (1e31 is too large, 1e-31 has too many places), and short enough
+// to write.
+const maxShift = 1000

@@ -268,8 +268,8 @@ func checkText(t *testing.T, field, v string, maxRunes int, allowed func(rune) b
 	}
 }
 
-// A number with an exponent becomes the decimal text it stands for,
-// exactly (never through a float64).
+// A JSON number becomes the decimal text of its value, exactly (never
+// through a float64): an exponent written out, trailing zeros dropped.
 func TestPlainNumber(t *testing.T) {
 	for _, tt := range []struct{ in, want string }{
 		{"1e3", "1000"},
@@ -283,9 +283,14 @@ func TestPlainNumber(t *testing.T) {
 		{"0e5", "0"},
 		{"123.456E-3", "0.123456"},
 		{"9.99999999999999999999e20", "999999999999999999999"},
-		{"1500.10", "1500.10"}, // no exponent: as written
-		{"1e31", "1e31"},       // too far to be an amount: as written, refused
-		{"1e-31", "1e-31"},
+		{"1500.0", "1500"}, // Jackson's and Python's double
+		{"1500.10", "1500.1"},
+		{"1500", "1500"},
+		{"0.50", "0.5"},
+		{"-0.0", "-0"},
+		{"1e31", "1" + strings.Repeat("0", 31)},
+		{"1e1001", "1e1001"}, // too far to be worth writing: as written, refused
+		{"1e-1001", "1e-1001"},
 	} {
 		if got := plainNumber(tt.in); got != tt.want {
 			t.Errorf("plainNumber(%s) = %s, want %s", tt.in, got, tt.want)

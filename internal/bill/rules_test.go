@@ -189,7 +189,16 @@ func TestValidateAmount(t *testing.T) {
 		{"JSON negative exponent", "KES", raw("1.5e-1"), nil, "", 15},
 		{"JSON exponent, too many places", "KES", raw("1.234E-1"), nil, CodeInvalidPrecision, 0},
 		{"JSON exponent on UGX", "UGX", raw("2.5E5"), nil, "", 250_000},
-		{"JSON exponent out of range", "KES", raw("1e400"), nil, CodeInvalidFormat, 0},
+		{"JSON exponent far out", "KES", raw("1e400"), nil, CodeTooLarge, 0},
+		{"JSON exponent too far to write", "KES", raw("1e1001"), nil, CodeInvalidFormat, 0},
+		{"JSON exponent, far too many places", "KES", raw("1e-400"), nil, CodeInvalidPrecision, 0},
+		// Jackson and Python write a double below ten million as 1500.0:
+		// a number's zeros are not places; the same as text still are.
+		{"JSON number .0 on UGX", "UGX", raw("1500.0"), nil, "", 1500},
+		{"JSON number .50 on KES", "KES", raw("1500.50"), nil, "", 150_050},
+		{"JSON number .000 on KES", "KES", raw("1500.000"), nil, "", 150_000},
+		{"JSON number, a place too many", "UGX", raw("1500.5"), nil, CodeInvalidPrecision, 0},
+		{"JSON number zero", "KES", raw("0.00"), nil, CodeNotPositive, 0},
 		{"thousands comma", "KES", "1,000", nil, CodeInvalidFormat, 0},
 		{"thousands space", "KES", "1 000", nil, CodeInvalidFormat, 0},
 		{"decimal comma", "KES", "1500,00", nil, CodeInvalidFormat, 0},
