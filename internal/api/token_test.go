@@ -237,6 +237,19 @@ func TestPathVariants(t *testing.T) {
 			t.Errorf("%s: %d %s", path, rec.Code, rec.Body)
 		}
 	}
+	// A base URL ending in a slash, and other unclean paths: served as
+	// their clean path (Go's mux answered 307 with an empty body).
+	for _, path := range []string{"//identity/v2/token", "/identity//v2/token/", "/identity/v2/./token", "/payment/../identity/v2/token"} {
+		if rec := g.Serve(retarget(servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password), path)); rec.Code != http.StatusOK {
+			t.Errorf("%s: %d %s", path, rec.Code, rec.Body)
+		}
+	}
+	if rec := g.Serve(retarget(servertest.BillRequest(tok, servertest.BillBody(c, "PATHS9", "10")), "//payment/v2/bills")); rec.Code != http.StatusOK {
+		t.Errorf("//payment/v2/bills: %d %s", rec.Code, rec.Body)
+	}
+	if rec := g.Serve(retarget(servertest.QueryRequest(tok, b.Reference), "/payment//v2/query")); rec.Code != http.StatusOK {
+		t.Errorf("/payment//v2/query: %d %s", rec.Code, rec.Body)
+	}
 	// A trailing slash, and nothing below it.
 	for _, path := range []string{"/token/x", "/v1/token/x", "/payment/v2/bills/x"} {
 		if rec := g.Serve(retarget(servertest.PaymentTokenRequest(c.Test.APIKey, c.MerchantCode, c.Password, "password"), path)); rec.Code != http.StatusNotFound {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"path"
 	"regexp"
 	"strings"
 	"time"
@@ -112,6 +113,40 @@ func withBudget(next http.Handler, d time.Duration) http.Handler {
 		next.ServeHTTP(w, timed)
 		r.Pattern = timed.Pattern // the route the mux chose, for the access log and metrics
 	})
+}
+
+// withCleanPath serves a path with repeated slashes or dot segments as its
+// clean form, as if asked so. Go's mux answered them 307 with an empty
+// body: a base URL ending in a slash ("https://gw/" + "/payment/v2/bills")
+// sent every call there, and clients that do not follow a 307 for a POST
+// (Java's HttpURLConnection, PHP's cURL by default) got no answer they
+// could read. It comes first, so that the access log's path (which cuts a
+// hosted page's id off by its prefix) and every later check see the path
+// that is served. A path with escapes is left to the mux.
+func withCleanPath(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawPath == "" {
+			if clean := cleanPath(r.URL.Path); clean != r.URL.Path {
+				u := *r.URL
+				u.Path = clean
+				r.URL = &u // in place: the handlers around the mux read r's route back
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// cleanPath is p without repeated slashes and dot segments, keeping a
+// trailing slash (every API path answers with one).
+func cleanPath(p string) string {
+	if p == "" || p[0] != '/' {
+		p = "/" + p
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean
 }
 
 // withHSTS asks browsers to keep to https, on every answer when the public

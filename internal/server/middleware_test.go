@@ -131,6 +131,35 @@ func TestAccessLogMasksACardInThePath(t *testing.T) {
 	}
 }
 
+// An unclean path is served, and logged, as its clean form: the access
+// log cut a hosted page's id off by its prefix, which //cardPay/page/ID
+// did not have.
+func TestCleanPath(t *testing.T) {
+	var logs bytes.Buffer
+	var served []string
+	h := withCleanPath(withRequest(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served = append(served, r.URL.Path)
+	}), logging.New(&logs, slog.LevelInfo), clientaddr.Resolver{}, nil))
+	for _, tt := range []struct{ in, want string }{
+		{"//cardPay/page/SEALEDPAGEID", "/cardPay/page/SEALEDPAGEID"},
+		{"/identity//v2/token/", "/identity/v2/token/"},
+		{"/a/./b/../token", "/a/token"},
+		{"/token/", "/token/"},
+		{"/", "/"},
+	} {
+		served = nil
+		req := httptest.NewRequest(http.MethodPost, "/", nil)
+		req.URL.Path = tt.in
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		if len(served) != 1 || served[0] != tt.want {
+			t.Errorf("%s served as %q, want %q", tt.in, served, tt.want)
+		}
+	}
+	if strings.Contains(logs.String(), "SEALEDPAGEID") {
+		t.Errorf("a hosted page's id in the access log:\n%s", logs.String())
+	}
+}
+
 // A request path of a megabyte is logged cut short, before the redactor
 // (which costs more the longer a run of numbers is) reads it, and no digit
 // next to the cut is left: it could be the start of a card.

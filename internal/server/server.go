@@ -435,7 +435,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		budget = DefaultRequestTimeout
 	}
 	wrap := func(h http.Handler) http.Handler {
-		return withRequest(withHSTS(withBudget(h, budget), https), log, addrs, routes)
+		return withCleanPath(withRequest(withHSTS(withBudget(h, budget), https), log, addrs, routes))
 	}
 	g.Handler, g.FormHandler, g.DashboardHandler = wrap(mux), wrap(formMux), wrap(dashMux)
 	return g, nil
