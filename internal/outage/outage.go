@@ -70,13 +70,19 @@ func Is(err error) bool {
 
 // unavailableState is PostgreSQL's SQLSTATEs for a server that is going
 // away, not accepting connections, out of resources or read-only (a
-// standby after a failover): none of them says the request was wrong.
+// standby after a failover), or that refuses a new connection (the role or
+// its password refused, the database dropped or closed to connections:
+// /healthz said the database was down while those requests were 500s):
+// none of them says the request was wrong.
 func unavailableState(code string) bool {
 	switch {
 	case strings.HasPrefix(code, "08"), // connection exception
 		strings.HasPrefix(code, "53"),                     // insufficient resources: disk full, too many connections
 		strings.HasPrefix(code, "58"),                     // system error: I/O
+		strings.HasPrefix(code, "28"),                     // invalid authorization: role or password refused
 		code == "57P01", code == "57P02", code == "57P03", // shutdown, crash, cannot connect now
+		code == "3D000", // no such database
+		code == "55000", // a database not accepting connections
 		code == "25006": // read-only transaction
 		return true
 	}
@@ -94,13 +100,15 @@ func unavailableSQLite(code int) bool {
 }
 
 // ClientGone reports whether err is only the end of a request whose
-// client disconnected (ctx, the request's, ended): nothing failed that
-// anyone must look into. Besides context.Canceled itself, PostgreSQL's
+// client disconnected (ctx, the request's, was cancelled): nothing failed
+// that anyone must look into. Besides context.Canceled itself, PostgreSQL's
 // answer to the cancel pgx sends for it (SQLSTATE 57014, "canceling
 // statement due to user request") says so: it was logged as a 500 at
-// ERROR, and fed the 5xx alerts.
+// ERROR, and fed the 5xx alerts. A request whose own time ran out is not
+// gone: pgx cancels its statement the same way, but its client waits for
+// the 503 a hanging database owes it (and the alerts).
 func ClientGone(ctx context.Context, err error) bool {
-	if err == nil || ctx.Err() == nil {
+	if err == nil || !errors.Is(ctx.Err(), context.Canceled) {
 		return false
 	}
 	var state interface{ SQLState() string }

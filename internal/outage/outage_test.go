@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
@@ -30,6 +32,25 @@ func TestIsTellsAnOutageFromARefusal(t *testing.T) {
 			return fmt.Errorf("create bill: %w", db.PingContext(ctx))
 		}, true},
 		{"PostgreSQL ends the connection (57P01)", pgTerminated, true},
+		// A new connection refused: the database dropped or taking no
+		// connections, the role gone. Nothing the request did.
+		{"PostgreSQL has no such database (3D000)", func(t *testing.T) error {
+			return pgConnect(t, func(u *url.URL) { u.Path = "/kadi_no_such_database" })
+		}, true},
+		{"PostgreSQL has no such role (28000)", func(t *testing.T) error {
+			return pgConnect(t, func(u *url.URL) { u.User = url.User("kadi_no_such_role") })
+		}, true},
+		{"PostgreSQL's database takes no connections (55000)", func(t *testing.T) error {
+			db := pgOrSkip(t)
+			name := fmt.Sprintf("kadi_outage_%d", time.Now().UnixNano())
+			for _, q := range []string{`CREATE DATABASE ` + name, `ALTER DATABASE ` + name + ` ALLOW_CONNECTIONS false`} {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Cleanup(func() { db.ExecContext(context.Background(), `DROP DATABASE `+name) })
+			return pgConnect(t, func(u *url.URL) { u.Path = "/" + name })
+		}, true},
 		{"PostgreSQL refuses the statement (22012)", func(t *testing.T) error {
 			db := pgOrSkip(t)
 			_, err := db.ExecContext(ctx, `SELECT 1/0`)
@@ -93,6 +114,10 @@ func TestClientGone(t *testing.T) {
 	live := context.Background()
 	gone, cancel := context.WithCancel(live)
 	cancel()
+	late, cancelLate := context.WithDeadline(live, time.Now().Add(-time.Second))
+	defer cancelLate()
+	lateAndGone, cancelBoth := context.WithDeadline(gone, time.Now().Add(-time.Second))
+	defer cancelBoth()
 	for _, c := range []struct {
 		name string
 		ctx  context.Context
@@ -106,6 +131,12 @@ func TestClientGone(t *testing.T) {
 		{"the statement cancelled for the client", gone, fmt.Errorf("insert bill: %w", outagetest.SQLStateError("57014")), true},
 		{"the connection given up for the client", gone, fmt.Errorf("lookup: %w", outagetest.ConnGivenUp{Err: context.Canceled}), true},
 		{"a statement timeout of the server's", live, outagetest.SQLStateError("57014"), false},
+		// The request's own time ran out (--request-timeout): pgx cancels
+		// the statement as for a client gone, but the client is waiting
+		// for a 503, and a hanging database must reach the 5xx alerts.
+		{"the statement cancelled for the request's time", late, fmt.Errorf("insert bill: %w", outagetest.SQLStateError("57014")), false},
+		{"the request's time ran out", late, fmt.Errorf("query: %w", context.DeadlineExceeded), false},
+		{"the client left, then the time ran out", lateAndGone, fmt.Errorf("query: %w", context.Canceled), true},
 		{"the client left during a unique violation", gone, outagetest.SQLStateError("23505"), false},
 	} {
 		if got := outage.ClientGone(c.ctx, c.err); got != c.want {
@@ -141,6 +172,19 @@ func pgOrSkip(t *testing.T) *sql.DB {
 		t.Skip("KADI_TEST_DATABASE_URL not set")
 	}
 	return openDB(t, "pgx", url)
+}
+
+// pgConnect is the error of a first statement on the test database's
+// server with its URL changed by edit.
+func pgConnect(t *testing.T, edit func(*url.URL)) error {
+	pgOrSkip(t)
+	u, err := url.Parse(os.Getenv("KADI_TEST_DATABASE_URL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(u)
+	_, err = openDB(t, "pgx", u.String()).ExecContext(context.Background(), `SELECT 1`)
+	return err
 }
 
 // pgTerminated is the error of a connection PostgreSQL ended, as a

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -252,6 +253,47 @@ func TestHungDatabase(t *testing.T) {
 	rec := g.Serve(servertest.BillRequest(tok, servertest.BillBody(c, "HUNGAFTER", "10")))
 	if rec.Code != http.StatusOK {
 		t.Errorf("a bill once the database is back: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// A table locked past a request's time (a migration or an operator's
+// LOCK TABLE): PostgreSQL cancels the statement at pgx's request, with the
+// SQLSTATE of a client gone, but the client is still there and is owed
+// the 503 of a database that did not answer; it was a 499, no 5xx reached
+// the alerts, and the card page said "the request was cancelled".
+func TestLockedTableIsAnOutage(t *testing.T) {
+	_, dsn := forwardedPostgres(t, "the lock is PostgreSQL's")
+	const budget = time.Second
+	g := servertest.Start(t, servertest.Options{DatabaseURL: dsn, RequestTimeout: budget})
+	c := g.Onboard("Locked Shop")
+	tok := g.Token(c, merchant.Test)
+	open := g.CreateBill(c, tok, "LOCKOPEN", "10")
+
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	lock, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback()
+	if _, err := lock.ExecContext(t.Context(), `LOCK TABLE bills IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	rec := g.ServeOnce(servertest.BillRequest(tok, servertest.BillBody(c, "LOCKNEW", "10")))
+	apiUnavailable(t, rec.Code, rec.Body.String())
+	if rec.Header().Get("Retry-After") == "" {
+		t.Error("no Retry-After on the 503")
+	}
+	rec = g.ServeOnce(servertest.CardPayRequest(servertest.Card{Number: "4242424242424242", CVV: "123"}.Apply(servertest.FormFields(c, tok, open))))
+	if loc := rec.Header().Get("Location"); rec.Code == http.StatusSeeOther && strings.HasPrefix(loc, "/cardPay/page/") {
+		rec = g.ServeOnce(httpGet(loc))
+	}
+	pageSays(http.StatusServiceUnavailable, "not charged")(t, rec.Code, rec.Body.String())
+	if strings.Contains(g.Logs.String(), `"status":499`) {
+		t.Errorf("a request whose time ran out logged as a client gone:\n%s", g.Logs.String())
 	}
 }
 
