@@ -402,6 +402,14 @@ func TestNodeBehindARotationIsNotReady(t *testing.T) {
 	if got, _ := os.ReadFile(fileB); string(got) != old+"\n" {
 		t.Errorf("the ring behind was rewritten: %q", got)
 	}
+	// The same copy in the environment: refused too, nothing printed.
+	t.Setenv("KADI_SECRET_KEY_FILE", "")
+	t.Setenv("KADI_SECRET_KEY", old)
+	if out, errOut, err := runKadi(t, "secret", "rotate", "--database-url", dbURL); err == nil || !strings.Contains(string(errOut), "missed a rotation") || len(out) > 0 {
+		t.Errorf("kadi secret rotate from a ring behind, in the environment: %v %s %s", err, out, errOut)
+	}
+	t.Setenv("KADI_SECRET_KEY", "")
+	t.Setenv("KADI_SECRET_KEY_FILE", fileA)
 	a := clusterStartNode(t, "A", dbURL, "")
 	t.Setenv("KADI_SECRET_KEY_FILE", fileB)
 	b := clusterStartNode(t, "B", dbURL, "")
@@ -517,4 +525,28 @@ func TestRestoredRingRotatesToANewID(t *testing.T) {
 	kadi("Restore Shop", "merchant", "list", "--data-dir", dir)
 	kadi("the current key is now k2", "secret", "rotate", "--data-dir", dir)
 	kadi("Restore Shop", "merchant", "list", "--data-dir", dir)
+}
+
+// A ring kept in KADI_SECRET_KEY is rotated by printing the new ring; the
+// new key is recorded in the database at once, as a key file's rotation
+// does. It was not: rotating twice from the same value gave two different
+// keys the id k1, and a copy of the ring rotated to k1 passed the key check
+// and sealed a merchant's secret no node could open (an operator's sweep).
+func TestEnvRingRotationRecordsTheNewKey(t *testing.T) {
+	t.Setenv("KADI_SECRET_KEY", strings.Repeat("ab", 32))
+	t.Setenv("KADI_SECRET_KEY_FILE", "")
+	dir := filepath.Join(t.TempDir(), "data")
+	createMerchant(t, dir, "Env Ring Shop")
+	current := func() string {
+		t.Helper()
+		out, errOut, err := runKadi(t, "secret", "rotate", "--data-dir", dir)
+		if err != nil {
+			t.Fatalf("kadi secret rotate: %v\n%s", err, errOut)
+		}
+		id, _, _ := strings.Cut(strings.TrimPrefix(string(out), "KADI_SECRET_KEY='"), " ")
+		return id
+	}
+	if first, second := current(), current(); first != "k1" || second != "k2" {
+		t.Errorf("two rotations from the same ring made %q then %q, want k1 then k2", first, second)
+	}
 }

@@ -112,6 +112,9 @@ func secretRotate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 		next := r.Rotate(secret.RandomBytes(32), used...)
+		if err := f.recordKeys(ctx, keyring.New(next)); err != nil {
+			return err
+		}
 		fmt.Fprintf(stderr, `The master key comes from %[1]s, which this command cannot change. The new ring is below
 (on stdout; it is secret). Set %[1]s to it on every node and for the CLI, restart the nodes,
 then run "kadi secret reseal". Until every node has it, keep the old value everywhere.
@@ -181,7 +184,8 @@ then run "kadi secret reseal". Until every node has it, keep the old value every
 
 // usedKeyIDs are the key ids the database has recorded, when it is within
 // reach of these flags (none when it is not: a ring rotated apart from the
-// database, as on a copy of it).
+// database, as on a copy of it), after checking that keys has every key
+// that sealed a stored secret, as a rotation of the key file does.
 func (f *secretFlags) usedKeyIDs(ctx context.Context, keys *keyring.Keyring) ([]string, error) {
 	if f.checkDatabase() != nil {
 		return nil, nil
@@ -191,7 +195,27 @@ func (f *secretFlags) usedKeyIDs(ctx context.Context, keys *keyring.Keyring) ([]
 		return nil, err
 	}
 	defer db.Close()
+	if behind := db.BehindKey(); behind != "" {
+		return nil, fmt.Errorf("this ring lacks key %q, which sealed stored secrets: it missed a rotation; rotate from the current ring (nothing was changed)", behind)
+	}
 	return db.SealingKeyIDs(ctx)
+}
+
+// recordKeys records a rotated ring's keys in the database within reach
+// of these flags at once, as a rotation of the key file does: a ring in
+// the environment was rotated without, so a second rotation (or one of a
+// copy of the ring) took the same id for another key, which the key check
+// then took for the database's and sealed secrets no node could open.
+func (f *secretFlags) recordKeys(ctx context.Context, keys *keyring.Keyring) error {
+	if f.checkDatabase() != nil {
+		return nil
+	}
+	db, err := server.OpenStoreWithKeys(ctx, f.st.dataDir, f.st.databaseURL, keys, f.st.options()...)
+	if err != nil {
+		return fmt.Errorf("record the new key in the database (nothing was changed; run the rotation again): %w", err)
+	}
+	defer db.Close()
+	return db.RecordSealingKeys(ctx)
 }
 
 // secretReseal re-seals the stored secrets under the ring's current key.
