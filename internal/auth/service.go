@@ -203,7 +203,7 @@ func (s *Service) Issue(ctx context.Context, g Grant) (Issued, error) {
 		return Issued{}, s.throttle(ctx, now, ErrKeyElsewhere, g.ClientIP)
 	}
 	// The key is genuine: failures from here on are its merchant's too.
-	err = s.guarded(ctx, now, "merchant:"+key.MerchantCode, g.ClientIP, key.MerchantCode, func() (bool, error) {
+	err = s.guarded(ctx, now, tokenLock(key.MerchantCode), g.ClientIP, key.MerchantCode, func() (bool, error) {
 		return s.checkGrant(ctx, g, key)
 	})
 	if err != nil {
@@ -269,10 +269,14 @@ func unknownCode(username string) string {
 func reauthLock(code string) string       { return "reauth:" + code }
 func secondFactorLock(code string) string { return "totp:" + code }
 
-// DashboardLocks are the subjects of a merchant's dashboard locks, for an
-// operator's reset to lift (kadi merchant reset-access).
-func DashboardLocks(code string) []string {
-	return []string{signInLock(code), reauthLock(code), secondFactorLock(code)}
+func tokenLock(code string) string { return "merchant:" + code }
+
+// AccessLocks are the subjects of a merchant's locks, the dashboard's and
+// its API tokens', for an operator's reset to lift (kadi merchant
+// reset-access): a merchant whose systems kept the old password after a
+// reset locked its tokens, and no command lifted that for 30 minutes.
+func AccessLocks(code string) []string {
+	return []string{signInLock(code), reauthLock(code), secondFactorLock(code), tokenLock(code)}
 }
 
 // SignIn checks a dashboard sign-in: username (the merchant code) and

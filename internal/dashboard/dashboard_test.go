@@ -1349,7 +1349,7 @@ func TestPagesCarryTheirLength(t *testing.T) {
 // An operator lets a merchant who lost its phone and password back in
 // (kadi merchant reset-access): the new password signs in without a code,
 // the old password and the sessions of before are gone, a sign-in lock
-// is lifted, and the reset is in the audit log.
+// and the API's lock are lifted, and the reset is in the audit log.
 func TestResetAccess(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Lost Phone Shop")
@@ -1365,8 +1365,22 @@ func TestResetAccess(t *testing.T) {
 		g.Serve(req)
 	}
 
+	// Its systems kept asking for tokens with a wrong password (the old
+	// one, after a reset): its API is locked.
+	for i := range 12 {
+		req := servertest.TokenRequest(c.Test.APIKey, c.Username, "wrong-password-1")
+		req.RemoteAddr = fmt.Sprintf("203.0.113.%d:1234", i+1)
+		g.Serve(req)
+	}
+	if rec := g.Serve(servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password)); rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("the API is not locked: %d %s", rec.Code, rec.Body)
+	}
+
 	if err := g.Store.ResetAccess(t.Context(), c.MerchantCode, secret.HashPassword("a-new-password-42"), true, g.Clock.Now()); err != nil {
 		t.Fatal(err)
+	}
+	if rec := g.Serve(servertest.TokenRequest(c.Test.APIKey, c.Username, "a-new-password-42")); rec.Code != http.StatusOK {
+		t.Errorf("a token with the new password after the reset: %d %s", rec.Code, rec.Body)
 	}
 	if rec := before.get("/dashboard/payments"); rec.Code != http.StatusSeeOther {
 		t.Errorf("a session from before the reset: %d, want sent to sign in", rec.Code)

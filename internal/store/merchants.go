@@ -420,13 +420,13 @@ func (s *DB) ResetAccess(ctx context.Context, code, passwordHash string, twoStep
 		if _, err := t.exec(ctx, `DELETE FROM dashboard_sessions WHERE merchant_code = ?`, code); err != nil {
 			return fmt.Errorf("end sessions: %w", err)
 		}
-		locks := auth.DashboardLocks(code)
+		locks := auth.AccessLocks(code)
 		subjects := make([]any, len(locks))
 		for i, l := range locks {
 			subjects[i] = l
 		}
 		if _, err := t.exec(ctx, `DELETE FROM auth_failures WHERE subject IN (`+placeholders(len(locks))+`)`, subjects...); err != nil {
-			return fmt.Errorf("lift sign-in locks: %w", err)
+			return fmt.Errorf("lift access locks: %w", err)
 		}
 		return insertAudit(ctx, t, audit.Event{ID: newAuditID(), At: at, MerchantCode: code, Actor: audit.ActorFrom(ctx, "cli"),
 			Action: audit.AccessReset, Detail: strings.Join(append(what, "sessions ended"), ", ")})
