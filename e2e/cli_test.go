@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -419,5 +420,16 @@ func TestRotateNotificationSecretFromTheCLI(t *testing.T) {
 	if out, _, err := runKadi(t, "merchant", "end-secret-overlap", "--data-dir", g.DataDir, "--merchant", m.MerchantCode, "--mode", "test"); err != nil ||
 		!strings.Contains(string(out), "nothing changed") {
 		t.Errorf("ending it again: %v, %s", err, out)
+	}
+}
+
+// SIGHUP (a closed terminal, a logrotate's "kill -HUP") stops kadi serve
+// as SIGTERM does, draining what is in flight: it ended the process at
+// once, exit 129, with no word in the log (an operator's sweep).
+func TestHangUpStopsGracefully(t *testing.T) {
+	g := startGateway(t, nil)
+	g.StopWith(syscall.SIGHUP)
+	if !bytes.Contains(g.Logs(), []byte("stopped: every request answered")) {
+		t.Errorf("no drain after SIGHUP; log:\n%s", tail(g.Logs(), 20))
 	}
 }

@@ -355,16 +355,22 @@ func (g *gateway) signal(sig os.Signal) {
 // exit.
 func (g *gateway) Stop() {
 	g.t.Helper()
-	g.signal(syscall.SIGTERM)
+	g.StopWith(syscall.SIGTERM)
+}
+
+// StopWith shuts the gateway down with sig and requires a clean exit.
+func (g *gateway) StopWith(sig os.Signal) {
+	g.t.Helper()
+	g.signal(sig)
 	select {
 	case <-g.exited:
 	case <-time.After(stopTimeout):
 		g.signal(syscall.SIGKILL)
 		<-g.exited
-		g.t.Fatalf("kadi serve ignored SIGTERM for %s", stopTimeout)
+		g.t.Fatalf("kadi serve ignored %v for %s", sig, stopTimeout)
 	}
 	if !g.state.Success() {
-		g.t.Fatalf("kadi serve after SIGTERM: %v; log:\n%s", g.state, tail(g.Logs(), 20))
+		g.t.Fatalf("kadi serve after %v: %v; log:\n%s", sig, g.state, tail(g.Logs(), 20))
 	}
 }
 

@@ -55,7 +55,9 @@ var errUsage = errors.New("usage")
 
 // Main runs the command line args and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: a closed terminal or a logrotate's "kill -HUP" ended
+	// kadi serve at once, cutting requests and deliveries in flight.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	err := run(ctx, args, stdout, stderr)
 	switch {
