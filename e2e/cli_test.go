@@ -433,3 +433,21 @@ func TestHangUpStopsGracefully(t *testing.T) {
 		t.Errorf("no drain after SIGHUP; log:\n%s", tail(g.Logs(), 20))
 	}
 }
+
+// A second kadi serve on a data dir already served is refused, saying
+// by whom: both ran, each with its own notification worker and
+// reconciler (an operator's sweep). The first serves on.
+func TestSecondServeOnADataDirIsRefused(t *testing.T) {
+	g := startGateway(t, nil)
+	out, errOut, err := runKadi(t, "serve", "--data-dir", g.DataDir, "--addr", "127.0.0.1:"+freePort(t))
+	if err == nil || !strings.Contains(string(errOut), "another kadi serve (pid ") || !strings.Contains(string(errOut), "is serving from the data directory "+g.DataDir) {
+		t.Errorf("a second kadi serve on %s: %v\n%s%s", g.DataDir, err, out, errOut)
+	}
+	if resp, err := http.Get(g.BaseURL + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("the first node after the refusal: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	g.Stop()
+	g.Start() // the lock went with the process
+}

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,4 +27,35 @@ func writableDir(dir string) error {
 		return fmt.Errorf("the data directory %s is not writable by this user (uid %d), and SQLite creates its -wal and -shm files there: %w", dir, os.Geteuid(), err)
 	}
 	return nil
+}
+
+// LockDataDir holds dir for one serving node until release is called: the
+// embedded store serves one node, and a second kadi serve on the same data
+// dir ran beside the first, each with its own notification worker and
+// reconciler. The lock is flock(2)'s on dir/serve.lock, which the kernel
+// lifts when the process ends however it ends; the file names the pid that
+// holds it, for the refusal to say. The CLI's commands do not take it:
+// they may run while the node serves.
+func LockDataDir(dir string) (release func(), err error) {
+	path := filepath.Join(dir, "serve.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock the data directory: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			by := ""
+			if pid := strings.TrimSpace(string(holder)); pid != "" {
+				by = " (pid " + pid + ")"
+			}
+			return nil, fmt.Errorf("another kadi serve%s is serving from the data directory %s: the embedded SQLite store serves one node; stop it first, or run several nodes on PostgreSQL (--database-url)", by, dir)
+		}
+		return nil, fmt.Errorf("lock the data directory %s: %w", dir, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return func() { f.Close() }, nil
 }
