@@ -97,7 +97,7 @@ func classify(ctx context.Context, err error) (status int, code, message string)
 		return http.StatusConflict, "duplicate_reference", err.Error()
 	case errors.Is(err, bill.ErrNotFound):
 		return http.StatusNotFound, "not_found", "no bill with that reference for this merchant"
-	case errors.Is(err, errMissingReference), errors.Is(err, errBadReference), errors.Is(err, errBadNotificationQuery):
+	case errors.Is(err, errMissingReference), errors.Is(err, errBadReference), errors.Is(err, errRepeatedReference), errors.Is(err, errBadNotificationQuery):
 		return http.StatusBadRequest, "invalid_request", err.Error()
 	case errors.Is(err, errNotificationNotFound):
 		return http.StatusNotFound, "not_found", err.Error()

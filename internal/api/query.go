@@ -24,6 +24,10 @@ type VerificationResponse struct {
 var (
 	errMissingReference = errors.New("query parameter billReference is required: a bill or order reference (letters and digits)")
 	errBadReference     = errors.New("query parameter billReference must be a bill or order reference: ASCII letters and digits, at most 64")
+	// Repeated, which one was meant cannot be known: the first was looked
+	// up, and a 404 for it hid the mistake (the token endpoint, the form
+	// and a bill's JSON refuse a repeated field too).
+	errRepeatedReference = errors.New("query parameter billReference is given more than once: give one reference")
 )
 
 func notAlnum(r rune) bool {
@@ -32,10 +36,17 @@ func notAlnum(r rune) bool {
 
 func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 	c := claimsOf(r)
-	ref := strings.TrimSpace(r.URL.Query().Get("billReference"))
+	refs := r.URL.Query()["billReference"]
+	ref := ""
+	if len(refs) > 0 {
+		ref = strings.TrimSpace(refs[0])
+	}
 	// Bill and order references are ASCII letters and digits; anything
 	// else names no bill and must not reach the database as it is.
 	switch {
+	case len(refs) > 1:
+		h.fail(w, r, errRepeatedReference)
+		return
 	case ref == "":
 		h.fail(w, r, errMissingReference)
 		return

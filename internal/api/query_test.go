@@ -71,6 +71,12 @@ func TestQueryResponses(t *testing.T) {
 		t.Errorf("billReference=ORD-1001: %d %s", rec.Code, rec.Body)
 	}
 
+	// Given twice, which was meant is not guessed.
+	if rec := g.Serve(httptestRequest(http.MethodGet, "/payment/v2/query?billReference="+paid.Reference+"&billReference=NOSUCHBILL", token)); rec.Code != http.StatusBadRequest ||
+		!strings.Contains(rec.Body.String(), "given more than once") {
+		t.Errorf("billReference twice: %d %s", rec.Code, rec.Body)
+	}
+
 	got := g.Query(token, paid.Reference)
 	if !got.Status || got.TransactionID == "" || got.TransactionID != cb["transactionRef"] || got.Amount != "1500.00" {
 		t.Errorf("verification %+v does not match the callback %v", got, cb)
