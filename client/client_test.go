@@ -75,7 +75,11 @@ func TestAPIErrorIs(t *testing.T) {
 		err  *client.APIError
 		want error // nil: matches none
 	}{
-		{&client.APIError{StatusCode: 404}, client.ErrNotFound},
+		{&client.APIError{StatusCode: 404, Code: "not_found", Message: "no bill with that reference for this merchant"}, client.ErrNotFound},
+		// A BaseURL with a wrong path: no endpoint there, or a proxy's
+		// page; not a reference never billed.
+		{&client.APIError{StatusCode: 404, Code: "not_found", Message: "no such endpoint"}, nil},
+		{&client.APIError{StatusCode: 404}, nil},
 		{&client.APIError{StatusCode: 401}, client.ErrUnauthorized},
 		{&client.APIError{StatusCode: 403}, client.ErrUnauthorized},
 		{&client.APIError{StatusCode: 400, Code: "invalid_grant"}, client.ErrUnauthorized},

@@ -13,7 +13,8 @@ import (
 var (
 	// ErrNotFound matches an APIError for something the gateway does not
 	// know, such as [Client.Verify] of a reference that was never billed.
-	// Another merchant's bill is reported the same way.
+	// Another merchant's bill is reported the same way. A 404 of a path
+	// the gateway does not serve (a wrong BaseURL) does not match it.
 	ErrNotFound = errors.New("kadi: not found")
 
 	// ErrUnauthorized matches an APIError for refused credentials: a wrong
@@ -37,6 +38,9 @@ var (
 	// ErrInvalidCallback is wrapped by every error [ParseCallback] returns.
 	ErrInvalidCallback = errors.New("kadi: invalid callback")
 )
+
+// noSuchEndpoint is the gateway's message for a path it does not serve.
+const noSuchEndpoint = "no such endpoint"
 
 // APIError is the gateway's refusal of a request. Quote RequestID to
 // support: the gateway's logs carry the same id.
@@ -93,7 +97,10 @@ func (e *APIError) Error() string {
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrNotFound:
-		return e.StatusCode == http.StatusNotFound
+		// Not any 404: a BaseURL with a wrong path reaches no endpoint (the
+		// gateway's "no such endpoint", a proxy's page), which a shop must
+		// not take for a reference never billed.
+		return e.StatusCode == http.StatusNotFound && e.Code == "not_found" && e.Message != noSuchEndpoint
 	case ErrUnauthorized:
 		// Kadi answers invalid_grant with 401; gateways that follow RFC
 		// 6749 §5.2 to the letter send 400. Either is a refused login.

@@ -160,3 +160,23 @@ func TestFiveStepFlow(t *testing.T) {
 		}
 	})
 }
+
+// client.ErrNotFound is a reference the gateway does not know, not any
+// 404: with a BaseURL whose path is wrong, the token request reaches no
+// endpoint, and a shop branching on ErrNotFound took that for "never
+// billed" (an integrator's sweep).
+func TestClientNotFoundIsAnUnknownReference(t *testing.T) {
+	var m merchantCreds
+	g := startGateway(t, func(dir string) { m = createMerchant(t, dir, "Not Found Shop") })
+	ctx := context.Background()
+	if _, err := g.Client(t, m).Verify(ctx, "NOSUCHBILL1"); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("an unknown reference: %v, want ErrNotFound", err)
+	}
+	wrong, err := client.New(client.Config{BaseURL: g.BaseURL + "/api", APIKey: m.Test.APIKey, Username: m.MerchantCode, Password: m.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wrong.Verify(ctx, "NOSUCHBILL1"); err == nil || errors.Is(err, client.ErrNotFound) {
+		t.Errorf("a BaseURL with a wrong path: %v, want an error that is not ErrNotFound", err)
+	}
+}
