@@ -21,7 +21,9 @@ type Verification struct {
 	Amount string
 	// Paid is true only when a charge for the bill succeeded.
 	Paid bool
-	// Date is when the transaction happened; zero if the gateway gave none.
+	// Date is when the answer last changed: the successful charge's time,
+	// else the last attempt's, else when the bill was created; zero if the
+	// gateway gave none.
 	Date      time.Time
 	Narration string
 }
