@@ -41,6 +41,7 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"serve", "stray"}, []string{"unexpected arguments: stray", "usage: kadi serve"}},
 		{[]string{"version", "stray"}, []string{"unexpected arguments: stray", "usage: kadi version"}},
 		{[]string{"frobnicate"}, []string{`unknown command "frobnicate"`, "kadi serve"}},
+		{[]string{"help", "frobnicate"}, []string{`unknown command "frobnicate"`, "kadi serve"}},
 		{[]string{}, []string{"Usage:", "kadi merchant create"}},
 	}
 	for _, tt := range tests {
@@ -69,6 +70,14 @@ func TestCLIVersion(t *testing.T) {
 		stdout, stderr, err := runKadi(t, arg)
 		if err != nil || !strings.HasPrefix(string(stdout), "kadi ") || !strings.Contains(string(stdout), "go1.") {
 			t.Errorf("kadi %s: %v, %q (stderr %q)", arg, err, stdout, stderr)
+		}
+	}
+	// "kadi help COMMAND" is COMMAND's -h: it printed the top-level usage.
+	for _, args := range [][]string{{"help", "serve"}, {"help", "merchant", "create"}} {
+		want := "usage: kadi " + strings.Join(args[1:], " ")
+		stdout, stderr, err := runKadi(t, args...)
+		if err != nil || !strings.HasPrefix(string(stdout)+string(stderr), want) {
+			t.Errorf("kadi %s: %v, %q (stderr %q), want %q", strings.Join(args, " "), err, stdout, stderr, want)
 		}
 	}
 	if stdout, _, err := runKadi(t, "version", "-h"); err != nil || !strings.HasPrefix(string(stdout), "usage: kadi version") {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -124,6 +125,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "backup":
 		return backupCommand(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
+		if len(args) > 1 && args[0] == "help" {
+			// "kadi help serve" is "kadi serve --help": it printed the
+			// top-level usage.
+			return run(ctx, append(slices.Clone(args[1:]), "--help"), stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
 	case "version", "-version", "--version":
@@ -138,7 +144,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, version())
 		return nil
 	}
-	fmt.Fprintf(stderr, "kadi: unknown command %q\n\n%s", strings.Join(args, " "), usage)
+	fmt.Fprintf(stderr, "kadi: unknown command %q\n\n%s", args[0], usage)
 	return errUsage
 }
 

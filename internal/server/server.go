@@ -537,11 +537,20 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 				l.Close()
 			}
 			if errors.Is(err, syscall.EADDRINUSE) {
+				if extra.addr == ln.Addr().String() {
+					return fmt.Errorf("%s listen: %s is --addr's own address; pass %s with another port", extra.what, extra.addr, extra.flag)
+				}
 				return fmt.Errorf("%s listen: %s is in use; pass %s with a free address", extra.what, extra.addr, extra.flag)
 			}
 			return fmt.Errorf("%s listen: %w", extra.what, err)
 		}
 		g.log.Info("serving "+extra.what, "addr", l.Addr().String())
+		if ap, err := netip.ParseAddrPort(l.Addr().String()); err == nil && extra.flag == "--metrics-addr" && !ap.Addr().Unmap().IsLoopback() {
+			// --metrics-allow guards /metrics beside the API; this
+			// listener has no guard of its own, and its profiler shows the
+			// process's memory and stacks.
+			g.log.Warn("--metrics-addr is reachable beyond this host: /metrics and the profiler (/debug/pprof/) answer anyone who reaches it; bind it to a private interface and firewall it, or to 127.0.0.1", "addr", l.Addr().String())
+		}
 		servers, listeners = append(servers, g.newHTTPServer(extra.h)), append(listeners, l)
 	}
 	if g.cfg.Ready != nil {

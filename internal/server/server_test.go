@@ -267,6 +267,64 @@ func TestMetricsListener(t *testing.T) {
 	}
 }
 
+// A metrics listener reachable beyond the host is warned about (its
+// profiler answers anyone); one on loopback is not. One on --addr's own
+// address says so, not "in use".
+func TestMetricsListenerBeyondLoopbackWarns(t *testing.T) {
+	for _, tt := range []struct {
+		host string
+		warn bool
+	}{{"0.0.0.0", true}, {"127.0.0.1", false}} {
+		free, err := net.Listen("tcp", tt.host+":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs servertest.LogBuffer
+		cfg := server.Defaults()
+		cfg.DataDir, cfg.MasterKey, cfg.MetricsAddr = t.TempDir(), secret.RandomBytes(32), free.Addr().String()
+		free.Close()
+		ready := make(chan struct{})
+		cfg.Ready = func(string) { close(ready) }
+		g, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- g.Serve(ctx, ln) }()
+		select {
+		case <-ready:
+		case err := <-served:
+			t.Fatalf("serve: %v", err)
+		}
+		cancel()
+		<-served
+		g.Close()
+		if warned := strings.Contains(logs.String(), "--metrics-addr is reachable beyond this host"); warned != tt.warn {
+			t.Errorf("metrics on %s: warned %t, want %t\n%s", tt.host, warned, tt.warn, logs.String())
+		}
+	}
+
+	cfg := server.Defaults()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir, cfg.MasterKey, cfg.MetricsAddr = t.TempDir(), secret.RandomBytes(32), ln.Addr().String()
+	g, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := g.Serve(context.Background(), ln); err == nil || !strings.Contains(err.Error(), "is --addr's own address") {
+		t.Errorf("metrics on --addr's address: %v", err)
+	}
+}
+
 // With FormAddr the hosted form leaves the API's listener for its own, and
 // the API stays off the form's; both keep /healthz.
 func TestFormListener(t *testing.T) {
