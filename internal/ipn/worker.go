@@ -841,7 +841,10 @@ func (w *Worker) Test(ctx context.Context, merchantCode string, mode merchant.Mo
 		CallbackType: "IPN",
 		Customer:     PayloadCustomer{Name: "Test Customer", MobileNumber: "+254 712345678"},
 		Transaction: PayloadTransaction{Date: JavaTimestamp(now.In(cmp.Or(w.Location, time.UTC))), Reference: "TEST", PaymentMode: "CARD", Amount: "1.00",
-			BillNumber: "TESTNOTIFICATION", OrderAmount: "1.00", ServiceCharge: "0", AdditionalInfo: "test",
+			// Neither can name a real bill or order: bill references are 12
+			// letters and digits, order references letters and digits only
+			// ("test" was a valid one, which a receiver could credit).
+			BillNumber: "TESTNOTIFICATION", OrderAmount: "1.00", ServiceCharge: "0", AdditionalInfo: "TEST-NOTIFICATION",
 			Status: "SUCCESS", Remarks: "Test notification sent from the Kadi dashboard: no payment happened"},
 		Bank: PayloadBank{Reference: "test", TransactionType: "C"},
 	})

@@ -3,6 +3,7 @@ package ipn_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kadipay/kadi/client"
+	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/metrics"
@@ -1267,7 +1270,16 @@ func TestTestNotificationDatedInTheOperatorsZone(t *testing.T) {
 	got := rc.requests()
 	want := `"date":"` + ipn.JavaTimestamp(at.In(f.loc)) + `"`
 	if len(got) != 1 || !strings.Contains(string(got[0].body), want) {
-		t.Errorf("test notification %s, want %s (Nairobi time)", got[0].body, want)
+		t.Fatalf("test notification %s, want %s (Nairobi time)", got[0].body, want)
+	}
+	// Its bill and order cannot be a real bill's or order's, which a
+	// receiver keyed on them could credit.
+	var p ipn.Payload
+	if err := json.Unmarshal(got[0].body, &p); err != nil {
+		t.Fatal(err)
+	}
+	if bill.CouldBeReference(p.Transaction.BillNumber) || regexp.MustCompile(`^[A-Za-z0-9]{1,20}$`).MatchString(p.Transaction.AdditionalInfo) {
+		t.Errorf("the test notification names bill %q and order %q, which real ones could be", p.Transaction.BillNumber, p.Transaction.AdditionalInfo)
 	}
 }
 
