@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
+	"github.com/kadipay/kadi/internal/card"
 	"github.com/kadipay/kadi/internal/secret"
 )
 
@@ -42,13 +44,16 @@ type Registry interface {
 	SetIPN(ctx context.Context, code string, mode Mode, cfg IPNConfig) (resent int, err error)
 }
 
-// ErrBadName is returned for an empty or over-long merchant name.
-var ErrBadName = errors.New("merchant name must be 1 to 100 characters")
+// ErrBadName is returned for a merchant name that is empty or over-long,
+// or holds a control character or a card number: the name is shown on
+// every hosted page, the dashboard and the CLI's listings, and kept at
+// rest, where no card number may be.
+var ErrBadName = errors.New("merchant name must be 1 to 100 characters of text, without control characters or a card number")
 
 // Onboard creates a merchant with fresh codes and credentials.
 func Onboard(ctx context.Context, reg Registry, name string, now time.Time) (Credentials, error) {
 	name = strings.TrimSpace(name)
-	if name == "" || utf8.RuneCountInString(name) > 100 {
+	if name == "" || utf8.RuneCountInString(name) > 100 || !utf8.ValidString(name) || strings.IndexFunc(name, unicode.IsControl) >= 0 || card.HoldsPAN(name) {
 		return Credentials{}, ErrBadName
 	}
 	code := secret.RandomDigits(10)

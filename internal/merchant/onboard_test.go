@@ -76,6 +76,13 @@ func TestOnboardName(t *testing.T) {
 		{"spaces only", "   ", ""},
 		{"101 characters", strings.Repeat("a", 101), ""},
 		{"101 two-byte characters", strings.Repeat("é", 101), ""},
+		{"punctuation", "Smith & Sons (Nairobi) Ltd.", "Smith & Sons (Nairobi) Ltd."},
+		{"a long number that is no card", "Duka 1234567890123456", "Duka 1234567890123456"},
+		{"a newline inside", "Duka\nla Mama", ""},
+		{"a control character", "Duka\x1b[31m", ""},
+		{"not UTF-8", "Duka \xff", ""},
+		{"a card number", "4242424242424242", ""},
+		{"a card number in groups", "Shop 4242 4242 4242 4242", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
