@@ -34,6 +34,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		{"no log output", withRequest(ok, logging.New(io.Discard, slog.LevelInfo), clientaddr.Resolver{}, nil)},
 		{"log to a file", withRequest(ok, logging.New(f, slog.LevelInfo), clientaddr.Resolver{}, nil)},
 		{"no log output, route metrics", withRequest(ok, logging.New(io.Discard, slog.LevelInfo), clientaddr.Resolver{}, newHTTPMetrics(metrics.New()))},
+		{"clean path only", withCleanPath(ok)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			req := httptest.NewRequest(http.MethodGet, "/healthz", nil)
