@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/kadipay/kadi/internal/jsoncheck"
 )
@@ -104,6 +105,11 @@ func DecodeRequest(body []byte) (Request, error) {
 	var req Request
 	if gzipped := len(body) > 1 && body[0] == 0x1f && body[1] == 0x8b; gzipped {
 		return req, fmt.Errorf("%w: the body is gzip-compressed; send it uncompressed (no Content-Encoding)", ErrMalformed)
+	}
+	if !utf8.Valid(body) {
+		// The decoder reads such bytes as U+FFFD, and a name in Latin-1
+		// was refused for "character 4 is '\ufffd'".
+		return req, fmt.Errorf("%w: the body is not UTF-8 text (JSON is UTF-8; encode it so, not as Latin-1 or Windows-1252)", ErrMalformed)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()

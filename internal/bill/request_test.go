@@ -39,6 +39,7 @@ func TestDecodeRequestMalformed(t *testing.T) {
 		{"repeated name, another case", `{"order":{"amount":"1","AMOUNT":"1500"}}`},
 		{"repeated name, long s", `{"customer":{"name":"a"},"cuſtomer":{"name":"b"}}`},
 		{"gzip-compressed", "\x1f\x8b\x08\x00\x00\x00\x00\x00"},
+		{"Latin-1", "{\"customer\":{\"name\":\"Jos\xe9\"}}"},
 		// The HTTP layer removes one; a second is not JSON.
 		{"byte order mark", "\xef\xbb\xbf{}"},
 	}
