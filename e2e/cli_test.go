@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -434,6 +436,54 @@ func TestHangUpStopsGracefully(t *testing.T) {
 	}
 }
 
+// Started with SIGHUP ignored (nohup kadi serve &), it keeps ignoring it:
+// watching the signal would have taken the ignore back, and the node
+// stopped as its terminal closed.
+func TestHangUpIgnoredUnderNohup(t *testing.T) {
+	nohup, err := exec.LookPath("nohup")
+	if err != nil {
+		t.Skip("no nohup here")
+	}
+	addr := "127.0.0.1:" + freePort(t)
+	cmd := exec.Command(nohup, kadiBin, "serve", "--data-dir", filepath.Join(t.TempDir(), "data"), "--addr", addr)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+	}()
+	healthy := func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	for deadline := time.Now().Add(30 * time.Second); !healthy(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("kadi serve under nohup never answered")
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err
+		t.Fatalf("under nohup, SIGHUP stopped kadi serve: %v\n%s", err, logs.String())
+	case <-time.After(2 * time.Second):
+	}
+	if !healthy() {
+		t.Error("under nohup, kadi serve stopped answering after SIGHUP")
+	}
+}
+
 // A second kadi serve on a data dir already served is refused, saying
 // by whom: both ran, each with its own notification worker and
 // reconciler (an operator's sweep). The first serves on.
@@ -443,8 +493,16 @@ func TestSecondServeOnADataDirIsRefused(t *testing.T) {
 	if err == nil || !strings.Contains(string(errOut), "another kadi serve (pid ") || !strings.Contains(string(errOut), "is serving from the data directory "+g.DataDir) {
 		t.Errorf("a second kadi serve on %s: %v\n%s%s", g.DataDir, err, out, errOut)
 	}
+	// kadi demo too, before it puts its merchant in the served store.
+	out, errOut, err = runKadi(t, "demo", "--data-dir", g.DataDir, "--addr", "127.0.0.1:"+freePort(t), "--shop-addr", "127.0.0.1:"+freePort(t))
+	if err == nil || !strings.Contains(string(errOut), "another kadi serve (pid ") {
+		t.Errorf("kadi demo on %s: %v\n%s%s", g.DataDir, err, out, errOut)
+	}
+	if list, _, err := runKadi(t, "merchant", "list", "--data-dir", g.DataDir); err != nil || strings.Contains(string(list), "Kadi Demo Coffee") {
+		t.Errorf("the refused demo changed the served store: %v\n%s", err, list)
+	}
 	if resp, err := http.Get(g.BaseURL + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
-		t.Errorf("the first node after the refusal: %v %v", resp, err)
+		t.Errorf("the first node after the refusals: %v %v", resp, err)
 	} else {
 		resp.Body.Close()
 	}

@@ -57,8 +57,14 @@ var errUsage = errors.New("usage")
 // Main runs the command line args and returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
 	// SIGHUP too: a closed terminal or a logrotate's "kill -HUP" ended
-	// kadi serve at once, cutting requests and deliveries in flight.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// kadi serve at once, cutting requests and deliveries in flight. Not
+	// when it was ignored at start (nohup kadi serve &): watching it would
+	// take the ignore back, and the node would stop with its terminal.
+	stopOn := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		stopOn = append(stopOn, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), stopOn...)
 	defer stop()
 	err := run(ctx, args, stdout, stderr)
 	switch {

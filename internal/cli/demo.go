@@ -55,6 +55,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return usageErr(fs, err)
 	}
+	release, err := lockDataDir(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer release()
 	gwLn, err := listen(cfg.Addr, "the gateway", "--addr")
 	if err != nil {
 		return err

@@ -256,7 +256,7 @@ func merchantEndSecretOverlap(ctx context.Context, args []string, stdout, stderr
 // merchantResetAccess lets a merchant who lost its way into the dashboard
 // back in: a new password (printed once), two-step verification turned
 // off, or both; every dashboard session ends and the dashboard's locks
-// are lifted. The dashboard has no way to do this for itself: the person
+// and its API tokens' lock are lifted. The dashboard has no way to do this for itself: the person
 // who lost the phone or the password is the one it would have to trust.
 func merchantResetAccess(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var st storeFlags
@@ -304,7 +304,7 @@ func merchantResetAccess(ctx context.Context, args []string, stdout, stderr io.W
 	if twoStep {
 		fmt.Fprintf(stdout, "Two-step verification is off for merchant %s: it signs in with its password and can set it up again under Security.\n", code)
 	}
-	fmt.Fprintln(stdout, "Every dashboard session of the merchant has ended; the dashboard's sign-in locks are lifted. Audited as merchant.access_reset.")
+	fmt.Fprintln(stdout, "Every dashboard session of the merchant has ended; the dashboard's sign-in locks and the lock on its API tokens are lifted. Audited as merchant.access_reset.")
 	return nil
 }
 

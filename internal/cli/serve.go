@@ -22,6 +22,7 @@ import (
 	"github.com/kadipay/kadi/internal/logging"
 	"github.com/kadipay/kadi/internal/money"
 	"github.com/kadipay/kadi/internal/server"
+	"github.com/kadipay/kadi/internal/store"
 )
 
 // serveFlags binds `kadi serve`'s flags onto a server.Config.
@@ -187,6 +188,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 		// holds the node's state.
 		log.Warn("--data-dir is not used with --database-url: the database holds the state, and the key ring comes from KADI_SECRET_KEY_FILE or KADI_SECRET_KEY", "data_dir", cfg.DataDir)
 	}
+	release, err := lockDataDir(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer release()
 	ln, err := listen(cfg.Addr, "kadi serve", "--addr")
 	if err != nil {
 		return err
@@ -428,4 +434,20 @@ func prefixList(ps []netip.Prefix) []string {
 		out = append(out, p.String())
 	}
 	return out
+}
+
+// lockDataDir holds an embedded store's data dir for this node before
+// anything opens it (store.LockDataDir), and does nothing on PostgreSQL. A
+// file system that takes no lock is warned of, not refused: such a node
+// started before the lock existed.
+func lockDataDir(cfg server.Config, log *slog.Logger) (release func(), err error) {
+	if cfg.DatabaseURL != "" {
+		return func() {}, nil
+	}
+	release, err = store.LockDataDir(cfg.DataDir)
+	if err != nil && !errors.Is(err, store.ErrDataDirServed) {
+		log.Warn("cannot lock the data directory, so a second node on it would not be refused: run one kadi serve on it", "data_dir", cfg.DataDir, "err", err)
+		return func() {}, nil
+	}
+	return release, err
 }

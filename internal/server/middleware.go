@@ -125,7 +125,9 @@ func withBudget(next http.Handler, d time.Duration) http.Handler {
 // that is served. A path with escapes is left to the mux.
 func withCleanPath(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.RawPath == "" {
+		// CONNECT's target is an authority, not a path; the mux leaves it
+		// as it is too.
+		if r.URL.RawPath == "" && r.Method != http.MethodConnect {
 			if clean := cleanPath(r.URL.Path); clean != r.URL.Path {
 				u := *r.URL
 				u.Path = clean
@@ -166,7 +168,9 @@ func withHSTS(next http.Handler, https bool) http.Handler {
 // that page (and a card page's checkout) to whoever holds it, so it is
 // cut off; a card number in it, however split, is masked.
 func loggedPath(p string) string {
-	if rest, ok := strings.CutPrefix(p, "/cardPay/page/"); ok && rest != "" {
+	// Cleaned here too: a path with escapes is left unclean for the mux,
+	// and //cardPay/page/ID%41 was logged with its id whole.
+	if rest, ok := strings.CutPrefix(cleanPath(p), "/cardPay/page/"); ok && rest != "" {
 		return "/cardPay/page/…"
 	}
 	if len(p) > maxLoggedPath {

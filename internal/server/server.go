@@ -447,14 +447,6 @@ func (g *Gateway) Close() error { return g.Store.Close() }
 // Serve answers on ln until ctx ends, then drains in-flight requests and,
 // beside them, lets the IPN deliveries in flight finish and be recorded.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
-	if g.cfg.DatabaseURL == "" {
-		release, err := store.LockDataDir(g.cfg.DataDir)
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		defer release()
-	}
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	// The IPN worker stops claiming as the shutdown begins, not once the
 	// requests are drained: its deliveries in flight (up to the IPN

@@ -30,13 +30,19 @@ func writableDir(dir string) error {
 }
 
 // LockDataDir holds dir for one serving node until release is called: the
-// embedded store serves one node, and a second kadi serve on the same data
-// dir ran beside the first, each with its own notification worker and
-// reconciler. The lock is flock(2)'s on dir/serve.lock, which the kernel
-// lifts when the process ends however it ends; the file names the pid that
-// holds it, for the refusal to say. The CLI's commands do not take it:
-// they may run while the node serves.
+// embedded store serves one node, and a second kadi serve (or kadi demo) on
+// the same data dir ran beside the first, each with its own notification
+// worker and reconciler. It is taken before the store is opened, so that the
+// second changes nothing. The lock is flock(2)'s on dir/serve.lock, which
+// the kernel lifts when the process ends however it ends; the file names
+// the pid that holds it, for the refusal to say. A file system that takes
+// no such lock (some NFS or FUSE mounts) gives another error, which the
+// caller may warn of and start anyway. The CLI's other commands do not take
+// it: they may run while the node serves.
 func LockDataDir(dir string) (release func(), err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
 	path := filepath.Join(dir, "serve.lock")
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -50,7 +56,7 @@ func LockDataDir(dir string) (release func(), err error) {
 			if pid := strings.TrimSpace(string(holder)); pid != "" {
 				by = " (pid " + pid + ")"
 			}
-			return nil, fmt.Errorf("another kadi serve%s is serving from the data directory %s: the embedded SQLite store serves one node; stop it first, or run several nodes on PostgreSQL (--database-url)", by, dir)
+			return nil, fmt.Errorf("%w: another kadi serve%s is serving from the data directory %s: the embedded SQLite store serves one node; stop it first, or run several nodes on PostgreSQL (--database-url)", ErrDataDirServed, by, dir)
 		}
 		return nil, fmt.Errorf("lock the data directory %s: %w", dir, err)
 	}

@@ -178,6 +178,10 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 // Rotating from such a copy would reuse the newer key's id for another key.
 func (s *DB) BehindKey() string { return s.behindKey }
 
+// ErrDataDirServed: another process serves from the data directory
+// (LockDataDir).
+var ErrDataDirServed = errors.New("the data directory is being served")
+
 // ForeignKeysError: the master key ring does not open the database's
 // sealed secrets. KeyID is the key the value tried was sealed under.
 type ForeignKeysError struct{ KeyID string }
