@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,6 +141,21 @@ func WithLog(l *slog.Logger) Option { return func(db *DB) { db.log = l } }
 // WithPool sizes the PostgreSQL connection pool (default DefaultPool).
 func WithPool(p Pool) Option { return func(db *DB) { db.pool = p } }
 
+// damaged names a SQLite file that is not a database, or a damaged one, in
+// err: its first statement failed with "begin: file is not a database
+// (26)", naming neither the file nor what to do.
+func damaged(d dialect, url string, err error) error {
+	var coded interface{ Code() int }
+	if d.name != "sqlite" || !errors.As(err, &coded) {
+		return err
+	}
+	switch coded.Code() & 0xff {
+	case 11, 26: // SQLITE_CORRUPT, SQLITE_NOTADB
+		return fmt.Errorf("%s is not a readable SQLite database (damaged, or another kind of file): restore the data dir from a backup (kadi backup); %w", strings.TrimPrefix(url, "sqlite:"), err)
+	}
+	return err
+}
+
 // Open connects to url ("postgres://…" or a SQLite file path, optionally
 // "sqlite:" prefixed) and applies pending migrations.
 func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
@@ -160,7 +176,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	s.migrating = true
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
-		return nil, err
+		return nil, damaged(d, url, err)
 	}
 	s.migrating = false
 	if err := s.checkSealer(ctx); err != nil {

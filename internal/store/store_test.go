@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,6 +93,20 @@ func checkMigrated(t *testing.T, dsn string, count func() (rows, versions int)) 
 
 func auditEvent() audit.Event {
 	return audit.Event{ID: "aud_reopen", At: time.Now(), MerchantCode: "1234567890", Actor: "cli", Action: audit.IPNChanged, Detail: "before reopening"}
+}
+
+// A data dir's kadi.db that is not a database (damaged, or another file
+// in its place) is named, with what to do: the error said only "create
+// schema_migrations: begin: file is not a database (26)".
+func TestOpenNamesADamagedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kadi.db")
+	if err := os.WriteFile(path, []byte(strings.Repeat("this is no database ", 400)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := store.Open(context.Background(), path)
+	if err == nil || !strings.Contains(err.Error(), path+" is not a readable SQLite database") || !strings.Contains(err.Error(), "backup") {
+		t.Errorf("open of a file that is no database: %v", err)
+	}
 }
 
 func TestMigrationsIdempotent(t *testing.T) {
