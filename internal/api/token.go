@@ -91,7 +91,11 @@ func (h *Handler) paymentToken(w http.ResponseWriter, r *http.Request) {
 }
 
 // apiKeyFromBasic reads "Basic <API_KEY>". The spec sends the raw key; some
-// HTTP libraries insist on base64("key:"), which we accept too.
+// HTTP libraries insist on base64("key:"), which we accept too, and
+// standard Basic auth as libraries build it from a username and password
+// (Python's requests, PHP's CURLOPT_USERPWD), base64("MERCHANT_CODE:key"),
+// whose refusal said only "the API key is not valid". The key is checked
+// all the same, and against the merchant the body names.
 func apiKeyFromBasic(header string) string {
 	scheme, value, _ := strings.Cut(header, " ")
 	if !strings.EqualFold(scheme, "Basic") {
@@ -102,9 +106,12 @@ func apiKeyFromBasic(header string) string {
 		return value
 	}
 	if raw, err := base64.StdEncoding.DecodeString(value); err == nil {
-		user, _, _ := strings.Cut(string(raw), ":")
-		if strings.HasPrefix(user, "kadi_") {
+		user, password, _ := strings.Cut(string(raw), ":")
+		switch {
+		case strings.HasPrefix(user, "kadi_"):
 			return user
+		case strings.HasPrefix(password, "kadi_"):
+			return password
 		}
 	}
 	return value

@@ -51,6 +51,9 @@ func TestTokenResponses(t *testing.T) {
 		{"access token", "token_200", servertest.TokenRequest(c.Test.APIKey, c.Username, c.Password)},
 		{"access token, key as base64 of key:", "token_200",
 			servertest.TokenRequest(base64.StdEncoding.EncodeToString([]byte(c.Test.APIKey+":")), c.Username, c.Password)},
+		// Basic auth as libraries build it from a username and password.
+		{"access token, key as base64 of merchant code:key", "token_200",
+			servertest.TokenRequest(base64.StdEncoding.EncodeToString([]byte(c.MerchantCode+":"+c.Test.APIKey)), c.Username, c.Password)},
 		{"access token, JSON body without content type", "token_200",
 			jsonBody(`{"username":"` + c.Username + `","password":"` + c.Password + `"}`)},
 		// PHP's json_encode writes a merchant code held as an integer as
