@@ -15,6 +15,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kadipay/kadi/internal/server"
+	"github.com/kadipay/kadi/internal/store"
 )
 
 func TestParsePrefixes(t *testing.T) {
@@ -408,5 +411,34 @@ func TestPrefixListIsAJSONArray(t *testing.T) {
 		if got := string(rec["trusted_proxies"]); got != tt.want {
 			t.Errorf("%v logged as %s, want %s", tt.ps, got, tt.want)
 		}
+	}
+}
+
+// A data dir whose lock cannot be taken (a file system without flock, or
+// here serve.lock made a directory) is warned of and served, as before the
+// lock existed; one served by another node is refused.
+func TestLockDataDirWarnsWhenNoLockCanBeTaken(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "serve.lock"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	cfg := server.Defaults()
+	cfg.DataDir = dir
+	release, err := lockDataDir(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil || !strings.Contains(logs.String(), "cannot lock the data directory") {
+		t.Fatalf("an unlockable data dir: %v\n%s", err, logs.String())
+	}
+	release()
+
+	served := t.TempDir()
+	cfg.DataDir = served
+	first, err := lockDataDir(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first()
+	if _, err := lockDataDir(cfg, slog.New(slog.DiscardHandler)); !errors.Is(err, store.ErrDataDirServed) {
+		t.Errorf("a data dir already served: %v, want ErrDataDirServed", err)
 	}
 }
