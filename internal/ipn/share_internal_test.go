@@ -49,3 +49,30 @@ func TestShareComesBackAfterAnswersInTimeInARow(t *testing.T) {
 		t.Fatalf("still slow after %d answers in time in a row", inTimeToRecover)
 	}
 }
+
+// A slow endpoint is held to one request at a time only while half the
+// node's slots or more are taken: the cut is for fairness when slots run
+// short, and an idle node gives even a slow receiver its share.
+func TestSlowEndpointIsCutOnlyWhenSlotsRunShort(t *testing.T) {
+	for _, tc := range []struct {
+		slow   bool
+		active int
+		want   int
+	}{
+		{slow: false, active: 0, want: 2},
+		{slow: false, active: 8, want: 2},
+		{slow: true, active: 0, want: 2},
+		{slow: true, active: 3, want: 2},
+		{slow: true, active: 4, want: 1},
+		{slow: true, active: 8, want: 1},
+	} {
+		w := &Worker{Config: Config{Workers: 8, PerEndpoint: 2}, Log: slog.New(slog.DiscardHandler)}
+		w.init()
+		ep := Endpoint{MerchantCode: "1234567890", Mode: merchant.Test}
+		w.slow[ep] = tc.slow
+		w.active = tc.active
+		if got := w.limit(ep); got != tc.want {
+			t.Errorf("slow %v with %d of 8 slots taken: limit %d, want %d", tc.slow, tc.active, got, tc.want)
+		}
+	}
+}

@@ -441,22 +441,36 @@ func TestSlowReceiversLeaveSlotsForOthers(t *testing.T) {
 			var aEvents []string
 			for range 12 {
 				aEvents = append(aEvents, f.event(t, a, f.pay(t, a).Reference).ID)
-				f.pay(t, c)
 			}
 			logs := &messages{}
 			stop := run(t, &ipn.Worker{Queue: f.db, Config: fast(ipn.Config{Workers: 4, PerEndpoint: 2, Timeout: timeout}), Log: slog.New(logs)})
 			t.Cleanup(unblock) // before the worker's stop, which waits for the requests in flight
 
+			// C's requests start a while after A's, so that C still holds
+			// half the node's slots when A's end and B's starts: the cut
+			// to one is for a node whose slots run short, and were A's and
+			// C's to end together, an idle node would rightly give A its
+			// share of two again.
+			waitFor(t, "A holding its share", func() bool { return rcA.inFlight.Load() == 2 })
+			time.Sleep(time.Second)
+			for range 12 {
+				f.pay(t, c)
+			}
 			waitFor(t, "A and C holding every slot", func() bool { return rcA.inFlight.Load() == 2 && rcC.inFlight.Load() == 2 })
 			evB := f.event(t, b, f.pay(t, b).Reference)
 			waitFor(t, "B's delivery", f.statusIs(t, evB.ID, ipn.Delivered))
 			if n := rcA.n.Load(); n > tc.before {
 				t.Errorf("A's receiver got %d requests before B's notification went out, want at most %d (two, then one at a time)", n, tc.before)
 			}
-			if n := rcA.inFlight.Load(); n > 1 {
-				t.Errorf("A has %d requests in flight after it became slow, want at most 1", n)
+			nA, nC := rcA.inFlight.Load(), rcC.inFlight.Load()
+			if nC != 2 {
+				t.Errorf("B's notification went out only once C's first requests had ended (C has %d in flight), want while A's end", nC)
+			}
+			if nA > 1 {
+				t.Errorf("A has %d requests in flight after it became slow, while C holds half the slots; want at most 1", nA)
 			}
 
+			waitFor(t, "C slow too", func() bool { return logs.count(tc.slow) == 2 })
 			answering.Store(true)
 			unblock()
 			for _, id := range aEvents {
