@@ -135,7 +135,7 @@ func TestCLIFirstRun(t *testing.T) {
 func TestServeSaysWhenReady(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, nil)
-	want := "Kadi is ready: API, hosted form, dashboard, /metrics (to --metrics-allow) on " + g.BaseURL + "; SQLite in " + g.DataDir
+	want := "Kadi is ready: API, hosted form, dashboard, /metrics (to 127.0.0.0/8,::1/128) on " + g.BaseURL + "; SQLite in " + g.DataDir
 	if !strings.Contains(string(g.Stdout()), want) {
 		t.Errorf("no %q on stdout:\n%s", want, g.Stdout())
 	}

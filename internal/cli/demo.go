@@ -40,6 +40,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		// The demo's shop, links and printout assume one listener.
 		return usageErr(fs, errors.New("the demo serves the hosted form and the dashboard on --addr; --form-addr and --dashboard-addr are for kadi serve"))
 	}
+	for _, a := range []struct{ flag, addr string }{{"--addr", cfg.Addr}, {"--shop-addr", shopAddr}, {"--metrics-addr", cfg.MetricsAddr}} {
+		if err := checkListenAddr(a.flag, a.addr); err != nil {
+			return usageErr(fs, err)
+		}
+	}
 	dataDirGiven := st.dataDir != "" // any, the usual kadi-data included
 	if !dataDirGiven {
 		dir, err := os.MkdirTemp("", "kadi-demo-")

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"html"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -175,6 +177,18 @@ func TestDemoBusyPort(t *testing.T) {
 		err := run(context.Background(), append([]string{"demo", "--data-dir", t.TempDir()}, tt.args...), &stdout, &stderr)
 		if err == nil || !strings.Contains(err.Error(), "in use") || !strings.Contains(err.Error(), tt.flag) {
 			t.Errorf("demo %v on a taken port: %v, want it to name %s", tt.args, err, tt.flag)
+		}
+	}
+}
+
+// An address that cannot be one is a usage mistake, said before the demo
+// makes its data dir or opens a store.
+func TestDemoRefusesAnAddressThatIsNone(t *testing.T) {
+	for _, args := range [][]string{{"--addr", "8080"}, {"--shop-addr", "127.0.0.1:70000"}, {"--metrics-addr", "localhost"}} {
+		var stdout, stderr syncBuffer
+		err := run(context.Background(), append([]string{"demo"}, args...), &stdout, &stderr)
+		if !errors.Is(err, errUsage) || !strings.Contains(stderr.String(), args[0]+" "+strconv.Quote(args[1])+" is not host:port") {
+			t.Errorf("demo %v: %v, want a usage error naming it\n%s", args, err, stderr.String())
 		}
 	}
 }

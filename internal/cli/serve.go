@@ -62,7 +62,7 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 		if p, ok := everyAddress(allow); ok {
 			// /metrics tells the business's volumes; a scraper from
 			// anywhere belongs on its own listener.
-			return fmt.Errorf("%s lets anyone read /metrics: name your scrapers' addresses or subnets, or serve metrics on a private --metrics-addr", p)
+			return fmt.Errorf("%s lets anyone read /metrics (a prefix here is at most as wide as a private network: /8 for IPv4, /7 for IPv6): name your scrapers' addresses or subnets, or serve metrics on a private --metrics-addr", p)
 		}
 		cfg.MetricsAllow = allow
 		return nil
@@ -75,7 +75,7 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 		if p, ok := everyAddress(trusted); ok {
 			// Every client could then name its own address: the
 			// per-address throttles and lockouts would count nothing.
-			return fmt.Errorf("%s trusts every address: name your proxies' own addresses or subnets", p)
+			return fmt.Errorf("%s trusts every address (a prefix here is at most as wide as a private network: /8 for IPv4, /7 for IPv6): name your proxies' own addresses or subnets", p)
 		}
 		cfg.TrustedProxies = trusted
 		return nil
@@ -163,6 +163,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 		// payments in flight of a node "web/2" for its own earlier run's,
 		// and settle them while that node was still charging them.
 		return usageErr(fs, fmt.Errorf("--node-name %q holds a \"/\": name the node without one, e.g. web-2", cfg.NodeName))
+	}
+	for _, a := range []struct{ flag, addr string }{{"--addr", cfg.Addr}, {"--form-addr", cfg.FormAddr}, {"--dashboard-addr", cfg.DashboardAddr}, {"--metrics-addr", cfg.MetricsAddr}} {
+		if err := checkListenAddr(a.flag, a.addr); err != nil {
+			return usageErr(fs, err)
+		}
 	}
 	log, err := newLogger(stderr, logs)
 	if err != nil {
@@ -269,9 +274,9 @@ func parsePrefixes(v string) ([]netip.Prefix, error) {
 			continue
 		}
 		if p, err := netip.ParsePrefix(f); err == nil {
-			out = append(out, p.Masked())
+			out = append(out, unmapped(p).Masked())
 		} else if a, err := netip.ParseAddr(f); err == nil {
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 		} else {
 			return nil, fmt.Errorf("%q is neither a CIDR prefix nor an IP address", f)
 		}
@@ -304,11 +309,43 @@ func nat64Flag(fs *flag.FlagSet, ps *[]netip.Prefix) {
 	})
 }
 
-// everyAddress returns the prefix of ps that holds every address
-// (0.0.0.0/0, ::/0), if one does.
+// checkListenAddr refuses a listening address that cannot be one, as a
+// usage mistake said before anything opens (it was a failed start, exit
+// 1, once the data dir was locked and the store open). Empty is "not
+// given"; a port may be a service name, which only listening can judge.
+func checkListenAddr(flag, addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		if n, perr := strconv.Atoi(port); port == "" || perr == nil && (n < 0 || n > 65535) {
+			err = errors.New("no such port")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s %q is not host:port (e.g. 127.0.0.1:8080, :8080, [::1]:8080)", flag, addr)
+	}
+	return nil
+}
+
+// unmapped reads an IPv4-mapped IPv6 prefix (::ffff:10.0.0.0/104) as the
+// IPv4 one it means: clients' addresses are compared unmapped, so written
+// as mapped it would match nobody.
+func unmapped(p netip.Prefix) netip.Prefix {
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		return netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	return p
+}
+
+// everyAddress returns the prefix of ps wider than any private network
+// (10.0.0.0/8, fc00::/7), if one is: such a prefix holds the Internet's
+// addresses, and 0.0.0.0/1,128.0.0.0/1 is every address as surely as
+// 0.0.0.0/0.
 func everyAddress(ps []netip.Prefix) (netip.Prefix, bool) {
 	for _, p := range ps {
-		if p.Bits() == 0 {
+		if p.Addr().Is4() && p.Bits() < 8 || p.Addr().Is6() && p.Bits() < 7 {
 			return p, true
 		}
 	}

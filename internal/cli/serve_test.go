@@ -21,9 +21,12 @@ import (
 )
 
 func TestParsePrefixes(t *testing.T) {
-	got, err := parsePrefixes(" 10.0.0.0/8, 192.0.2.7 ,::1,2001:db8::1/32,")
+	// Clients' addresses are compared unmapped: an IPv4-mapped prefix or
+	// address is read as the IPv4 one it means, not kept to match nobody.
+	got, err := parsePrefixes(" 10.0.0.0/8, 192.0.2.7 ,::1,2001:db8::1/32,::ffff:172.16.0.0/108,::ffff:192.0.2.8,")
 	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"),
-		netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("2001:db8::/32")}
+		netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("2001:db8::/32"),
+		netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("192.0.2.8/32")}
 	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("parsePrefixes = %v, %v; want %v", got, err, want)
 	}
@@ -33,6 +36,27 @@ func TestParsePrefixes(t *testing.T) {
 	for _, bad := range []string{"10.0.0.0/33", "localhost", "10.0.0.0/8;1.2.3.4"} {
 		if _, err := parsePrefixes(bad); err == nil {
 			t.Errorf("parsePrefixes(%q) accepted", bad)
+		}
+	}
+}
+
+// A private network's prefix is as wide as one may be; a wider one holds
+// the Internet's addresses.
+func TestEveryAddress(t *testing.T) {
+	for in, want := range map[string]bool{
+		"10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7,127.0.0.1": false,
+		"0.0.0.0/0":             true,
+		"10.0.0.0/8,8.0.0.0/7":  true,
+		"fc00::/7,fc00::/6":     true,
+		"::ffff:10.0.0.0/103":   true,
+		"2001:db8::/32,::1/128": false,
+	} {
+		ps, err := parsePrefixes(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, got := everyAddress(ps); got != want {
+			t.Errorf("everyAddress(%s) = %v, want %v", in, got, want)
 		}
 	}
 }
@@ -320,6 +344,10 @@ func TestServeRefusesSettingsThatBreakEverything(t *testing.T) {
 		{[]string{"--trusted-proxies", "::/0"}, "::/0 trusts every address"},
 		{[]string{"--metrics-allow", "127.0.0.1,0.0.0.0/0"}, "-metrics-allow: 0.0.0.0/0 lets anyone read /metrics"},
 		{[]string{"--metrics-allow", "::/0"}, "-metrics-allow: ::/0 lets anyone read /metrics"},
+		// Every address in two halves, or written as IPv4-mapped.
+		{[]string{"--metrics-allow", "0.0.0.0/1,128.0.0.0/1"}, "-metrics-allow: 0.0.0.0/1 lets anyone read /metrics"},
+		{[]string{"--metrics-allow", "::ffff:0.0.0.0/96"}, "-metrics-allow: 0.0.0.0/0 lets anyone read /metrics"},
+		{[]string{"--trusted-proxies", "10.0.0.0/8,4000::/2"}, "4000::/2 trusts every address"},
 		{[]string{"--public-url", "pay.example.com"}, "must start with https://"},
 		{[]string{"--node-name", "web/2"}, `--node-name "web/2" holds a "/"`},
 		{[]string{"--nat64-prefixes", "64:ff9b:1:2::/80"}, "its length must be one of RFC 6052's"},
@@ -340,6 +368,11 @@ func TestServeRefusesSettingsThatBreakEverything(t *testing.T) {
 		{[]string{"--request-timeout", "500ms"}, "--request-timeout 500ms: give between 1s and 50s"},
 		{[]string{"--request-timeout", "0"}, "--request-timeout (KADI_REQUEST_TIMEOUT) 0: give more than zero"},
 		{[]string{"--log-level", "verbose"}, `--log-level "verbose": give debug, info, warn or error`},
+		{[]string{"--addr", "nonsense"}, `--addr "nonsense" is not host:port`},
+		{[]string{"--addr", "127.0.0.1:99999"}, `--addr "127.0.0.1:99999" is not host:port`},
+		{[]string{"--metrics-addr", "127.0.0.1:"}, `--metrics-addr "127.0.0.1:" is not host:port`},
+		{[]string{"--form-addr", "8081"}, `--form-addr "8081" is not host:port`},
+		{[]string{"--dashboard-addr", "[::1:8082"}, `--dashboard-addr "[::1:8082" is not host:port`},
 		// Zero would silently mean the default.
 		{[]string{"--ipn-workers", "0"}, "--ipn-workers (KADI_IPN_WORKERS) 0: give more than zero, or leave it out for the default (256)"},
 		{[]string{"--ipn-timeout", "0s"}, "--ipn-timeout (KADI_IPN_TIMEOUT) 0: give more than zero"},

@@ -794,8 +794,12 @@ func (g *Gateway) readyLine(listeners []net.Listener) string {
 	if g.cfg.DashboardAddr == "" {
 		api = append(api, "dashboard")
 	}
-	if g.cfg.MetricsAddr == "" {
-		api = append(api, "/metrics (to --metrics-allow)")
+	if g.cfg.MetricsAddr == "" && len(g.cfg.MetricsAllow) > 0 {
+		allow := make([]string, len(g.cfg.MetricsAllow))
+		for i, p := range g.cfg.MetricsAllow {
+			allow[i] = p.String()
+		}
+		api = append(api, "/metrics (to "+strings.Join(allow, ",")+")")
 	}
 	parts := []string{strings.Join(api, ", ") + " on http://" + listeners[0].Addr().String()}
 	i := 1
