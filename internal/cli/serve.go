@@ -49,6 +49,11 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 		return nil
 	})
 	fs.StringVar(&cfg.FormAddr, "form-addr", "", "serve the hosted form ({payment_form_url}) on this address only (default: beside the API)")
+	fs.Func("form-public-url", "with --form-addr: the URL shoppers' browsers reach the hosted form at, shown to merchants as where their checkout posts (default: --public-url, a proxy routing /cardPay to --form-addr; without --public-url, http://FORM-ADDR)", func(v string) error {
+		u, err := parsePublicURL(v)
+		cfg.FormPublicURL = u
+		return err
+	})
 	fs.StringVar(&cfg.DashboardAddr, "dashboard-addr", "", "serve the merchant dashboard (/dashboard/) on this address only (default: beside the API)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "", "serve /metrics on this address only, off the public listener (default: beside the API)")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "how long a request may take in all, what it waits for the database included; past it the client is answered 503 with when to come back (at most 50s; the CSV export and the health probes are not bound by it)")
@@ -158,6 +163,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 		return usageErr(fs, errors.New("--addr (KADI_ADDR) is empty: give host:port, e.g. 127.0.0.1:8080"))
 	case cfg.DatabaseURL == "" && strings.TrimSpace(cfg.DataDir) == "":
 		return usageErr(fs, errors.New("--data-dir (KADI_DATA_DIR) is empty: give the data directory, or --database-url"))
+	case cfg.FormPublicURL != "" && cfg.FormAddr == "":
+		return usageErr(fs, errors.New("--form-public-url is for a hosted form on an address of its own (--form-addr); beside the API it is at --public-url"))
 	case strings.Contains(cfg.NodeName, "/"):
 		// A node's runs are named NAME/RUN: a node "web" would take the
 		// payments in flight of a node "web/2" for its own earlier run's,
@@ -202,6 +209,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	if err != nil {
 		return err
 	}
+	if cfg.PublicURL == "" && cfg.FormAddr != "" && cfg.FormPublicURL == "" {
+		// Local use, as the API's own URL below: the form's listener is
+		// bound later, so its address is read from the flag (a port the
+		// system picks, :0, cannot be named, and the API's URL stands).
+		cfg.FormPublicURL = localAddrURL(cfg.FormAddr)
+	}
 	if cfg.PublicURL == "" {
 		var everywhere bool
 		cfg.PublicURL, everywhere = localURL(ln)
@@ -237,6 +250,19 @@ func localURL(ln net.Listener) (string, bool) {
 		return "http://" + net.JoinHostPort("localhost", strconv.Itoa(a.Port)), true
 	}
 	return "http://" + ln.Addr().String(), false
+}
+
+// localAddrURL is addr's http:// URL for a browser on this host, or ""
+// when its port is the system's to pick.
+func localAddrURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "0" {
+		return ""
+	}
+	if ip, err := netip.ParseAddr(host); host == "" || err == nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // parsePublicURL reads --public-url: an absolute http or https URL of a

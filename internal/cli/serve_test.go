@@ -40,6 +40,24 @@ func TestParsePrefixes(t *testing.T) {
 	}
 }
 
+// Without --public-url, a form on its own listener is shown to merchants
+// at that listener's address, as the API is at its own.
+func TestLocalAddrURL(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:8081": "http://127.0.0.1:8081",
+		":8081":          "http://localhost:8081",
+		"0.0.0.0:8081":   "http://localhost:8081",
+		"[::]:8081":      "http://localhost:8081",
+		"[::1]:8081":     "http://[::1]:8081",
+		"pay.local:8081": "http://pay.local:8081",
+		"127.0.0.1:0":    "", // the system's pick: not known until bound
+	} {
+		if got := localAddrURL(addr); got != want {
+			t.Errorf("localAddrURL(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
 // A private network's prefix is as wide as one may be; a wider one holds
 // the Internet's addresses.
 func TestEveryAddress(t *testing.T) {
@@ -369,6 +387,8 @@ func TestServeRefusesSettingsThatBreakEverything(t *testing.T) {
 		{[]string{"--request-timeout", "0"}, "--request-timeout (KADI_REQUEST_TIMEOUT) 0: give more than zero"},
 		{[]string{"--log-level", "verbose"}, `--log-level "verbose": give debug, info, warn or error`},
 		{[]string{"--addr", "nonsense"}, `--addr "nonsense" is not host:port`},
+		{[]string{"--form-public-url", "https://checkout.example"}, "--form-public-url is for a hosted form on an address of its own (--form-addr)"},
+		{[]string{"--form-addr", "127.0.0.1:0", "--form-public-url", "checkout.example"}, "must start with https://"},
 		{[]string{"--addr", "127.0.0.1:99999"}, `--addr "127.0.0.1:99999" is not host:port`},
 		{[]string{"--metrics-addr", "127.0.0.1:"}, `--metrics-addr "127.0.0.1:" is not host:port`},
 		{[]string{"--form-addr", "8081"}, `--form-addr "8081" is not host:port`},

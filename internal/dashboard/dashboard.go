@@ -88,6 +88,9 @@ type Handler struct {
 	// (--public-url), shown on the Developers page. When it is https the
 	// dashboard's cookies are Secure and take the __Host- prefix.
 	PublicURL string
+	// FormURL is where shops' checkout forms post (/cardPay): PublicURL,
+	// unless the hosted form has a listener and address of its own.
+	FormURL string
 	// AllowPrivateIPN mirrors --allow-private-ipn for the settings' checks,
 	// and NAT64Prefixes --nat64-prefixes.
 	AllowPrivateIPN bool

@@ -229,6 +229,23 @@ func TestSessionCookie(t *testing.T) {
 	}
 }
 
+// With the hosted form on an address of its own, the Developers page
+// names it as where a checkout posts (it named the API's, where /cardPay
+// is a 404).
+func TestDevelopersPageNamesTheFormsOwnAddress(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{FormAddr: "127.0.0.1:0", FormPublicURL: "http://checkout.kadi.test"})
+	page := signIn(t, g, g.Onboard("Split Shop")).get("/dashboard/developers").Body.String()
+	for _, want := range []string{"<p>API: <code>http://kadi.test</code></p>", "<p>Hosted form: <code>http://checkout.kadi.test</code></p>",
+		"posts your form to http://checkout.kadi.test/cardPay", "http://kadi.test/payment/v2/bills"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the Developers page has no %q", want)
+		}
+	}
+	if strings.Contains(page, "http://kadi.test/cardPay") || strings.Contains(page, "API and hosted form") {
+		t.Error("the Developers page sends checkouts to the API's address")
+	}
+}
+
 // A session id the browser brought along is never the signed-in session.
 func TestSessionFixation(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})

@@ -45,6 +45,12 @@ func (h *Handler) renderDevelopers(w http.ResponseWriter, r *http.Request, statu
 	// listener of its own, that named the wrong place, and any Host a
 	// request carried was printed as the merchant's base URL.
 	data["Base"] = strings.TrimRight(h.PublicURL, "/")
+	data["FormBase"] = data["Base"]
+	if h.FormURL != "" {
+		// With the form on an address of its own, the API's told merchants
+		// to post their checkout where nothing answers /cardPay.
+		data["FormBase"] = strings.TrimRight(h.FormURL, "/")
+	}
 	h.render(w, r, status, "developers.html", data)
 }
 

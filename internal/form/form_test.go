@@ -1342,3 +1342,27 @@ func TestDeclineSaysWhichCardMayBeTried(t *testing.T) {
 		}
 	}
 }
+
+// The language cookie is Secure when shoppers reach the form over https:
+// the form's own public URL decides, not the API's, when it has one.
+func TestLanguageCookieSecureByTheFormsURL(t *testing.T) {
+	for _, tt := range []struct {
+		opts   servertest.Options
+		secure bool
+	}{
+		{servertest.Options{PublicURL: "http://kadi.test"}, false},
+		{servertest.Options{PublicURL: "https://pay.kadi.test"}, true},
+		{servertest.Options{PublicURL: "http://kadi.test", FormAddr: "127.0.0.1:0", FormPublicURL: "https://checkout.kadi.test"}, true},
+		{servertest.Options{PublicURL: "https://pay.kadi.test", FormAddr: "127.0.0.1:0", FormPublicURL: "http://checkout.kadi.test"}, false},
+	} {
+		g := servertest.Start(t, tt.opts)
+		req := httptest.NewRequest(http.MethodPost, "/cardPay/language", strings.NewReader("language=sw"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		rec := httptest.NewRecorder()
+		g.FormHandler.ServeHTTP(rec, req)
+		cookies := rec.Result().Cookies()
+		if len(cookies) != 1 || cookies[0].Secure != tt.secure {
+			t.Errorf("%+v: cookies %v, want one, Secure %v", tt.opts, cookies, tt.secure)
+		}
+	}
+}

@@ -84,6 +84,10 @@ type Config struct {
 	// FormAddr, when set, serves the hosted form (/cardPay and its pages)
 	// on its own listener instead of beside the API.
 	FormAddr string
+	// FormPublicURL is where shoppers' browsers reach a form served on
+	// FormAddr (empty: PublicURL, a proxy routing /cardPay there by path).
+	// Merchants are shown it as the address their form posts to.
+	FormPublicURL string
 	// DashboardAddr, when set, serves the merchant dashboard (/dashboard/)
 	// on its own listener instead of beside the API.
 	DashboardAddr string
@@ -410,7 +414,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		st.Close()
 		return nil, err
 	}
-	https := strings.HasPrefix(cfg.PublicURL, "https://")
+	formURL := cfg.PublicURL
+	if cfg.FormAddr != "" && cfg.FormPublicURL != "" {
+		formURL = cfg.FormPublicURL
+	}
+	https := strings.HasPrefix(formURL, "https://")
 	forms = &form.Handler{Auth: g.Auth, Bills: st, Checkouts: st, Payments: g.Payments, Location: loc, Log: log, Now: now,
 		HTTPS: https, DefaultRegion: cfg.DefaultRegion, Sealer: pages}
 	forms.Register(formMux)
@@ -419,7 +427,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 		dashMux = newMux()
 	}
 	(&dashboard.Handler{Auth: g.Auth, Store: st, IPN: g.IPN, Location: loc, Log: log, Now: now,
-		PublicURL: cfg.PublicURL, AllowPrivateIPN: cfg.AllowPrivateIPN, NAT64Prefixes: cfg.IPN.NAT64Prefixes}).Register(dashMux)
+		PublicURL: cfg.PublicURL, FormURL: formURL, AllowPrivateIPN: cfg.AllowPrivateIPN, NAT64Prefixes: cfg.IPN.NAT64Prefixes}).Register(dashMux)
 	g.ipnMetrics = ipnMetrics
 	g.metricsHandler = g.Metrics.Handler()
 	addrs := clientaddr.NewResolver(cfg.TrustedProxies)

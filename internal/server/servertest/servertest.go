@@ -46,6 +46,10 @@ type Options struct {
 	LiveAcquirer payment.Acquirer // nil: live charges refused, as by default
 	TokenTTL     time.Duration    // default one hour
 	PublicURL    string           // default http://kadi.test
+	// FormAddr and FormPublicURL give the hosted form a listener and
+	// address of its own (server.Config's): the form is then on
+	// FormHandler only, not on Handler.
+	FormAddr, FormPublicURL string
 	// MetricsAllow replaces the peers /metrics answers (default loopback).
 	MetricsAllow []netip.Prefix
 	// DatabaseURL, when set, runs the gateway on that PostgreSQL instead
@@ -88,6 +92,7 @@ func Start(tb testing.TB, opts Options) *Gateway {
 	if opts.PublicURL != "" {
 		cfg.PublicURL = opts.PublicURL
 	}
+	cfg.FormAddr, cfg.FormPublicURL = opts.FormAddr, opts.FormPublicURL
 	cfg.LiveAcquirer = opts.LiveAcquirer
 	cfg.DatabaseURL = opts.DatabaseURL
 	if opts.MetricsAllow != nil {
