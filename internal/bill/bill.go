@@ -40,6 +40,9 @@ type Bill struct {
 	// requestedExpiry is order.expiry as an instant, zero when the request
 	// named none, set by Validate: sameRequest compares it.
 	requestedExpiry time.Time
+	// requestedExpiryText is order.expiry as written (trimmed), which the
+	// stored request hash holds.
+	requestedExpiryText string
 }
 
 // Expired reports whether the bill can no longer be paid at now.

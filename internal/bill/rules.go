@@ -234,6 +234,7 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 	if req.Order.Expiry.BadType {
 		add("order.expiry", CodeInvalidType, "must be an ISO 8601 time")
 	} else if v := trimSpaces(req.Order.Expiry.Value); v != "" {
+		out.requestedExpiryText = v
 		t, local, err := p.parseExpiry(v)
 		if err == nil {
 			out.requestedExpiry = t
@@ -262,17 +263,40 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 	return out, nil
 }
 
+// expiryLayouts are the ISO 8601 forms order.expiry is read in, with an
+// offset: RFC 3339's, the basic "+0300" that PHP's DATE_ISO8601 and
+// Java's SimpleDateFormat "Z" write (the spec's own dateTime pattern), and
+// the hour alone ("+03", Java's "X"); seconds may be left out.
+var expiryLayouts = []string{
+	time.RFC3339Nano,
+	"2006-01-02T15:04:05.999999999Z0700",
+	"2006-01-02T15:04:05.999999999Z07",
+	"2006-01-02T15:04Z07:00",
+	"2006-01-02T15:04Z0700",
+	"2006-01-02T15:04Z07",
+}
+
+// localExpiryLayouts are expiryLayouts' forms without an offset, read in
+// the operator's zone.
+var localExpiryLayouts = []string{"2006-01-02T15:04:05.999999999", "2006-01-02T15:04"}
+
 // parseExpiry reads order.expiry: ISO 8601 with an offset, or without one
 // (as some integrations send it), then in the operator's zone.
 func (p Policy) parseExpiry(v string) (t time.Time, local bool, err error) {
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t, false, nil
+	for _, layout := range expiryLayouts {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t, false, nil
+		}
 	}
 	loc := p.Location
 	if loc == nil {
 		loc = time.UTC
 	}
-	t, err = time.ParseInLocation("2006-01-02T15:04:05.999999999", v, loc)
+	for _, layout := range localExpiryLayouts {
+		if t, err = time.ParseInLocation(layout, v, loc); err == nil {
+			return t, true, nil
+		}
+	}
 	return t, true, err
 }
 
@@ -323,7 +347,15 @@ func (b Bill) sameRequest(stored Bill, maxTTL time.Duration) bool {
 	switch {
 	case stored.RequestHash == b.RequestHash:
 		return true
-	case b.requestedExpiry.IsZero() || !slices.Equal(b.requestFields(), stored.requestFields()):
+	case !slices.EqualFunc(b.requestFields(), stored.requestFields(), sameText):
+		return false
+	case requestHash(stored, b.requestedExpiryText) == stored.RequestHash:
+		// The same text by meaning, one written composed and the other
+		// decomposed ("é" as "e" and a combining accent), and the same
+		// expiry, or none, as stored's: the hash, of the text as sent,
+		// told them apart.
+		return true
+	case b.requestedExpiry.IsZero():
 		return false
 	case b.requestedExpiry.Equal(stored.ExpiresAt):
 		return true
@@ -340,6 +372,9 @@ func (b Bill) requestFields() []string {
 	return []string{b.CustomerName, b.OrderReference, b.Description, b.BillerCode, b.Outlet,
 		b.Amount.Currency.Code, strconv.FormatInt(b.Amount.Minor, 10)}
 }
+
+// sameText: a and b are the same text as composed (NFC).
+func sameText(a, b string) bool { return a == b || norm.NFC.String(a) == norm.NFC.String(b) }
 
 // requestFieldNames name requestFields, in their order, as a request
 // spells them.

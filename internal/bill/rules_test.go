@@ -384,7 +384,15 @@ func TestValidateExpiry(t *testing.T) {
 
 		{"words", "tomorrow", CodeInvalidFormat, time.Time{}},
 		{"date only", "2026-03-16", CodeInvalidFormat, time.Time{}},
-		{"no seconds", "2026-03-16T18:00", CodeInvalidFormat, time.Time{}},
+		{"no seconds", "2026-03-16T18:00", "", time.Date(2026, 3, 16, 18, 0, 0, 0, nairobi)},
+		{"no seconds, in UTC", "2026-03-16T15:00Z", "", time.Date(2026, 3, 16, 18, 0, 0, 0, nairobi)},
+		{"basic offset, as PHP's DATE_ISO8601 and Java's Z write it", "2026-03-16T18:00:00+0300", "", time.Date(2026, 3, 16, 18, 0, 0, 0, nairobi)},
+		{"basic offset, milliseconds", "2026-03-16T15:00:00.000+0000", "", time.Date(2026, 3, 16, 18, 0, 0, 0, nairobi)},
+		{"basic offset, no seconds", "2026-03-16T18:00+0300", "", time.Date(2026, 3, 16, 18, 0, 0, 0, nairobi)},
+		{"the offset's hours alone", "2026-03-16T18:00:00+03", "", time.Date(2026, 3, 16, 18, 0, 0, 0, nairobi)},
+		{"offset of the wrong size", "2026-03-16T18:00:00+030", CodeInvalidFormat, time.Time{}},
+		{"hour only", "2026-03-16T18", CodeInvalidFormat, time.Time{}},
+		{"offset out of range", "2026-03-16T18:00:00+2500", CodeInvalidFormat, time.Time{}},
 		{"space for T", "2026-03-16 18:00:00", CodeInvalidFormat, time.Time{}},
 		{"java default format", "Mon Mar 16 18:00:00 EAT 2026", CodeInvalidFormat, time.Time{}},
 		{"unix seconds as a number", raw("1773680000"), CodeInvalidFormat, time.Time{}},
@@ -548,7 +556,7 @@ func TestValidateResult(t *testing.T) {
 		Description:    "Order #1001 (2 items): shoes, socks / size 42.",
 	}
 	got := b
-	got.Amount, got.ExpiresAt, got.RequestHash, got.requestedExpiry = want.Amount, want.ExpiresAt, "", time.Time{}
+	got.Amount, got.ExpiresAt, got.RequestHash, got.requestedExpiry, got.requestedExpiryText = want.Amount, want.ExpiresAt, "", time.Time{}, ""
 	if got != want {
 		t.Errorf("Validate = %+v\nwant       %+v", got, want)
 	}
@@ -862,5 +870,36 @@ func TestObjectOfAnotherType(t *testing.T) {
 	}
 	if len(customer) != 1 || customer[0] != (FieldError{Field: "customer", Code: CodeInvalidType, Message: "must be an object"}) || !currency {
 		t.Errorf("errors %+v", v.Fields)
+	}
+}
+
+// Text is judged as composed (NFC): a name sent with "ë" as one character,
+// then retried as "e" and a combining diaeresis (another library, or a
+// macOS keyboard), is the same request. It was 409.
+func TestRetryJudgesTextAsComposed(t *testing.T) {
+	const composed, decomposed = "Zoë Wanjiru-O'Neil", "Zoe\u0308 Wanjiru-O'Neil"
+	for _, tc := range []struct {
+		name          string
+		stored, retry body
+		same          bool
+	}{
+		{"composed, then decomposed", validBody().with("customer.name", composed), validBody().with("customer.name", decomposed), true},
+		{"decomposed, then composed", validBody().with("customer.name", decomposed), validBody().with("customer.name", composed), true},
+		{"in the description", validBody().with("order.description", "Café"), validBody().with("order.description", "Cafe\u0301"), true},
+		{"with the same expiry", validBody().with("customer.name", composed).with("order.expiry", "2026-03-16T18:00:00+03:00"),
+			validBody().with("customer.name", decomposed).with("order.expiry", "2026-03-16T18:00:00+03:00"), true},
+		{"with the expiry's instant in another offset", validBody().with("customer.name", composed).with("order.expiry", "2026-03-16T18:00:00+03:00"),
+			validBody().with("customer.name", decomposed).with("order.expiry", "2026-03-16T15:00:00Z"), true},
+		{"another letter", validBody().with("customer.name", composed), validBody().with("customer.name", "Zoe Wanjiru-O'Neil"), false},
+		{"an expiry the first had not", validBody().with("customer.name", composed),
+			validBody().with("customer.name", decomposed).with("order.expiry", "2026-03-16T18:00:00+03:00"), false},
+		{"without the first's expiry", validBody().with("customer.name", composed).with("order.expiry", "2026-03-16T18:00:00+03:00"),
+			validBody().with("customer.name", decomposed), false},
+	} {
+		stored, retry := mustValidate(t, tc.stored), mustValidate(t, tc.retry)
+		stored.CreatedAt = testNow
+		if got := retry.sameRequest(stored, DefaultPolicy().MaxTTL); got != tc.same {
+			t.Errorf("%s: same request = %v, want %v", tc.name, got, tc.same)
+		}
 	}
 }

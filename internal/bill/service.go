@@ -109,7 +109,7 @@ func (b Bill) differences(stored Bill) []string {
 	mine, theirs := b.requestFields(), stored.requestFields()
 	var differ []string
 	for i, name := range requestFieldNames {
-		if mine[i] != theirs[i] {
+		if !sameText(mine[i], theirs[i]) {
 			differ = append(differ, name)
 		}
 	}

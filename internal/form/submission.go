@@ -16,6 +16,7 @@ import (
 	"github.com/kadipay/kadi/internal/card"
 	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/merchant"
+	"golang.org/x/text/unicode/norm"
 )
 
 // Submission is spec 2.4: the fields posted to /cardPay.
@@ -216,7 +217,9 @@ func (s Submission) checkLengths(cardToo bool) []Problem {
 			continue
 		}
 		v := *f.ptr(&s)
-		if n := utf8.RuneCountInString(v); n > f.max {
+		// Counted as composed, as the bill's fields are: "é" sent as "e"
+		// and a combining accent is one character.
+		if n := utf8.RuneCountInString(norm.NFC.String(v)); n > f.max {
 			out = append(out, Problem{f.name, fmt.Sprintf("must be at most %d characters", f.max)})
 		} else if strings.IndexFunc(v, isControl) >= 0 || !utf8.ValidString(v) {
 			out = append(out, Problem{f.name, "contains characters that are not allowed"})

@@ -38,6 +38,28 @@ func TestProseLineBreaks(t *testing.T) {
 	}
 }
 
+// Lengths count characters as composed (NFC), as the bill's do: 200 "é"
+// sent decomposed (400 code points) fit a 200-character field.
+func TestLengthsCountComposedCharacters(t *testing.T) {
+	for _, tc := range []struct {
+		desc string
+		ok   bool
+	}{
+		{strings.Repeat("\u00e9", 200), true},
+		{strings.Repeat("e\u0301", 200), true},
+		{strings.Repeat("e\u0301", 201), false},
+		{strings.Repeat("x", 201), false},
+	} {
+		s, err := ParseSubmission(url.Values{"productDescription": {tc.desc}}.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ps := s.checkLengths(false); (len(ps) == 0) != tc.ok {
+			t.Errorf("%d code points: problems %v, want ok %v", len([]rune(tc.desc)), ps, tc.ok)
+		}
+	}
+}
+
 // A refused callbackUrl says which part to fix.
 func TestCallbackURLRefusalSaysWhy(t *testing.T) {
 	for raw, want := range map[string]string{
