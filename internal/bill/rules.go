@@ -59,13 +59,25 @@ func (e *ValidationError) Error() string {
 // Policy is the operator's configuration that bill rules depend on.
 type Policy struct {
 	Currencies []string // supported ISO 4217 codes
-	MaxAmount  int64    // in major units, per bill, any currency
+	MaxAmount  int64    // in major units, per bill, any currency not in MaxAmountIn
+	// MaxAmountIn caps some currencies otherwise, by ISO 4217 code: one
+	// figure for all, at 10,000,000, capped a bill in UGX at about 2,700
+	// US dollars, and raising it raised every currency's cap.
+	MaxAmountIn map[string]int64
 	// TTL is how long a bill without order.expiry stays payable.
 	TTL time.Duration
 	// MaxTTL caps order.expiry, so no bill stays payable forever.
 	MaxTTL time.Duration
 	// Location reads an order.expiry without an offset (nil: UTC).
 	Location *time.Location
+}
+
+// maxAmount is the largest bill in currency, in major units.
+func (p Policy) maxAmount(currency string) int64 {
+	if n, ok := p.MaxAmountIn[currency]; ok {
+		return n
+	}
+	return p.MaxAmount
 }
 
 // DefaultPolicy is the defaults docs/api.md describes.
@@ -222,8 +234,8 @@ func Validate(req Request, m merchant.Merchant, p Policy, now time.Time) (Bill, 
 			}
 		} else if a, err := money.Parse(amount, currency); err != nil {
 			addAmountError(add, err, currency, p)
-		} else if exceeds(a, p.MaxAmount) {
-			add("order.amount", CodeTooLarge, "must be at most %d", p.MaxAmount)
+		} else if exceeds(a, p.maxAmount(currency)) {
+			add("order.amount", CodeTooLarge, "must be at most %d", p.maxAmount(currency))
 		} else {
 			out.Amount = a
 		}
@@ -325,7 +337,7 @@ func addAmountError(add func(field, code, format string, args ...any), err error
 	case errors.Is(err, money.ErrNotPositive):
 		add("order.amount", CodeNotPositive, "must be greater than zero")
 	case errors.Is(err, money.ErrTooLarge):
-		add("order.amount", CodeTooLarge, "must be at most %d", p.MaxAmount)
+		add("order.amount", CodeTooLarge, "must be at most %d", p.maxAmount(currency))
 	default:
 		add("order.amount", CodeInvalidFormat, "must be decimal text such as 1500.00")
 	}

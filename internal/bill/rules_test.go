@@ -221,6 +221,11 @@ func TestValidateAmount(t *testing.T) {
 		{"UGX above the maximum", "UGX", "10000001", nil, CodeTooLarge, 0},
 		{"configured maximum", "KES", "500", func(p *Policy) { p.MaxAmount = 500 }, "", 50000},
 		{"above configured maximum", "KES", "500.01", func(p *Policy) { p.MaxAmount = 500 }, CodeTooLarge, 0},
+		// A currency's own cap, and the others' unchanged.
+		{"UGX within its own maximum", "UGX", "40000000000", func(p *Policy) { p.MaxAmountIn = map[string]int64{"UGX": 40_000_000_000} }, "", 40_000_000_000},
+		{"UGX above its own maximum", "UGX", "40000000001", func(p *Policy) { p.MaxAmountIn = map[string]int64{"UGX": 40_000_000_000} }, CodeTooLarge, 0},
+		{"KES beside a UGX maximum", "KES", "10000001", func(p *Policy) { p.MaxAmountIn = map[string]int64{"UGX": 40_000_000_000} }, CodeTooLarge, 0},
+		{"USD below the others", "USD", "50001", func(p *Policy) { p.MaxAmountIn = map[string]int64{"USD": 50_000} }, CodeTooLarge, 0},
 
 		{"JPY when the operator supports it", "JPY", "100", func(p *Policy) { p.Currencies = append(p.Currencies, "JPY") }, "", 100},
 		{"JPY decimals", "JPY", "100.5", func(p *Policy) { p.Currencies = append(p.Currencies, "JPY") }, CodeInvalidPrecision, 0},

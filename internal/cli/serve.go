@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/config"
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/logging"
@@ -38,7 +39,9 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 	fs.DurationVar(&cfg.TokenTTL, "token-ttl", cfg.TokenTTL, "access token lifetime")
 	fs.DurationVar(&cfg.Bills.TTL, "bill-ttl", cfg.Bills.TTL, "how long an unpaid bill stays payable when it names no order.expiry")
 	fs.DurationVar(&cfg.Bills.MaxTTL, "bill-max-ttl", cfg.Bills.MaxTTL, "the latest order.expiry a bill may name, from its creation")
-	fs.Int64Var(&cfg.Bills.MaxAmount, "max-amount", cfg.Bills.MaxAmount, "largest bill amount, in major units")
+	fs.Func("max-amount", fmt.Sprintf("largest bill amount, in major units, for every currency, then any currency's own as CODE=N: 10000000,UGX=40000000000 (default %d)", cfg.Bills.MaxAmount), func(v string) error {
+		return parseMaxAmount(v, &cfg.Bills)
+	})
 	fs.Func("currencies", "comma-separated ISO 4217 codes bills may use (default "+strings.Join(cfg.Bills.Currencies, ",")+")", func(v string) error {
 		cfg.Bills.Currencies = strings.Split(strings.ToUpper(strings.ReplaceAll(v, " ", "")), ",")
 		for _, c := range cfg.Bills.Currencies {
@@ -152,8 +155,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	if err := cfg.Check(); err != nil {
 		return usageErr(fs, err)
 	}
-	if cfg.Bills.MaxAmount < 1 {
-		return usageErr(fs, fmt.Errorf("--max-amount %d would refuse every bill: give the largest amount in major units, e.g. 1000000", cfg.Bills.MaxAmount))
+	for code := range cfg.Bills.MaxAmountIn {
+		if !slices.Contains(cfg.Bills.Currencies, code) {
+			return usageErr(fs, fmt.Errorf("--max-amount gives %s a maximum, and --currencies (%s) does not take it", code, strings.Join(cfg.Bills.Currencies, ",")))
+		}
 	}
 	// Empty, as KADI_ADDR= or KADI_DATA_DIR= leave them: an empty address
 	// listened on every interface, an empty data dir failed with
@@ -250,6 +255,44 @@ func localURL(ln net.Listener) (string, bool) {
 		return "http://" + net.JoinHostPort("localhost", strconv.Itoa(a.Port)), true
 	}
 	return "http://" + ln.Addr().String(), false
+}
+
+// parseMaxAmount reads --max-amount: one figure for every currency, and
+// any currency's own as CODE=N, in major units.
+func parseMaxAmount(v string, p *bill.Policy) error {
+	p.MaxAmountIn = nil
+	all := false
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		code, figure, own := strings.Cut(f, "=")
+		if !own {
+			code, figure = "", f
+		}
+		code = strings.ToUpper(strings.TrimSpace(code))
+		n, err := strconv.ParseInt(strings.TrimSpace(figure), 10, 64)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%q is not a whole number of major units: give e.g. 10000000 or UGX=40000000000", f)
+		case n < 1:
+			return fmt.Errorf("%s would refuse every bill: give the largest amount in major units, e.g. 1000000", f)
+		case !own && all:
+			return errors.New("give one figure for every currency, and CODE=N for a currency of its own")
+		case !own:
+			p.MaxAmount, all = n, true
+			continue
+		}
+		if _, ok := money.LookupCurrency(code); !ok {
+			return fmt.Errorf("%q is not an ISO 4217 currency code", code)
+		}
+		if _, dup := p.MaxAmountIn[code]; dup {
+			return fmt.Errorf("%s is given twice", code)
+		}
+		if p.MaxAmountIn == nil {
+			p.MaxAmountIn = map[string]int64{}
+		}
+		p.MaxAmountIn[code] = n
+	}
+	return nil
 }
 
 // localAddrURL is addr's http:// URL for a browser on this host, or ""

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kadipay/kadi/internal/bill"
 	"github.com/kadipay/kadi/internal/server"
 	"github.com/kadipay/kadi/internal/store"
 )
@@ -36,6 +38,25 @@ func TestParsePrefixes(t *testing.T) {
 	for _, bad := range []string{"10.0.0.0/33", "localhost", "10.0.0.0/8;1.2.3.4"} {
 		if _, err := parsePrefixes(bad); err == nil {
 			t.Errorf("parsePrefixes(%q) accepted", bad)
+		}
+	}
+}
+
+// --max-amount: one figure for every currency, and a currency's own as
+// CODE=N; the figure alone keeps what it always meant.
+func TestParseMaxAmount(t *testing.T) {
+	for _, tc := range []struct {
+		in  string
+		all int64
+		own map[string]int64
+	}{
+		{"5000000", 5_000_000, nil},
+		{"UGX=40000000000", 10_000_000, map[string]int64{"UGX": 40_000_000_000}},
+		{" 1000000 , ugx = 40000000000,TZS=25000000000", 1_000_000, map[string]int64{"UGX": 40_000_000_000, "TZS": 25_000_000_000}},
+	} {
+		p := bill.DefaultPolicy()
+		if err := parseMaxAmount(tc.in, &p); err != nil || p.MaxAmount != tc.all || !maps.Equal(p.MaxAmountIn, tc.own) {
+			t.Errorf("%q: %v, %d %v; want %d %v", tc.in, err, p.MaxAmount, p.MaxAmountIn, tc.all, tc.own)
 		}
 	}
 }
@@ -356,7 +377,13 @@ func TestServeRefusesSettingsThatBreakEverything(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--max-amount", "0"}, "--max-amount 0 would refuse every bill"},
+		{[]string{"--max-amount", "0"}, "-max-amount: 0 would refuse every bill"},
+		{[]string{"--max-amount", "100,UGX=0"}, "-max-amount: UGX=0 would refuse every bill"},
+		{[]string{"--max-amount", "100,XYZ=5"}, `"XYZ" is not an ISO 4217 currency code`},
+		{[]string{"--max-amount", "100,200"}, "give one figure for every currency"},
+		{[]string{"--max-amount", "UGX=5,ugx=6"}, "UGX is given twice"},
+		{[]string{"--max-amount", "1e6"}, `"1e6" is not a whole number of major units`},
+		{[]string{"--max-amount", "100,JPY=5"}, "--max-amount gives JPY a maximum, and --currencies (KES,USD,EUR,GBP,UGX,TZS,RWF) does not take it"},
 		{[]string{"--currencies", "KES,XYZ"}, `"XYZ" is not an ISO 4217 currency code`},
 		{[]string{"--trusted-proxies", "10.0.0.1,0.0.0.0/0"}, "0.0.0.0/0 trusts every address"},
 		{[]string{"--trusted-proxies", "::/0"}, "::/0 trusts every address"},
