@@ -769,6 +769,13 @@ var errInProgress = &pageError{Status: http.StatusAccepted, Title: "Payment bein
 var errUnavailable = &pageError{Status: http.StatusServiceUnavailable, Title: "Payments paused for a moment", Retry: true,
 	Message: "We could not reach our payment records, so your card was not charged. Please try again in a minute."}
 
+// errRecordsUnreachable is errUnavailable for a page asked again (a GET: a
+// checkout's page reloading itself): its payment may be with the card
+// network or done, which the records out of reach cannot tell. It said
+// "your card was not charged" of a card approved a moment before.
+var errRecordsUnreachable = &pageError{Status: http.StatusServiceUnavailable, Title: "Payments paused for a moment", Retry: true,
+	Message: "We could not reach our payment records just now. If you already entered your card, do not pay again: this page shows the result once it can."}
+
 // again shows checkout t's card page once more, with the field problems
 // or the decline, and what the shopper typed that may be shown again:
 // the names and expiry, never the card number or CVV.

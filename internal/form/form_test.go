@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,7 @@ import (
 	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/form"
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/outage/outagetest"
 	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/secret"
 	"github.com/kadipay/kadi/internal/server/servertest"
@@ -1365,4 +1367,52 @@ func TestLanguageCookieSecureByTheFormsURL(t *testing.T) {
 			t.Errorf("%+v: cookies %v, want one, Secure %v", tt.opts, cookies, tt.secure)
 		}
 	}
+}
+
+// A checkout's page asked again while the records are out of reach may
+// stand for a payment with the card network or done: it says not to pay
+// again, never that the card was not charged (it said so of a card
+// approved a moment before, on a node that lost its database).
+func TestPageReloadedInAnOutageDoesNotSayNotCharged(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{RequestTimeout: time.Second})
+	c := g.Onboard("Reloaded Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "RELOAD1", "10")
+	entry := g.OpenCheckout(servertest.FormFields(c, tok, b))
+	g.PaymentInFlight(b.Reference, "pay_reloaded")
+	posted := g.ServeOnce(servertest.CardPayRequest(servertest.CheckoutPost(entry, servertest.Card{Number: visa, CVV: cvv})))
+	page := posted.Header().Get("Location")
+	if body := g.ServeOnce(httptest.NewRequest(http.MethodGet, page, nil)).Body.String(); !strings.Contains(body, "being confirmed") {
+		t.Fatalf("the page while the payment is in flight: %d\n%s", posted.Code, body)
+	}
+
+	mux := http.NewServeMux()
+	(&form.Handler{Auth: g.Auth, Bills: g.Store, Checkouts: unreachableCheckouts{g.Store}, Payments: g.Payments, Location: time.UTC,
+		Log: slog.New(slog.DiscardHandler), Now: g.Clock.Now, Sealer: g.Sealer("hosted-pages")}).Register(mux)
+	for _, lang := range []string{"en", "sw"} {
+		req := httptest.NewRequest(http.MethodGet, page, nil)
+		req.Header.Set("Accept-Language", lang)
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		body := rec.Body.String()
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+			t.Errorf("%s: reloaded in an outage: %d, want 503 with Retry-After", lang, rec.Code)
+		}
+		for _, never := range []string{"not charged", "haikutozwa", "Nothing more was charged"} {
+			if strings.Contains(body, never) {
+				t.Errorf("%s: the reloaded page says %q:\n%s", lang, never, body)
+			}
+		}
+		if want := map[string]string{"en": "do not pay again", "sw": "usilipe tena"}[lang]; !strings.Contains(body, want) {
+			t.Errorf("%s: the reloaded page does not say %q:\n%s", lang, want, body)
+		}
+	}
+}
+
+// unreachableCheckouts is the store with its checkout sessions out of
+// reach, as PostgreSQL's connections reset.
+type unreachableCheckouts struct{ checkout.Repo }
+
+func (unreachableCheckouts) CheckoutByHash(context.Context, string, time.Time) (checkout.Session, error) {
+	return checkout.Session{}, fmt.Errorf("load checkout session: %w", outagetest.SQLStateError("08006"))
 }

@@ -157,6 +157,9 @@ func (h *Handler) problem(r *http.Request, t *trusted, err error) *pageError {
 	} else if outage.Is(err) {
 		logging.Refused(r.Context(), h.Log, "payment page unavailable", "err", err)
 		copied := *errUnavailable
+		if r.Method == http.MethodGet {
+			copied = *errRecordsUnreachable
+		}
 		pe = &copied
 	} else {
 		h.Log.ErrorContext(r.Context(), "payment page failed", "err", err)
