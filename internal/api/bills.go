@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"github.com/kadipay/kadi/internal/logging"
+	"github.com/kadipay/kadi/internal/outage"
 	"net/http"
 	"strings"
 
@@ -85,6 +86,10 @@ func (h *Handler) createBill(w http.ResponseWriter, r *http.Request) {
 // failBill answers a refused bill in the bill's own shape, so integrations
 // that only read status and remarks still see the failure.
 func (h *Handler) failBill(w http.ResponseWriter, r *http.Request, req bill.Request, err error) {
+	// A database that hung past the request's time is an outage, in the
+	// bill's shape as any other: classified as it came, it was a 500 that
+	// fail turned into a 503 without status false or remarks.
+	err = outage.Within(r.Context(), err)
 	status, code, message := classify(r.Context(), err)
 	if status == http.StatusInternalServerError {
 		h.fail(w, r, err)

@@ -230,6 +230,13 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 	t.typed = sub
 	p, err := h.Payments.Pay(r.Context(), t.bill, t.merchant, attempt)
 	err = outage.Within(r.Context(), err) // a wait for another attempt, say, that outlasted the request
+	if err != nil && outage.ClientGone(r.Context(), err) {
+		// The shopper left before a charge began (one that began keeps
+		// its own time, and Pay answers it): judged on the answer's own
+		// clock below, this was an ERROR "payment page failed".
+		h.fail(w, r, &t, err)
+		return
+	}
 	// The charge and its record keep time of their own (Pay); telling the
 	// shopper must not fail because they took the request's.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), answerTime)

@@ -136,8 +136,18 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, t *trusted, err e
 		h.show(w, r, page{Kind: kindCheckout, Checkout: t.checkoutID, Paused: !errors.Is(err, errInProgress)})
 		return
 	}
-	h.show(w, r, page{Kind: kindError, Error: h.problem(r, t, err)})
+	pe := h.problem(r, t, err)
+	if pe.Status == statusClientGone {
+		// Nobody reads it: the access line says 499, as the API's does,
+		// not the 303 to a page nobody will ask for.
+		w.WriteHeader(statusClientGone)
+		return
+	}
+	h.show(w, r, page{Kind: kindError, Error: pe})
 }
+
+// statusClientGone is nginx's 499: the client closed the connection.
+const statusClientGone = 499
 
 // problem is err as the error page shows it, logged once here with the
 // request id the page quotes.
@@ -153,7 +163,7 @@ func (h *Handler) problem(r *http.Request, t *trusted, err error) *pageError {
 		// Before outage.Is: a connection given up because the shopper
 		// left reads as one.
 		logging.Refused(r.Context(), h.Log, "shopper left", "err", err)
-		pe = &pageError{Status: 499, Title: "Something went wrong", Message: "The request was cancelled."}
+		pe = &pageError{Status: statusClientGone, Title: "Something went wrong", Message: "The request was cancelled."}
 	} else if outage.Is(err) {
 		logging.Refused(r.Context(), h.Log, "payment page unavailable", "err", err)
 		copied := *errUnavailable

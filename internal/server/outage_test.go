@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kadipay/kadi/internal/acquirer/sim"
+	"github.com/kadipay/kadi/internal/api"
 	"github.com/kadipay/kadi/internal/keyring"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/payment"
@@ -62,8 +63,14 @@ func TestDatabaseOutage(t *testing.T) {
 	if posted.Code != http.StatusSeeOther || pausedPage == "" {
 		t.Fatalf("card posted during the outage: want a 303, got %d %s", posted.Code, posted.Body)
 	}
+	// Asked again while the records are out of reach, the page cannot
+	// tell whether a card went through since: it says not to pay again,
+	// never "not charged".
 	rec := g.Serve(httpGet(pausedPage))
-	pageSays(http.StatusServiceUnavailable, "not charged", `http-equiv="refresh"`)(t, rec.Code, rec.Body.String())
+	pageSays(http.StatusServiceUnavailable, "do not pay again", `http-equiv="refresh"`)(t, rec.Code, rec.Body.String())
+	if strings.Contains(rec.Body.String(), "not charged") {
+		t.Errorf("the page asked again during the outage says the card was not charged")
+	}
 	for _, tt := range []struct {
 		name  string
 		req   *http.Request
@@ -71,20 +78,11 @@ func TestDatabaseOutage(t *testing.T) {
 	}{
 		{"access token", servertest.TokenRequest(servertest.Key(c, merchant.Test), c.Username, c.Password), oauthUnavailable},
 		{"payment token", servertest.PaymentTokenRequest(servertest.Key(c, merchant.Test), c.MerchantCode, c.Password, "password"), oauthUnavailable},
-		{"bill", servertest.BillRequest(tok, servertest.BillBody(c, "OUTNEW", "10")), func(t *testing.T, status int, body string) {
-			var b struct {
-				Status  bool   `json:"status"`
-				Code    string `json:"code"`
-				Remarks string `json:"remarks"`
-			}
-			if status != http.StatusServiceUnavailable || json.Unmarshal([]byte(body), &b) != nil || b.Status || b.Code != "temporarily_unavailable" || b.Remarks == "" {
-				t.Errorf("want 503 in the bill's shape with status false: %d %s", status, body)
-			}
-		}},
+		{"bill", servertest.BillRequest(tok, servertest.BillBody(c, "OUTNEW", "10")), billUnavailable},
 		{"query", servertest.QueryRequest(tok, paid.Reference), apiUnavailable},
 		{"card payment", servertest.CardPayRequest(servertest.Card{Number: "4242424242424242", CVV: "123"}.Apply(servertest.FormFields(c, tok, open))),
 			pageSays(http.StatusServiceUnavailable, "your card was not charged", "try again")},
-		{"card page", httpGet(checkoutPage), pageSays(http.StatusServiceUnavailable, "not charged", `http-equiv="refresh"`)},
+		{"card page", httpGet(checkoutPage), pageSays(http.StatusServiceUnavailable, "do not pay again", `http-equiv="refresh"`)},
 		{"health", httpGet("/healthz"), func(t *testing.T, status int, body string) {
 			if status != http.StatusServiceUnavailable {
 				t.Errorf("/healthz: %d %s", status, body)
@@ -180,6 +178,22 @@ func apiUnavailable(t *testing.T, status int, body string) {
 	}
 }
 
+// billUnavailable: a bill refused for an outage keeps the bill's shape,
+// status false and remarks, whether the database refused or hung past the
+// request's time (decisions.md §4).
+func billUnavailable(t *testing.T, status int, body string) {
+	t.Helper()
+	var b struct {
+		Status   bool   `json:"status"`
+		Code     string `json:"code"`
+		Remarks  string `json:"remarks"`
+		OrderRef string `json:"orderRef"`
+	}
+	if status != http.StatusServiceUnavailable || json.Unmarshal([]byte(body), &b) != nil || b.Status || b.Code != "temporarily_unavailable" || b.Remarks == "" || b.OrderRef == "" {
+		t.Errorf("want 503 in the bill's shape with status false: %d %s", status, body)
+	}
+}
+
 func pageSays(status int, parts ...string) func(t *testing.T, got int, body string) {
 	return func(t *testing.T, got int, body string) {
 		t.Helper()
@@ -219,11 +233,7 @@ func TestHungDatabase(t *testing.T) {
 		check func(t *testing.T, status int, body string)
 	}{
 		{"query", servertest.QueryRequest(tok, paid.Reference), apiUnavailable},
-		{"bill", servertest.BillRequest(tok, servertest.BillBody(c, "HUNGNEW", "10")), func(t *testing.T, status int, body string) {
-			if status != http.StatusServiceUnavailable || !strings.Contains(body, "temporarily_unavailable") {
-				t.Errorf("want 503 temporarily_unavailable: %d %s", status, body)
-			}
-		}},
+		{"bill", servertest.BillRequest(tok, servertest.BillBody(c, "HUNGNEW", "10")), billUnavailable},
 		{"card payment", servertest.CardPayRequest(servertest.Card{Number: "4242424242424242", CVV: "123"}.Apply(servertest.FormFields(c, tok, open))),
 			pageSays(http.StatusServiceUnavailable, "not charged")},
 	} {
@@ -283,7 +293,7 @@ func TestLockedTableIsAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := g.ServeOnce(servertest.BillRequest(tok, servertest.BillBody(c, "LOCKNEW", "10")))
-	apiUnavailable(t, rec.Code, rec.Body.String())
+	billUnavailable(t, rec.Code, rec.Body.String())
 	if rec.Header().Get("Retry-After") == "" {
 		t.Error("no Retry-After on the 503")
 	}
@@ -294,6 +304,62 @@ func TestLockedTableIsAnOutage(t *testing.T) {
 	pageSays(http.StatusServiceUnavailable, "not charged")(t, rec.Code, rec.Body.String())
 	if strings.Contains(g.Logs.String(), `"status":499`) {
 		t.Errorf("a request whose time ran out logged as a client gone:\n%s", g.Logs.String())
+	}
+}
+
+// A shopper who hangs up while the card's payment waits for a locked
+// table is a 499 on the access line: PostgreSQL cancels the statement at
+// pgx's request, and judged on the answer's own clock the cancellation was
+// an ERROR "payment page failed" and a 303, for every impatient shopper.
+// (On SQLite a queued write is waited for to its end, whoever left.)
+func TestShopperWhoHangsUpMidPaymentIs499(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		form func(g *servertest.Gateway, c merchant.Credentials, tok string, b api.BillResponse) url.Values
+	}{
+		{"the shop's form with the card", func(g *servertest.Gateway, c merchant.Credentials, tok string, b api.BillResponse) url.Values {
+			return servertest.Card{Number: "4242424242424242", CVV: "123"}.Apply(servertest.FormFields(c, tok, b))
+		}},
+		{"our card page", func(g *servertest.Gateway, c merchant.Credentials, tok string, b api.BillResponse) url.Values {
+			return servertest.CheckoutPost(g.OpenCheckout(servertest.FormFields(c, tok, b)), servertest.Card{Number: "4242424242424242", CVV: "123"})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, dsn := forwardedPostgres(t, "the lock is PostgreSQL's")
+			g := servertest.Start(t, servertest.Options{DatabaseURL: dsn, RequestTimeout: 10 * time.Second})
+			c := g.Onboard("Hang Up Shop")
+			tok := g.Token(c, merchant.Test)
+			b := g.CreateBill(c, tok, "HANGUP1", "10")
+			form := tc.form(g, c, tok, b)
+
+			db, err := sql.Open("pgx", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			lock, err := db.BeginTx(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lock.Rollback()
+			if _, err := lock.ExecContext(t.Context(), `LOCK TABLE payments IN ACCESS EXCLUSIVE MODE`); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			time.AfterFunc(500*time.Millisecond, cancel)
+			rec := g.ServeOnce(servertest.CardPayRequest(form).WithContext(ctx))
+			lock.Rollback()
+			if rec.Code != 499 {
+				t.Errorf("a shopper gone mid-payment: %d, want 499\n%s", rec.Code, rec.Body)
+			}
+			if logs := g.Logs.String(); strings.Contains(logs, `"level":"ERROR"`) {
+				t.Errorf("a shopper gone mid-payment logged an error:\n%s", logs)
+			}
+			var n int
+			if err := db.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM payments WHERE bill_ref = $1`, b.Reference).Scan(&n); err != nil || n != 0 {
+				t.Errorf("%d payments after a hang-up before the charge (%v), want none", n, err)
+			}
+		})
 	}
 }
 
