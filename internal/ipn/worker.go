@@ -23,6 +23,7 @@ import (
 	"github.com/kadipay/kadi/internal/dbclock"
 	"github.com/kadipay/kadi/internal/logging"
 	"github.com/kadipay/kadi/internal/merchant"
+	"github.com/kadipay/kadi/internal/outage"
 	"github.com/kadipay/kadi/internal/secret"
 )
 
@@ -683,13 +684,19 @@ func (w *Worker) deliver(ctx context.Context, ev Event, owner string) {
 		w.Log.Info("IPN configuration changed while parking; the event is due again", "event", ev.ID)
 	case errors.Is(err, ErrLeaseLost):
 		w.Log.Warn("IPN lease lost before recording; another worker owns the event now", "event", ev.ID)
+	case err != nil && outage.Is(err):
+		// A connection the database dropped is no fault of the gateway's:
+		// the lease will expire and the event be sent again.
+		w.Log.Warn("record IPN attempt: database out of reach; the notification is sent again once its lease runs out", "event", ev.ID, "err", err)
 	case err != nil:
 		// The lease will expire and the event be retried: at least once.
 		w.Log.Error("record IPN attempt", "event", ev.ID, "err", err)
 	}
 	if res.Attempt != nil {
+		// recorded false: the receiver's answer is not kept, and the
+		// event is sent again (a "delivered" there is not the event's).
 		w.Log.Info("IPN attempt", "event", ev.ID, "merchant", ev.MerchantCode, "mode", ev.Mode, "status", res.Status,
-			"http_status", res.Attempt.StatusCode, "latency_ms", res.Attempt.Latency.Milliseconds(), "err", res.Attempt.Error)
+			"http_status", res.Attempt.StatusCode, "latency_ms", res.Attempt.Latency.Milliseconds(), "err", res.Attempt.Error, "recorded", err == nil)
 	}
 }
 

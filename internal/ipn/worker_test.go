@@ -23,6 +23,7 @@ import (
 	"github.com/kadipay/kadi/internal/ipn"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/metrics"
+	"github.com/kadipay/kadi/internal/outage/outagetest"
 	"github.com/kadipay/kadi/internal/secret"
 	"github.com/kadipay/kadi/internal/server/servertest"
 	"github.com/kadipay/kadi/internal/store/storetest"
@@ -1331,4 +1332,74 @@ func TestClaimFailuresAreNotSaidEveryPoll(t *testing.T) {
 	if !strings.Contains(out.String(), "claim IPN events: working again") {
 		t.Errorf("no line when claims worked again:\n%s", out.String())
 	}
+}
+
+// An outcome the database dropped the connection on is a warning, not an
+// ERROR (no fault of the gateway's: the event is sent again once its
+// lease runs out), and the attempt's line says it was not recorded: it
+// said "delivered" of an event that would go out again.
+func TestOutcomeUnrecordedInAnOutage(t *testing.T) {
+	f := newFixture(t)
+	a := f.shop(t, "")
+	rc := newReceiver(t, a, nil)
+	f.setIPN(t, a.Code, rc.URL+"/kadi/ipn")
+	f.pay(t, a)
+	logs := &levelled{}
+	stop := run(t, &ipn.Worker{Queue: unrecordable{f.db}, Config: fast(ipn.Config{}), Log: slog.New(logs)})
+	waitFor(t, "the attempt's line", func() bool { return logs.has("INFO IPN attempt recorded=false") })
+	stop()
+	if logs.has("ERROR ") {
+		t.Errorf("an outcome unrecorded in an outage logged an error:\n%s", logs)
+	}
+	if !logs.has("WARN record IPN attempt: database out of reach") {
+		t.Errorf("no warning that the outcome went unrecorded:\n%s", logs)
+	}
+}
+
+// unrecordable is the queue with its outcomes' writes cut, as a
+// PostgreSQL connection reset (SQLSTATE 08006) cuts them.
+type unrecordable struct{ ipn.Queue }
+
+func (unrecordable) RecordIPN(context.Context, ipn.Result) error {
+	return fmt.Errorf("record IPN attempt: %w", outagetest.SQLStateError("08006"))
+}
+
+// levelled records each line as "LEVEL message" and its recorded attribute.
+type levelled struct {
+	slog.Handler // WithAttrs, WithGroup: not used by the worker
+	mu           sync.Mutex
+	lines        []string
+}
+
+func (l *levelled) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l *levelled) Handle(_ context.Context, r slog.Record) error {
+	line := r.Level.String() + " " + r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "recorded" {
+			line += " recorded=" + a.Value.String()
+		}
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, line)
+	return nil
+}
+
+func (l *levelled) has(prefix string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.lines {
+		if strings.HasPrefix(s, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *levelled) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
 }

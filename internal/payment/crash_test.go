@@ -2,6 +2,9 @@ package payment_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -195,7 +198,31 @@ func TestPaymentsFollowTheDatabaseClock(t *testing.T) {
 
 // A node behind the database's clock stamps a payment by the database's
 // time, and its notification is due at once all the same: the IPN worker
-// tells what is due by its node's clock.
+// tells what is due by its node's clock. A node ahead of the database
+// makes it due by the database's, so that the other nodes, should it die,
+// do not wait the difference (they waited 90 s for a node 90 s ahead).
+func TestNotificationDueAtOnceOnANodeAheadOfTheDatabase(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const ahead = 90 * time.Second
+	e.svc.Now, e.svc.Database = time.Now, clockBehind(ahead) // the others keep the database's time
+	e.svc.Acquirers = map[merchant.Mode]payment.Acquirer{merchant.Test: sim.New(secret.RandomBytes(32), e.g.Store.SimLedger())}
+	if err := e.svc.Reconcile(ctx, time.Hour); err != nil { // reads the database's clock
+		t.Fatal(err)
+	}
+	p, err := e.svc.Pay(ctx, e.bill(t), e.m, attempt(t, visa))
+	if err != nil || p.Status != payment.Succeeded {
+		t.Fatalf("Pay: %s, %v", p.Status, err)
+	}
+	evs, err := e.g.Store.IPNEvents(ctx, ipn.Filter{MerchantCode: p.MerchantCode, PaymentID: p.ID, Limit: 1})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("the payment's notification: %d, %v", len(evs), err)
+	}
+	if wait := evs[0].NextAttemptAt.Sub(time.Now().Add(-ahead)); wait > time.Second {
+		t.Errorf("the notification is due in %s by the other nodes' (the database's) clock, want at once", wait)
+	}
+}
+
 func TestNotificationDueAtOnceOnANodeBehindTheDatabase(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -218,4 +245,37 @@ func TestNotificationDueAtOnceOnANodeBehindTheDatabase(t *testing.T) {
 	if off := p.UpdatedAt.Sub(time.Now().Add(20 * time.Second)); off < -time.Second || off > time.Second {
 		t.Errorf("the payment is stamped %s off the database's clock", off)
 	}
+}
+
+// A database whose clock cannot be read is said once, then once a minute,
+// and once when it can be again: every reconciliation pass (a few seconds
+// apart through an outage) said it before.
+func TestUnreadableClockIsSaidOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var logs strings.Builder
+	e.svc.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	e.svc.Database = unreadableClock{}
+	for range 3 {
+		if err := e.svc.Reconcile(ctx, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(logs.String(), "read the database's clock; payments keep the last reading"); n != 1 {
+		t.Errorf("an unreadable clock said %d times in three passes, want once:\n%s", n, logs.String())
+	}
+	e.svc.Database = clockBehind(0)
+	if err := e.svc.Reconcile(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "read the database's clock: working again") {
+		t.Errorf("the clock read again is not said:\n%s", logs.String())
+	}
+}
+
+// unreadableClock is a shared database whose clock does not answer.
+type unreadableClock struct{}
+
+func (unreadableClock) DatabaseNow(context.Context) (time.Time, bool, error) {
+	return time.Time{}, true, errors.New("read clock: connection reset by peer")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/kadipay/kadi/internal/card"
 	"github.com/kadipay/kadi/internal/dbclock"
 	"github.com/kadipay/kadi/internal/ipn"
+	"github.com/kadipay/kadi/internal/logging"
 	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/secret"
 )
@@ -77,7 +78,11 @@ type Service struct {
 	// clock is the database's (one SQLite node).
 	Database dbclock.Source
 	skew     dbclock.Skew
-	Metrics  *Metrics // nil: none
+	// clockLog says a failing clock reading once a minute, not at every
+	// reconciliation pass (every few seconds through an outage).
+	clockLog     logging.Repeated
+	clockLogOnce sync.Once
+	Metrics      *Metrics // nil: none
 	// ReconcilePage is how many unsettled payments Reconcile reads at a
 	// time; 0: 500.
 	ReconcilePage int
@@ -97,8 +102,12 @@ func (s *Service) readClock(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, _, _, err := s.skew.Measure(ctx, s.Database, time.Now); err != nil && ctx.Err() == nil {
-		s.Log.WarnContext(ctx, "read the database's clock; payments keep the last reading", "err", err)
+	s.clockLogOnce.Do(func() { s.clockLog.Log = s.Log })
+	switch _, _, _, err := s.skew.Measure(ctx, s.Database, time.Now); {
+	case err != nil && ctx.Err() == nil:
+		s.clockLog.Fail(ctx, "read the database's clock; payments keep the last reading", "err", err)
+	case err == nil:
+		s.clockLog.OK(ctx, "read the database's clock")
 	}
 }
 
@@ -625,12 +634,17 @@ func (s *Service) notification(p Payment, b bill.Bill, m merchant.Merchant) (ipn
 	if err != nil {
 		return ipn.Event{}, fmt.Errorf("encode IPN payload: %w", err)
 	}
-	// Due now by this node's clock, not the payment's stamp (the
-	// database's): the IPN worker tells what is due by its node's clock,
-	// and a node behind the database would have held the notification
-	// back by the difference.
+	// Due now by the earlier of this node's clock and the database's: the
+	// IPN workers tell what is due by their own nodes' clocks. By the
+	// database's alone, a node behind it held its notifications back by
+	// the difference; by this node's alone, a node 90 s ahead that died
+	// left its notifications 90 s in the future for the others.
+	due := s.Now()
+	if db := s.now(); db.Before(due) {
+		due = db
+	}
 	return ipn.Event{
 		ID: secret.NewOrderedID("msg", p.UpdatedAt), MerchantCode: p.MerchantCode, Mode: p.Mode, PaymentID: p.ID,
-		Payload: body, Status: ipn.Pending, NextAttemptAt: s.Now(), CreatedAt: p.UpdatedAt,
+		Payload: body, Status: ipn.Pending, NextAttemptAt: due, CreatedAt: p.UpdatedAt,
 	}, nil
 }

@@ -418,3 +418,40 @@ func TestStoppedNodeRetiresItsKey(t *testing.T) {
 		t.Errorf("%d live nodes right after a clean stop, want the probe alone", n)
 	}
 }
+
+// Through an outage, the node-key check is said once and once again when
+// it works: its error names the connection's own port, and compared by
+// text every turn (one a second) was a new failure, logged.
+func TestNodeKeyCheckSaidOnceThroughAnOutage(t *testing.T) {
+	fwd, dsn := forwardedPostgres(t, "node keys are shared on PostgreSQL")
+	g := servertest.Start(t, servertest.Options{DatabaseURL: dsn})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- g.Gateway.Serve(ctx, ln) }()
+	defer func() {
+		cancel()
+		<-served
+	}()
+	said := func(msg string) int { return strings.Count(g.Logs.String(), msg) }
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s:\n%s", what, g.Logs.String())
+			}
+		}
+	}
+	waitUntil("the node to be ready", func() bool { return g.ServeOnce(httpGet("/readyz")).Code == http.StatusOK })
+	fwd.Cut()
+	waitUntil("the check to fail", func() bool { return said(`"msg":"check the nodes' master keys"`) > 0 })
+	time.Sleep(3500 * time.Millisecond) // three more turns of the check
+	fwd.Mend()
+	waitUntil("the check to work again", func() bool { return said("check the nodes' master keys: working again") > 0 })
+	if n := said(`"msg":"check the nodes' master keys"`); n != 1 {
+		t.Errorf("the failing node-key check said %d times through a 4 s outage, want once", n)
+	}
+}

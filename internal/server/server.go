@@ -614,7 +614,10 @@ const nodeKeysGone = 7 * 24 * time.Hour
 func (g *Gateway) watchNodeKeys(ctx context.Context, node, run string) {
 	t := time.NewTicker(g.cfg.RevocationPoll)
 	defer t.Stop()
-	var said, failed string
+	var said string
+	// The error's text names the connection's ephemeral port: compared
+	// by text, every turn of an outage was a new failure, logged.
+	failed := &logging.Repeated{Log: g.log}
 	var forgot time.Time
 	var names nameWatch
 	for {
@@ -641,11 +644,10 @@ func (g *Gateway) watchNodeKeys(ctx context.Context, node, run string) {
 			g.soleName.Store(sole)
 		}
 		switch {
-		case err != nil && ctx.Err() == nil && err.Error() != failed:
-			g.log.Warn("check the nodes' master keys", "err", err)
-			failed = err.Error()
+		case err != nil && ctx.Err() == nil:
+			failed.Fail(ctx, "check the nodes' master keys", "err", err)
 		case err == nil:
-			failed = ""
+			failed.OK(ctx, "check the nodes' master keys")
 			missing := g.keys.Lacking(peers)
 			behind := 2*len(missing) > len(peers)
 			lacking := &keyring.LackingError{Peers: missing}
