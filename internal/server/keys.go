@@ -24,6 +24,11 @@ type KeySource struct {
 // KADI_SECRET_KEY_FILE, then, for the embedded single-node default only,
 // DATA_DIR/secret.key.
 func FindKeySource(dataDir, url string) (KeySource, error) {
+	if os.Getenv("KADI_SECRET_KEY") != "" && os.Getenv("KADI_SECRET_KEY_FILE") != "" {
+		// The variable won, silently: the file's rotations never reached
+		// this node, whose ring fell behind the others'.
+		return KeySource{}, errors.New("KADI_SECRET_KEY and KADI_SECRET_KEY_FILE are both set: give one (the file is followed as it changes, without a restart; the variable is read at start)")
+	}
 	if os.Getenv("KADI_SECRET_KEY") != "" {
 		return KeySource{Env: "KADI_SECRET_KEY"}, nil
 	}

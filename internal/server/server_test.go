@@ -159,6 +159,17 @@ func TestNewRefusesBadConfig(t *testing.T) {
 			t.Setenv("KADI_SECRET_KEY", "abcd")
 			return c
 		},
+		"both the key and a key file": func(t *testing.T) server.Config {
+			c := base(t)
+			c.MasterKey = nil
+			ring := filepath.Join(t.TempDir(), "ring")
+			if err := os.WriteFile(ring, []byte(strings.Repeat("ab", 32)+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("KADI_SECRET_KEY", strings.Repeat("cd", 32))
+			t.Setenv("KADI_SECRET_KEY_FILE", ring)
+			return c
+		},
 		"shared database without a key": func(t *testing.T) server.Config {
 			c := base(t)
 			c.MasterKey = nil
