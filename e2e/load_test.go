@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -83,6 +84,30 @@ func TestKadiLoadMetricsElsewhere(t *testing.T) {
 	if warned != "" || row[8] == "—" || row[9] == "—" || row[10] == "—" || row[11] == "—" {
 		t.Errorf("with --metrics: warned %q, writes/commit %s, writer busy %s, commit p99 %s, wait p99 %s; want every figure",
 			warned, row[8], row[9], row[10], row[11])
+	}
+}
+
+// A run with failed requests says what the first of each scenario's was
+// and exits 1: it printed a count and exited 0, and a declining --card
+// was counted as approved checkouts.
+func TestKadiLoadSaysWhatFailed(t *testing.T) {
+	t.Parallel()
+	bin, credsFile, g := loadedGateway(t)
+	var out, errOut bytes.Buffer
+	cmd := exec.Command(bin, "--url", g.BaseURL, "--credentials", credsFile, "--card", "4000000000000002",
+		"--duration", "1s", "--max-requests", "20", "--concurrency", "2", "--only", "cardPay")
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("kadi-load with a declining card: %v, want exit 1", err)
+	}
+	if !strings.Contains(out.String(), "bill + POST /cardPay (approved): ") || !strings.Contains(out.String(), "errors; the first: GET /cardPay/page/") ||
+		!strings.Contains(out.String(), "a declining --card?") {
+		t.Errorf("kadi-load does not say what failed:\n%s", out.String())
+	}
+	if !strings.Contains(errOut.String(), "requests failed") || !strings.Contains(errOut.String(), "not of record") {
+		t.Errorf("kadi-load's last word: %q", errOut.String())
 	}
 }
 

@@ -120,6 +120,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kadi-load:", err)
 		os.Exit(1)
 	}
+	if n := load.Failed(rs); n > 0 {
+		fmt.Fprintf(os.Stderr, "kadi-load: %d requests failed (above, each scenario's first): the figures are not of record\n", n)
+		os.Exit(1)
+	}
 }
 
 // startProfile starts writing kadi-load's own CPU profile to path (none

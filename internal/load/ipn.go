@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/kadipay/kadi/client"
@@ -155,16 +154,17 @@ func ipnScenarios(ctx context.Context, o Options, rcv *receiver, c *client.Clien
 	}
 	steady := Result{Name: fmt.Sprintf("payment → IPN at %d/s", o.IPNRate)}
 	acked := make([]time.Time, len(bills)) // each index written by one call
-	var failed atomic.Int64
+	var mu sync.Mutex // guards the results' errors
 	start := time.Now()
 	paced(ctx, o.Concurrency*4, len(bills), o.IPNRate, func(i int) {
 		if err := pay(bills[i]); err != nil {
-			failed.Add(1)
+			mu.Lock()
+			steady.failed(err)
+			mu.Unlock()
 			return
 		}
 		acked[i] = time.Now()
 	})
-	steady.Errors = int(failed.Load())
 	paidIn := time.Since(start)
 	refs := make([]string, 0, len(bills))
 	for i, b := range bills {
@@ -192,16 +192,16 @@ func ipnScenarios(ctx context.Context, o Options, rcv *receiver, c *client.Clien
 	}
 	drain := Result{Name: "IPN backlog drain"}
 	rcv.hold()
-	failed.Store(0)
 	paid := make([]bool, len(bills))
 	paced(ctx, o.Concurrency*4, len(bills), 0, func(i int) {
-		if pay(bills[i]) == nil {
+		if err := pay(bills[i]); err == nil {
 			paid[i] = true
 		} else {
-			failed.Add(1)
+			mu.Lock()
+			drain.failed(err)
+			mu.Unlock()
 		}
 	})
-	drain.Errors = int(failed.Load())
 	refs = refs[:0]
 	for i, b := range bills {
 		if paid[i] {

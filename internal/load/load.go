@@ -5,6 +5,7 @@
 package load
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -60,9 +61,12 @@ type Options struct {
 
 // Result of one scenario.
 type Result struct {
-	Name      string
-	Count     int
-	Errors    int
+	Name   string
+	Count  int
+	Errors int
+	// FirstError is what the first of Errors said: a count alone left a
+	// run with a node killed under it, or a card that declines, a mystery.
+	FirstError string
 	Elapsed   time.Duration
 	Latencies []time.Duration
 	// ServerCPU is the CPU time the measured server used during the
@@ -113,6 +117,9 @@ func (r Result) plus(s Result) Result {
 	r.Name = s.Name
 	r.Count += s.Count
 	r.Errors += s.Errors
+	if r.FirstError == "" {
+		r.FirstError = s.FirstError
+	}
 	r.Elapsed += s.Elapsed
 	r.Latencies = append(r.Latencies, s.Latencies...)
 	r.ServerCPU += s.ServerCPU
@@ -254,7 +261,9 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 			if err != nil {
 				return err
 			}
-			return get(ctx, httpc, pay.base+loc)
+			// Approved, as the scenario is named: a declining --card was
+			// counted as served checkouts.
+			return getSaying(ctx, httpc, pay.base+loc, approvedResult)
 		}, nil},
 	}
 	// The receiver listens from the start, so that the checkouts' own
@@ -419,6 +428,30 @@ func queryRequest(ctx context.Context, base, token, ref string) *http.Request {
 	return req
 }
 
+// approvedResult is in the result page of an approved payment: the
+// callback's orderStatus, as the spec spells it.
+var approvedResult = []byte(`value="Transaction Successfull"`)
+
+// getSaying gets u and wants a 200 whose body holds want.
+func getSaying(ctx context.Context, c *http.Client, u string, want []byte) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	switch {
+	case err != nil:
+		return err
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("GET %s: status %d, want 200", req.URL.Path, resp.StatusCode)
+	case !bytes.Contains(body, want):
+		return fmt.Errorf("GET %s: the page does not hold %s (a declining --card?)", req.URL.Path, want)
+	}
+	return nil
+}
+
 func get(ctx context.Context, c *http.Client, u string) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	return do(c, req, http.StatusOK)
@@ -464,6 +497,23 @@ func do(c *http.Client, req *http.Request, want int) error {
 	return nil
 }
 
+// failed counts err, keeping the first's text.
+func (r *Result) failed(err error) {
+	if r.Errors++; r.FirstError == "" {
+		r.FirstError = err.Error()
+	}
+}
+
+// Failed is how many requests of rs failed: a run with any is no figure
+// of record, whatever its rates.
+func Failed(rs []Result) int {
+	n := 0
+	for _, r := range rs {
+		n += r.Errors
+	}
+	return n
+}
+
 func run(ctx context.Context, name string, o Options, op func(context.Context) error) Result {
 	ctx, cancel := context.WithTimeout(ctx, o.Duration)
 	defer cancel()
@@ -482,7 +532,7 @@ func run(ctx context.Context, name string, o Options, op func(context.Context) e
 				d := time.Since(t)
 				mu.Lock()
 				if err != nil && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-					res.Errors++
+					res.failed(err)
 				} else if err == nil {
 					res.Count++
 					res.Latencies = append(res.Latencies, d)
@@ -569,7 +619,7 @@ func runPaced(ctx context.Context, name string, o Options, rate int, op func(con
 			res.Count++
 			res.Latencies = append(res.Latencies, d)
 		} else if ctx.Err() == nil {
-			res.Errors++
+			res.failed(err)
 		}
 	})
 	res.Elapsed = time.Since(start)
@@ -634,5 +684,17 @@ func Report(w io.Writer, rs []Result) {
 		fmt.Fprintf(w, "%-*s %8d %6d %9.0f %9s %9s %10.3fx %10.3fx %10s %13s %11s %10s %10s %9s %13s %14s\n", width, r.Name, r.Count, r.Errors, r.PerSecond(),
 			r.Percentile(50).Round(10*time.Microsecond), r.Percentile(99).Round(10*time.Microsecond),
 			vsMinimal, vsHealth, cpu, perCommit, busy, commitP99, waitP99, rss, loadCPU, paired)
+	}
+	for _, r := range rs {
+		if r.Errors > 0 {
+			first := r.FirstError
+			if first == "" {
+				first = "(not kept)"
+			}
+			fmt.Fprintf(w, "\n%s: %d errors; the first: %s", r.Name, r.Errors, first)
+		}
+	}
+	if Failed(rs) > 0 {
+		fmt.Fprintln(w)
 	}
 }
