@@ -196,39 +196,26 @@ func TestPaymentsFollowTheDatabaseClock(t *testing.T) {
 	}
 }
 
-// A node behind the database's clock stamps a payment by the database's
-// time, and its notification is due at once all the same: the IPN worker
-// tells what is due by its node's clock. A node ahead of the database
-// makes it due by the database's, so that the other nodes, should it die,
-// do not wait the difference (they waited 90 s for a node 90 s ahead).
+// A node ahead of the database makes its notifications due by the
+// database's clock, so that the other nodes, should it die, do not wait
+// the difference (they waited 90 s for a node 90 s ahead).
 func TestNotificationDueAtOnceOnANodeAheadOfTheDatabase(t *testing.T) {
 	e := newEnv(t)
-	ctx := context.Background()
 	const ahead = 90 * time.Second
 	e.svc.Now, e.svc.Database = time.Now, clockBehind(ahead) // the others keep the database's time
-	e.svc.Acquirers = map[merchant.Mode]payment.Acquirer{merchant.Test: sim.New(secret.RandomBytes(32), e.g.Store.SimLedger())}
-	if err := e.svc.Reconcile(ctx, time.Hour); err != nil { // reads the database's clock
-		t.Fatal(err)
-	}
-	p, err := e.svc.Pay(ctx, e.bill(t), e.m, attempt(t, visa))
-	if err != nil || p.Status != payment.Succeeded {
-		t.Fatalf("Pay: %s, %v", p.Status, err)
-	}
-	evs, err := e.g.Store.IPNEvents(ctx, ipn.Filter{MerchantCode: p.MerchantCode, PaymentID: p.ID, Limit: 1})
-	if err != nil || len(evs) != 1 {
-		t.Fatalf("the payment's notification: %d, %v", len(evs), err)
-	}
-	if wait := evs[0].NextAttemptAt.Sub(time.Now().Add(-ahead)); wait > time.Second {
+	_, ev := payWithTheDatabasesClock(t, e)
+	if wait := ev.NextAttemptAt.Sub(time.Now().Add(-ahead)); wait > time.Second {
 		t.Errorf("the notification is due in %s by the other nodes' (the database's) clock, want at once", wait)
 	}
 }
 
-func TestNotificationDueAtOnceOnANodeBehindTheDatabase(t *testing.T) {
-	e := newEnv(t)
+// payWithTheDatabasesClock reads the database's clock, as reconciliation
+// does, then pays a bill and returns the payment and its notification.
+func payWithTheDatabasesClock(t *testing.T, e *env) (payment.Payment, ipn.Event) {
+	t.Helper()
 	ctx := context.Background()
-	e.svc.Now, e.svc.Database = time.Now, clockBehind(-20*time.Second) // the database 20 s ahead
 	e.svc.Acquirers = map[merchant.Mode]payment.Acquirer{merchant.Test: sim.New(secret.RandomBytes(32), e.g.Store.SimLedger())}
-	if err := e.svc.Reconcile(ctx, time.Hour); err != nil { // reads the database's clock
+	if err := e.svc.Reconcile(ctx, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	p, err := e.svc.Pay(ctx, e.bill(t), e.m, attempt(t, visa))
@@ -239,7 +226,17 @@ func TestNotificationDueAtOnceOnANodeBehindTheDatabase(t *testing.T) {
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("the payment's notification: %d, %v", len(evs), err)
 	}
-	if wait := time.Until(evs[0].NextAttemptAt); wait > time.Second {
+	return p, evs[0]
+}
+
+// A node behind the database's clock stamps a payment by the database's
+// time, and its notification is due at once all the same: the IPN worker
+// tells what is due by its node's clock.
+func TestNotificationDueAtOnceOnANodeBehindTheDatabase(t *testing.T) {
+	e := newEnv(t)
+	e.svc.Now, e.svc.Database = time.Now, clockBehind(-20*time.Second) // the database 20 s ahead
+	p, ev := payWithTheDatabasesClock(t, e)
+	if wait := time.Until(ev.NextAttemptAt); wait > time.Second {
 		t.Errorf("the notification is due in %s by this node's clock, want at once", wait)
 	}
 	if off := p.UpdatedAt.Sub(time.Now().Add(20 * time.Second)); off < -time.Second || off > time.Second {

@@ -279,19 +279,8 @@ func TestLockedTableIsAnOutage(t *testing.T) {
 	tok := g.Token(c, merchant.Test)
 	open := g.CreateBill(c, tok, "LOCKOPEN", "10")
 
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	lock, err := db.BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Rollback()
-	if _, err := lock.ExecContext(t.Context(), `LOCK TABLE bills IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	_, unlock := lockTable(t, dsn, "bills")
+	defer unlock()
 	rec := g.ServeOnce(servertest.BillRequest(tok, servertest.BillBody(c, "LOCKNEW", "10")))
 	billUnavailable(t, rec.Code, rec.Body.String())
 	if rec.Header().Get("Retry-After") == "" {
@@ -332,23 +321,11 @@ func TestShopperWhoHangsUpMidPaymentIs499(t *testing.T) {
 			b := g.CreateBill(c, tok, "HANGUP1", "10")
 			form := tc.form(g, c, tok, b)
 
-			db, err := sql.Open("pgx", dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			lock, err := db.BeginTx(t.Context(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lock.Rollback()
-			if _, err := lock.ExecContext(t.Context(), `LOCK TABLE payments IN ACCESS EXCLUSIVE MODE`); err != nil {
-				t.Fatal(err)
-			}
+			db, unlock := lockTable(t, dsn, "payments")
 			ctx, cancel := context.WithCancel(t.Context())
 			time.AfterFunc(500*time.Millisecond, cancel)
 			rec := g.ServeOnce(servertest.CardPayRequest(form).WithContext(ctx))
-			lock.Rollback()
+			unlock()
 			if rec.Code != 499 {
 				t.Errorf("a shopper gone mid-payment: %d, want 499\n%s", rec.Code, rec.Body)
 			}
@@ -361,6 +338,27 @@ func TestShopperWhoHangsUpMidPaymentIs499(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockTable locks table of the database at dsn, as a migration or an
+// operator's LOCK TABLE does, until unlock (or the test's end); db stays
+// open for the test's own reads.
+func lockTable(t *testing.T, dsn, table string) (db *sql.DB, unlock func()) {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	lock, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Rollback() })
+	if _, err := lock.ExecContext(t.Context(), `LOCK TABLE `+table+` IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return db, func() { lock.Rollback() }
 }
 
 // forwardedPostgres is a fresh schema on KADI_TEST_DATABASE_URL's server,
