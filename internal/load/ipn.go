@@ -154,7 +154,7 @@ func ipnScenarios(ctx context.Context, o Options, rcv *receiver, c *client.Clien
 	}
 	steady := Result{Name: fmt.Sprintf("payment → IPN at %d/s", o.IPNRate)}
 	acked := make([]time.Time, len(bills)) // each index written by one call
-	var mu sync.Mutex // guards the results' errors
+	var mu sync.Mutex                      // guards the results' errors
 	start := time.Now()
 	paced(ctx, o.Concurrency*4, len(bills), o.IPNRate, func(i int) {
 		if err := pay(bills[i]); err != nil {

@@ -67,8 +67,8 @@ type Result struct {
 	// FirstError is what the first of Errors said: a count alone left a
 	// run with a node killed under it, or a card that declines, a mystery.
 	FirstError string
-	Elapsed   time.Duration
-	Latencies []time.Duration
+	Elapsed    time.Duration
+	Latencies  []time.Duration
 	// ServerCPU is the CPU time the measured server used during the
 	// scenario; zero when it could not be read.
 	ServerCPU time.Duration
