@@ -36,9 +36,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if cfg.FormAddr != "" || cfg.DashboardAddr != "" {
+	if err := checkMaxAmounts(cfg.Bills); err != nil {
+		return usageErr(fs, err)
+	}
+	if cfg.FormAddr != "" || cfg.DashboardAddr != "" || cfg.FormPublicURL != "" {
 		// The demo's shop, links and printout assume one listener.
-		return usageErr(fs, errors.New("the demo serves the hosted form and the dashboard on --addr; --form-addr and --dashboard-addr are for kadi serve"))
+		return usageErr(fs, errors.New("the demo serves the hosted form and the dashboard on --addr; --form-addr, --form-public-url and --dashboard-addr are for kadi serve"))
 	}
 	for _, a := range []struct{ flag, addr string }{{"--addr", cfg.Addr}, {"--shop-addr", shopAddr}, {"--metrics-addr", cfg.MetricsAddr}} {
 		if err := checkListenAddr(a.flag, a.addr); err != nil {

@@ -155,10 +155,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	if err := cfg.Check(); err != nil {
 		return usageErr(fs, err)
 	}
-	for code := range cfg.Bills.MaxAmountIn {
-		if !slices.Contains(cfg.Bills.Currencies, code) {
-			return usageErr(fs, fmt.Errorf("--max-amount gives %s a maximum, and --currencies (%s) does not take it", code, strings.Join(cfg.Bills.Currencies, ",")))
-		}
+	if err := checkMaxAmounts(cfg.Bills); err != nil {
+		return usageErr(fs, err)
 	}
 	// Empty, as KADI_ADDR= or KADI_DATA_DIR= leave them: an empty address
 	// listened on every interface, an empty data dir failed with
@@ -216,9 +214,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	}
 	if cfg.PublicURL == "" && cfg.FormAddr != "" && cfg.FormPublicURL == "" {
 		// Local use, as the API's own URL below: the form's listener is
-		// bound later, so its address is read from the flag (a port the
-		// system picks, :0, cannot be named, and the API's URL stands).
-		cfg.FormPublicURL = localAddrURL(cfg.FormAddr)
+		// bound later, so its address is read from the flag.
+		if cfg.FormPublicURL = localAddrURL(cfg.FormAddr); cfg.FormPublicURL == "" {
+			return usageErr(fs, fmt.Errorf("--form-addr %s leaves the port to the system, and the dashboard could not tell merchants where the form is: give a port, or --form-public-url", cfg.FormAddr))
+		}
 	}
 	if cfg.PublicURL == "" {
 		var everywhere bool
@@ -255,6 +254,17 @@ func localURL(ln net.Listener) (string, bool) {
 		return "http://" + net.JoinHostPort("localhost", strconv.Itoa(a.Port)), true
 	}
 	return "http://" + ln.Addr().String(), false
+}
+
+// checkMaxAmounts refuses a currency's own maximum for a currency bills
+// may not use: a mistyped code, or one --currencies left out.
+func checkMaxAmounts(p bill.Policy) error {
+	for code := range p.MaxAmountIn {
+		if !slices.Contains(p.Currencies, code) {
+			return fmt.Errorf("--max-amount gives %s a maximum, and --currencies (%s) does not take it", code, strings.Join(p.Currencies, ","))
+		}
+	}
+	return nil
 }
 
 // parseMaxAmount reads --max-amount: one figure for every currency, and
@@ -296,12 +306,17 @@ func parseMaxAmount(v string, p *bill.Policy) error {
 }
 
 // localAddrURL is addr's http:// URL for a browser on this host, or ""
-// when its port is the system's to pick.
+// when its port is the system's to pick (0 or none).
 func localAddrURL(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
-	if err != nil || port == "0" {
+	if err != nil {
 		return ""
 	}
+	n, err := net.LookupPort("tcp", port) // a service name, https, is its number
+	if err != nil || n == 0 {
+		return ""
+	}
+	port = strconv.Itoa(n)
 	if ip, err := netip.ParseAddr(host); host == "" || err == nil && ip.IsUnspecified() {
 		host = "localhost"
 	}
@@ -382,18 +397,18 @@ func nat64Flag(fs *flag.FlagSet, ps *[]netip.Prefix) {
 // usage mistake said before anything opens (it was a failed start, exit
 // 1, once the data dir was locked and the store open). Empty is "not
 // given"; a port may be a service name, which only listening can judge.
-func checkListenAddr(flag, addr string) error {
+func checkListenAddr(name, addr string) error {
 	if addr == "" {
 		return nil
 	}
 	_, port, err := net.SplitHostPort(addr)
 	if err == nil {
-		if n, perr := strconv.Atoi(port); port == "" || perr == nil && (n < 0 || n > 65535) {
+		if n, perr := strconv.Atoi(port); perr == nil && (n < 0 || n > 65535) {
 			err = errors.New("no such port")
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("%s %q is not host:port (e.g. 127.0.0.1:8080, :8080, [::1]:8080)", flag, addr)
+		return fmt.Errorf("%s %q is not host:port (e.g. 127.0.0.1:8080, :8080, [::1]:8080)", name, addr)
 	}
 	return nil
 }

@@ -71,7 +71,9 @@ func TestLocalAddrURL(t *testing.T) {
 		"[::]:8081":      "http://localhost:8081",
 		"[::1]:8081":     "http://[::1]:8081",
 		"pay.local:8081": "http://pay.local:8081",
+		"127.0.0.1:http": "http://127.0.0.1:80",
 		"127.0.0.1:0":    "", // the system's pick: not known until bound
+		"127.0.0.1:":     "",
 	} {
 		if got := localAddrURL(addr); got != want {
 			t.Errorf("localAddrURL(%q) = %q, want %q", addr, got, want)
@@ -417,7 +419,7 @@ func TestServeRefusesSettingsThatBreakEverything(t *testing.T) {
 		{[]string{"--form-public-url", "https://checkout.example"}, "--form-public-url is for a hosted form on an address of its own (--form-addr)"},
 		{[]string{"--form-addr", "127.0.0.1:0", "--form-public-url", "checkout.example"}, "must start with https://"},
 		{[]string{"--addr", "127.0.0.1:99999"}, `--addr "127.0.0.1:99999" is not host:port`},
-		{[]string{"--metrics-addr", "127.0.0.1:"}, `--metrics-addr "127.0.0.1:" is not host:port`},
+		{[]string{"--form-addr", "127.0.0.1:0"}, "--form-addr 127.0.0.1:0 leaves the port to the system"},
 		{[]string{"--form-addr", "8081"}, `--form-addr "8081" is not host:port`},
 		{[]string{"--dashboard-addr", "[::1:8082"}, `--dashboard-addr "[::1:8082" is not host:port`},
 		// Zero would silently mean the default.

@@ -232,6 +232,11 @@ func (h *Handler) serveCheckout(w http.ResponseWriter, r *http.Request, id strin
 	ctx := r.Context()
 	sess, t, err := h.session(ctx, id)
 	if err != nil {
+		if paused.say && outage.Is(outage.Within(ctx, err)) && !outage.ClientGone(ctx, err) {
+			// The page of a card post the outage met, asked within the
+			// minute: that post charged nothing, and saying so is true.
+			err = errUnavailable
+		}
 		h.renderError(w, r, h.problem(r, nil, err))
 		return
 	}

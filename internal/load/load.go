@@ -687,11 +687,7 @@ func Report(w io.Writer, rs []Result) {
 	}
 	for _, r := range rs {
 		if r.Errors > 0 {
-			first := r.FirstError
-			if first == "" {
-				first = "(not kept)"
-			}
-			fmt.Fprintf(w, "\n%s: %d errors; the first: %s", r.Name, r.Errors, first)
+			fmt.Fprintf(w, "\n%s: %d errors; the first: %s", r.Name, r.Errors, r.FirstError)
 		}
 	}
 	if Failed(rs) > 0 {
