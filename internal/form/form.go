@@ -127,6 +127,14 @@ type pageError struct {
 	Retry bool `json:"r,omitempty"`
 	// Test: the page is about a test-mode bill, labelled as such.
 	Test bool `json:"x,omitempty"`
+	// MayBePaid: the page no longer knows its payment, which may have
+	// been made (a checkout's page closed half an hour after it began,
+	// and Back pressed after paying): it must not tell the shopper to
+	// start the payment again, which paid a second time.
+	MayBePaid bool `json:"b,omitempty"`
+	// sealed: the page is a sealed copy that never changes, so it must
+	// not claim to update itself (a paused page polled for half an hour).
+	sealed bool
 }
 
 func (e *pageError) Error() string { return e.Title + ": " + e.Message + " " + e.Detail }
@@ -324,7 +332,7 @@ func (h *Handler) trust(ctx context.Context, sub Submission) (trusted, error) {
 // payment finished or cancelled, or its time up. It said "expired" to a
 // shopper who pressed Back after cancelling, who then read that the page
 // had run out and not why, or what to do.
-var errCheckoutGone = &pageError{Status: http.StatusGone, Title: "Payment page closed",
+var errCheckoutGone = &pageError{Status: http.StatusGone, Title: "Payment page closed", MayBePaid: true,
 	Message: "This payment page is closed: its payment was finished or cancelled, or the page was left open too long."}
 
 // resume continues a checkout from our own card page: the session, not
@@ -541,7 +549,7 @@ func (h *Handler) challenge(w http.ResponseWriter, r *http.Request) {
 	h.answer(w, r, t, p, err)
 }
 
-var errChallengeGone = &pageError{Status: http.StatusNotFound, Title: "Authentication not found", Message: "This authentication page is not valid or has expired."}
+var errChallengeGone = &pageError{Status: http.StatusNotFound, Title: "Authentication not found", MayBePaid: true, Message: "This authentication page is not valid or has expired."}
 
 // session loads checkout session id, of either kind, and what it trusts.
 func (h *Handler) session(ctx context.Context, id string) (checkout.Session, trusted, error) {

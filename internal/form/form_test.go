@@ -1416,3 +1416,69 @@ type unreachableCheckouts struct{ checkout.Repo }
 func (unreachableCheckouts) CheckoutByHash(context.Context, string, time.Time) (checkout.Session, error) {
 	return checkout.Session{}, fmt.Errorf("load checkout session: %w", outagetest.SQLStateError("08006"))
 }
+
+// Back to a checkout's page after paying, once its half hour is over: the
+// page no longer knows the payment, and must not tell a shopper who paid
+// to start the payment again (a shop that makes a bill per checkout took
+// the money twice). In both languages.
+func TestClosedPageAfterPayingDoesNotSayPayAgain(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Closed Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "CLOSED1", "10")
+	page := g.ServeOnce(servertest.CardPayRequest(servertest.FormFields(c, tok, b))).Header().Get("Location")
+	form, ok := servertest.ParsePage(g.ServeOnce(httptest.NewRequest(http.MethodGet, page, nil)).Body.String()).FormTo("/cardPay")
+	if !ok {
+		t.Fatal("no card form on the checkout's page")
+	}
+	id := form.Values()["checkout"]
+	callback(t, g.CardPay(servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv})))
+	// The session's half hour over, its page's not yet (it was made a
+	// moment later).
+	if err := g.Store.EndCheckout(t.Context(), checkout.Hash(id), g.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for lang, want := range map[string]string{"en": "If you already paid, your payment stands", "sw": "Ikiwa tayari ulilipa"} {
+		req := httptest.NewRequest(http.MethodGet, page, nil)
+		req.Header.Set("Accept-Language", lang)
+		body := g.ServeOnce(req).Body.String()
+		if !strings.Contains(body, "Payment page closed") && lang == "en" || !strings.Contains(body, want) || strings.Contains(body, "start the payment again") || strings.Contains(body, "uanze malipo upya") {
+			t.Errorf("%s: Back after paying, the page closed:\n%s", lang, body)
+		}
+	}
+}
+
+// The page a card post is sent to when the gateway could not even start
+// a checkout (the store out of reach) is a sealed copy: it does not claim
+// to update itself, and does not poll for half an hour a page that never
+// changes.
+func TestSealedPausedPageDoesNotClaimToUpdate(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{RequestTimeout: time.Second})
+	c := g.Onboard("Sealed Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "SEALED1", "10")
+	db, err := sql.Open("sqlite", filepath.Join(g.Dir, "kadi.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	lock, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	posted := g.ServeOnce(servertest.CardPayRequest(servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))))
+	if _, err := lock.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	rec := g.ServeOnce(httptest.NewRequest(http.MethodGet, posted.Header().Get("Location"), nil))
+	body := rec.Body.String()
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(body, "Payments paused") {
+		t.Fatalf("the page of a post that met the pause: %d\n%s", rec.Code, body)
+	}
+	if strings.Contains(body, "updates itself") || strings.Contains(body, "follow.js") || strings.Contains(body, `http-equiv="refresh"`) {
+		t.Errorf("a sealed page claims to update itself:\n%s", body)
+	}
+}

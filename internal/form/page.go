@@ -78,7 +78,7 @@ type pause struct{ met, say bool }
 const maxPageID = 2048
 
 // errPageGone is a page URL that is damaged, forged or past its life.
-var errPageGone = &pageError{Status: http.StatusGone, Title: "Payment page expired",
+var errPageGone = &pageError{Status: http.StatusGone, Title: "Payment page expired", MayBePaid: true,
 	Message: "This page is no longer valid."}
 
 // show answers a POST with a redirect to p.
@@ -219,6 +219,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 		}
 		h.renderResult(w, r, to, *p.Callback, resultHeader{p.Merchant, p.Amount, p.Test, p.Blocked}, true)
 	case kindError:
+		p.Error.sealed = true
 		h.renderError(w, r, p.Error)
 	default:
 		h.renderError(w, r, h.problem(r, nil, errPageGone))

@@ -176,14 +176,14 @@ func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, pe *pageEr
 		w.Header().Set("Retry-After", strconv.Itoa(int(outage.RetryAfter.Seconds())))
 	}
 	h.render(w, r, pe.Status, "'self'", "error.html", map[string]any{"Title": pe.Title, "Message": pe.Message, "Detail": pe.Detail, "Status": pe.Status, "Test": pe.Test,
-		"RequestID": pe.RequestID, "Shop": pe.Shop, "ShopURL": pe.ShopURL, "Pending": pe.Pending, "Retry": pe.Retry, "NoCharge": pe.noCharge(),
+		"RequestID": pe.RequestID, "Shop": pe.Shop, "ShopURL": pe.ShopURL, "Pending": pe.Pending, "Retry": pe.Retry, "NoCharge": pe.noCharge(), "MayBePaid": pe.MayBePaid,
 		// A live page (a checkout's, reached by GET) asks again until the
 		// payment is settled; a shopper need not press anything. With
 		// scripts, follow.js asks in the background and reloads only when
 		// the answer changes; a timed refresh (kept for pages without
 		// scripts) would move a keyboard's focus and a screen reader back
 		// to the top every time (WCAG 2.2.1).
-		"Refresh": (pe.Pending || pe.Retry) && r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, pagePrefix)})
+		"Refresh": (pe.Pending || pe.Retry) && !pe.sealed && r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, pagePrefix)})
 }
 
 // brandName is how customers know their card's scheme.

@@ -74,6 +74,7 @@ var Swahili = &Lang{Tag: "sw", Name: "Kiswahili", msgs: map[string]string{
 
 	// Error pages.
 	"Nothing more was charged. Go back to the shop's page and start the payment again; if it happens again, contact the shop.":  "Hakuna pesa zaidi iliyotozwa. Rudi kwenye ukurasa wa duka uanze malipo upya; ikitokea tena, wasiliana na duka.",
+	"If you already paid, your payment stands and the shop is told of it: check your order with the shop before paying again.":  "Ikiwa tayari ulilipa, malipo yako yamekamilika na duka linaarifiwa: hakikisha agizo lako na duka kabla ya kulipa tena.",
 	"Your card was not charged. Go back to the shop's page and start the payment again; if it happens again, contact the shop.": "Kadi yako haikutozwa. Rudi kwenye ukurasa wa duka uanze malipo upya; ikitokea tena, wasiliana na duka.",
 	"Reference for support:": "Kumbukumbu ya msaada:",
 	// Before an English detail that only the shop's developers need.
