@@ -784,6 +784,11 @@ func TestRetryOnTheCardPage(t *testing.T) {
 		if in, _ := f.Input("cardFirstName"); in.Attrs["value"] != "Amina" {
 			t.Errorf("typed first name not kept: %q", in.Attrs["value"])
 		}
+		// The card number, where the page starts, is described by the
+		// decline: a screen reader says why the shopper is back.
+		if in, _ := f.Input("cardNumber"); in.Attrs["aria-describedby"] != "declined" {
+			t.Errorf("attempt %d: the card number is described by %q, want the decline", i+1, in.Attrs["aria-describedby"])
+		}
 		if left := 5 - (i + 1); (left <= 3) != strings.Contains(body, fmt.Sprintf("%d attempts left", left)) {
 			t.Errorf("attempt %d: attempts left shown wrongly:\n%s", i+1, body)
 		}
@@ -1277,6 +1282,9 @@ func TestCardPageSaysPaymentsArePaused(t *testing.T) {
 	f, ok := servertest.ParsePage(body).FormTo("/cardPay")
 	if !ok || !strings.Contains(body, "Payments paused for a moment") || !strings.Contains(body, "not charged") {
 		t.Fatalf("a card posted while the store takes no writes: %d %d\n%s", posted.Code, rec.Code, body)
+	}
+	if in, _ := f.Input("cardNumber"); in.Attrs["aria-describedby"] != "paused" {
+		t.Errorf("the card number is described by %q, want the pause", in.Attrs["aria-describedby"])
 	}
 	// The names typed could not be kept: none comes back, not the
 	// shop's customer, who would be sent as the cardholder.
