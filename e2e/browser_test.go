@@ -155,6 +155,29 @@ func TestBrowserCheckout(t *testing.T) {
 				}
 				run(t, cctx, chromedp.Clear(chromedp.ID("cardNumber")), chromedp.ResetViewport())
 				run(t, cctx, chromedp.Click(chromedp.CSS(`button[name="language"][value="en"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="en"] #cardNumber`)))
+				// Back after a switch: the page the browser kept, or the one
+				// it loads again, holds no card number or CVV (it typed back
+				// those of the page before the switch).
+				run(t, cctx, chromedp.SendKeys(chromedp.ID("cardNumber"), tc.card), chromedp.SendKeys(chromedp.ID("cardSecurity"), "123"))
+				run(t, cctx, chromedp.Click(chromedp.CSS(`button[name="language"][value="sw"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="sw"] #cardNumber`)))
+				value(t, cctx, chromedp.Evaluate[int](`window.kadiLeft = true, addEventListener("pageshow", function () { window.kadiShown = true; }), history.back(), 1`))
+				// Asked again and again: the navigation ends the page the
+				// question runs in.
+				for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+					back, err := chromedp.Run(cctx, chromedp.Evaluate[bool](`(!window.kadiLeft || window.kadiShown) && document.readyState === "complete" && !!document.getElementById("cardNumber")`))
+					if err == nil && back {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("the card page did not come back after Back: %v", err)
+					}
+				}
+				if typed := value(t, cctx, chromedp.Evaluate[[]string](`[document.getElementById("cardNumber").value, document.getElementById("cardSecurity").value]`)); !slices.Equal(typed, []string{"", ""}) {
+					t.Errorf("Back after a language switch shows a card number and CVV typed before it: %q", typed)
+				}
+				if lang := value(t, cctx, chromedp.Evaluate[string](`document.documentElement.lang`)); lang != "en" {
+					run(t, cctx, chromedp.Click(chromedp.CSS(`button[name="language"][value="en"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="en"] #cardNumber`)))
+				}
 				axeCheck(t, cctx, "card entry")
 			}
 			run(t, cctx,

@@ -119,4 +119,9 @@
       });
     });
   }
+  // Leaving the page (a post, a language switch, Back) empties the card
+  // number and CVV first, so the browser neither keeps them in the page's
+  // history nor types them back on Back: they never come back to a page.
+  // A post has read the fields by then.
+  addEventListener("pagehide", function () { num.value = ""; cvv.value = ""; });
 })();
