@@ -1263,18 +1263,7 @@ func TestCardPageSaysPaymentsArePaused(t *testing.T) {
 	b := g.CreateBill(c, tok, "PAUSED1", "10")
 	entry := g.OpenCheckout(servertest.FormFields(c, tok, b))
 
-	db, err := sql.Open("sqlite", filepath.Join(g.Dir, "kadi.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	lock, err := db.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lock.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	unlock := holdWriteLock(t, g)
 	posted := g.ServeOnce(servertest.CardPayRequest(servertest.CheckoutPost(entry, servertest.Card{Number: visa, CVV: cvv})))
 	page := posted.Header().Get("Location")
 	rec := g.ServeOnce(httptest.NewRequest(http.MethodGet, page, nil))
@@ -1305,10 +1294,7 @@ func TestCardPageSaysPaymentsArePaused(t *testing.T) {
 			t.Errorf("two minutes on, the first name is %q, want it empty", in.Attrs["value"])
 		}
 	}
-	if _, err := lock.ExecContext(t.Context(), "ROLLBACK"); err != nil {
-		t.Fatal(err)
-	}
-	lock.Close()
+	unlock()
 	// Once it takes them, the same page pays, and says nothing of a pause.
 	rec = g.CardPay(servertest.CheckoutPost(entry, servertest.Card{Number: visa, CVV: cvv}))
 	if cb := callback(t, rec); cb["orderStatus"] != "Transaction Successfull" {
@@ -1465,22 +1451,9 @@ func TestSealedPausedPageDoesNotClaimToUpdate(t *testing.T) {
 	c := g.Onboard("Sealed Shop")
 	tok := g.Token(c, merchant.Test)
 	b := g.CreateBill(c, tok, "SEALED1", "10")
-	db, err := sql.Open("sqlite", filepath.Join(g.Dir, "kadi.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	lock, err := db.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lock.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	unlock := holdWriteLock(t, g)
 	posted := g.ServeOnce(servertest.CardPayRequest(servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))))
-	if _, err := lock.ExecContext(t.Context(), "ROLLBACK"); err != nil {
-		t.Fatal(err)
-	}
+	unlock()
 	rec := g.ServeOnce(httptest.NewRequest(http.MethodGet, posted.Header().Get("Location"), nil))
 	body := rec.Body.String()
 	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(body, "Payments paused") {
@@ -1488,5 +1461,30 @@ func TestSealedPausedPageDoesNotClaimToUpdate(t *testing.T) {
 	}
 	if strings.Contains(body, "updates itself") || strings.Contains(body, "follow.js") || strings.Contains(body, `http-equiv="refresh"`) {
 		t.Errorf("a sealed page claims to update itself:\n%s", body)
+	}
+}
+
+// holdWriteLock takes g's SQLite write lock, as another process holding
+// it would, until the returned func.
+func holdWriteLock(t *testing.T, g *servertest.Gateway) (unlock func()) {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(g.Dir, "kadi.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	lock, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Close() })
+	if _, err := lock.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if _, err := lock.ExecContext(t.Context(), "ROLLBACK"); err != nil {
+			t.Fatal(err)
+		}
+		lock.Close()
 	}
 }
