@@ -126,6 +126,9 @@ func TestPagesAreReachedByGET(t *testing.T) {
 	if strings.Contains(back.Body.String(), "autosubmit") {
 		t.Error("the card page revisited after paying posts the result to the shop again by itself")
 	}
+	if !strings.Contains(back.Body.String(), "<title>Payment successful ·") {
+		t.Error("the card page revisited after paying is not titled by its result")
+	}
 	if !strings.Contains(get(g, paid).Body.String(), `data-autosubmit="1"`) {
 		t.Error("the result page the payment led to does not post itself to the shop")
 	}

@@ -151,8 +151,18 @@ func (h *Handler) renderResult(w http.ResponseWriter, r *http.Request, to *url.U
 	if amount == "" {
 		amount = cb.OrderAmount // a page sealed before the header was kept in it
 	}
+	success := cb.OrderStatus == StatusSuccessful
+	// Come back to, the page waits for its button: titled by its result,
+	// not "Returning to the shop" (a tab list or a screen reader read it).
+	title := "Returning to the shop"
+	switch {
+	case !autoPost && success:
+		title = "Payment successful"
+	case !autoPost:
+		title = "Payment not completed"
+	}
 	h.render(w, r, http.StatusOK, "'self' "+origin, "redirect.html", map[string]any{
-		"Title": "Returning to the shop", "Action": to.String(), "Fields": cb.Fields(), "Success": cb.OrderStatus == StatusSuccessful,
+		"Title": title, "Action": to.String(), "Fields": cb.Fields(), "Success": success,
 		"Message": cb.Message, "Merchant": hd.Merchant, "Amount": amount, "Test": hd.Test, "OrderRef": cb.OrderReference, "AutoPost": autoPost,
 		"Blocked": hd.Blocked,
 	})
