@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -537,7 +538,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 				l.Close()
 			}
 			if errors.Is(err, syscall.EADDRINUSE) {
-				if extra.addr == ln.Addr().String() {
+				if sameListenAddr(extra.addr, ln.Addr()) {
 					return fmt.Errorf("%s listen: %s is --addr's own address; pass %s with another port", extra.what, extra.addr, extra.flag)
 				}
 				return fmt.Errorf("%s listen: %s is in use; pass %s with a free address", extra.what, extra.addr, extra.flag)
@@ -792,6 +793,22 @@ func onlyFrom(allow []netip.Prefix, addrs clientaddr.Resolver, h, other http.Han
 		}
 		other.ServeHTTP(w, r)
 	})
+}
+
+// sameListenAddr reports whether addr, as a flag gives it, names the port
+// bound is listening on: the same port, on the same address or on every
+// address (":8080" beside "[::]:8080" said "in use", by its text).
+func sameListenAddr(addr string, bound net.Addr) bool {
+	host, port, err := net.SplitHostPort(addr)
+	b, ok := bound.(*net.TCPAddr)
+	if err != nil || !ok || port != strconv.Itoa(b.Port) {
+		return false
+	}
+	if host == "" || b.IP.IsUnspecified() {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && (ip.IsUnspecified() || ip.Equal(b.IP))
 }
 
 // readyLine says, for people reading a terminal, what each listener serves
