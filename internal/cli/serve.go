@@ -250,10 +250,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 // whether it listens on every interface (0.0.0.0, ::), which no browser
 // can be sent to: that one is named localhost.
 func localURL(ln net.Listener) (string, bool) {
-	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() {
-		return "http://" + net.JoinHostPort("localhost", strconv.Itoa(a.Port)), true
-	}
-	return "http://" + ln.Addr().String(), false
+	a, ok := ln.Addr().(*net.TCPAddr)
+	return localAddrURL(ln.Addr().String()), ok && a.IP.IsUnspecified()
 }
 
 // checkMaxAmounts refuses a currency's own maximum for a currency bills
@@ -305,8 +303,9 @@ func parseMaxAmount(v string, p *bill.Policy) error {
 	return nil
 }
 
-// localAddrURL is addr's http:// URL for a browser on this host, or ""
-// when its port is the system's to pick (0 or none).
+// localAddrURL is addr's http:// URL for a browser on this host (every
+// interface, which no browser can be sent to, is localhost), or "" when
+// its port is the system's to pick (0 or none).
 func localAddrURL(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

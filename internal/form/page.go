@@ -233,12 +233,13 @@ func (h *Handler) serveCheckout(w http.ResponseWriter, r *http.Request, id strin
 	ctx := r.Context()
 	sess, t, err := h.session(ctx, id)
 	if err != nil {
-		if paused.say && outage.Is(outage.Within(ctx, err)) && !outage.ClientGone(ctx, err) {
+		pe := h.problem(r, nil, err)
+		if paused.say && pe.Retry {
 			// The page of a card post the outage met, asked within the
 			// minute: that post charged nothing, and saying so is true.
-			err = errUnavailable
+			pe.Message = errUnavailable.Message
 		}
-		h.renderError(w, r, h.problem(r, nil, err))
+		h.renderError(w, r, pe)
 		return
 	}
 	if sess.PaymentID != "" {

@@ -556,20 +556,48 @@ func TestAnAnswersBodyCountsInItsTime(t *testing.T) {
 	}
 }
 
-// messages records the messages logged.
+// messages records the messages logged, and each as a line "LEVEL
+// message" with the attempt's recorded attribute, for has.
 type messages struct {
 	slog.Handler // WithAttrs, WithGroup: not used by the worker
 	mu           sync.Mutex
 	said         []string
+	lines        []string
 }
 
 func (m *messages) Enabled(context.Context, slog.Level) bool { return true }
 
 func (m *messages) Handle(_ context.Context, r slog.Record) error {
+	line := r.Level.String() + " " + r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "recorded" {
+			line += " recorded=" + a.Value.String()
+		}
+		return true
+	})
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.said = append(m.said, r.Message)
+	m.lines = append(m.lines, line)
 	return nil
+}
+
+// has reports whether a line begins with prefix.
+func (m *messages) has(prefix string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.lines {
+		if strings.HasPrefix(s, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *messages) String() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return strings.Join(m.lines, "\n")
 }
 
 func (m *messages) count(msg string) int {
@@ -1344,7 +1372,7 @@ func TestOutcomeUnrecordedInAnOutage(t *testing.T) {
 	rc := newReceiver(t, a, nil)
 	f.setIPN(t, a.Code, rc.URL+"/kadi/ipn")
 	f.pay(t, a)
-	logs := &levelled{}
+	logs := &messages{}
 	stop := run(t, &ipn.Worker{Queue: unrecordable{f.db}, Config: fast(ipn.Config{}), Log: slog.New(logs)})
 	waitFor(t, "the attempt's line", func() bool { return logs.has("INFO IPN attempt recorded=false") })
 	stop()
@@ -1362,44 +1390,4 @@ type unrecordable struct{ ipn.Queue }
 
 func (unrecordable) RecordIPN(context.Context, ipn.Result) error {
 	return fmt.Errorf("record IPN attempt: %w", outagetest.SQLStateError("08006"))
-}
-
-// levelled records each line as "LEVEL message" and its recorded attribute.
-type levelled struct {
-	slog.Handler // WithAttrs, WithGroup: not used by the worker
-	mu           sync.Mutex
-	lines        []string
-}
-
-func (l *levelled) Enabled(context.Context, slog.Level) bool { return true }
-
-func (l *levelled) Handle(_ context.Context, r slog.Record) error {
-	line := r.Level.String() + " " + r.Message
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "recorded" {
-			line += " recorded=" + a.Value.String()
-		}
-		return true
-	})
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, line)
-	return nil
-}
-
-func (l *levelled) has(prefix string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, s := range l.lines {
-		if strings.HasPrefix(s, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
-func (l *levelled) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
 }

@@ -437,20 +437,12 @@ func TestNodeKeyCheckSaidOnceThroughAnOutage(t *testing.T) {
 		<-served
 	}()
 	said := func(msg string) int { return strings.Count(g.Logs.String(), msg) }
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s:\n%s", what, g.Logs.String())
-			}
-		}
-	}
-	waitUntil("the node to be ready", func() bool { return g.ServeOnce(httpGet("/readyz")).Code == http.StatusOK })
+	waitUntil(t, "the node to be ready", func() bool { return g.ServeOnce(httpGet("/readyz")).Code == http.StatusOK })
 	fwd.Cut()
-	waitUntil("the check to fail", func() bool { return said(`"msg":"check the nodes' master keys"`) > 0 })
+	waitUntil(t, "the check to fail", func() bool { return said(`"msg":"check the nodes' master keys"`) > 0 })
 	time.Sleep(3500 * time.Millisecond) // three more turns of the check
 	fwd.Mend()
-	waitUntil("the check to work again", func() bool { return said("check the nodes' master keys: working again") > 0 })
+	waitUntil(t, "the check to work again", func() bool { return said("check the nodes' master keys: working again") > 0 })
 	if n := said(`"msg":"check the nodes' master keys"`); n != 1 {
 		t.Errorf("the failing node-key check said %d times through a 4 s outage, want once", n)
 	}
