@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"github.com/kadipay/kadi/internal/logging"
-	"github.com/kadipay/kadi/internal/outage"
 	"net/http"
 	"strings"
 
@@ -89,8 +88,7 @@ func (h *Handler) failBill(w http.ResponseWriter, r *http.Request, req bill.Requ
 	// A database that hung past the request's time is an outage, in the
 	// bill's shape as any other: classified as it came, it was a 500 that
 	// fail turned into a 503 without status false or remarks.
-	err = outage.Within(r.Context(), err)
-	status, code, message := classify(r.Context(), err)
+	status, code, message, err := classify(r.Context(), err)
 	if status == http.StatusInternalServerError {
 		h.fail(w, r, err)
 		return

@@ -52,14 +52,23 @@ const msgUnavailable = "the gateway cannot reach its database right now; try aga
 // classify decides, for every error the API can meet, its HTTP status and
 // its stable code. This is the one place that does. ctx is the request's:
 // a request whose client left is 499 whatever the store said of the work
-// it stopped (a cancelled statement, a connection given up).
-func classify(ctx context.Context, err error) (status int, code, message string) {
+// it stopped (a cancelled statement, a connection given up), and one whose
+// time ran out waiting for the database is an outage. judged is err as it
+// was decided from, to log.
+func classify(ctx context.Context, err error) (status int, code, message string, judged error) {
+	kind, judged := outage.Of(ctx, err)
+	status, code, message = statusOf(kind, judged)
+	return status, code, message, judged
+}
+
+// statusOf is classify's table, err's kind told.
+func statusOf(kind outage.Kind, err error) (status int, code, message string) {
 	var maxBytes *http.MaxBytesError
 	var validation *bill.ValidationError
 	var locked *auth.LockedError
 	var req *auth.RequestError
 	switch {
-	case outage.ClientGone(ctx, err):
+	case kind == outage.ClientLeft:
 		return statusClientClosed, "client_closed_request", "the client closed the connection"
 	case errors.As(err, &maxBytes):
 		return http.StatusRequestEntityTooLarge, "body_too_large", bodyTooLarge
@@ -101,7 +110,7 @@ func classify(ctx context.Context, err error) (status int, code, message string)
 		return http.StatusBadRequest, "invalid_request", err.Error()
 	case errors.Is(err, errNotificationNotFound):
 		return http.StatusNotFound, "not_found", err.Error()
-	case outage.Is(err):
+	case kind == outage.Unavailable:
 		return http.StatusServiceUnavailable, "temporarily_unavailable", msgUnavailable
 	case errors.Is(err, context.Canceled):
 		return statusClientClosed, "client_closed_request", "the client closed the connection"
@@ -112,8 +121,7 @@ func classify(ctx context.Context, err error) (status int, code, message string)
 // fail answers with err's status and logs it once: server faults at error
 // level; caller mistakes, an outage and a client gone on the access line.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	err = outage.Within(r.Context(), err)
-	status, code, message := classify(r.Context(), err)
+	status, code, message, err := classify(r.Context(), err)
 	if status == http.StatusInternalServerError {
 		h.Log.ErrorContext(r.Context(), "request failed", "err", err)
 		message = "internal error; quote the X-Request-Id header to support"
@@ -131,8 +139,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // failOAuth answers a token request in the OAuth 2.0 error shape.
 func (h *Handler) failOAuth(w http.ResponseWriter, r *http.Request, err error) {
-	err = outage.Within(r.Context(), err)
-	status, code, message := classify(r.Context(), err)
+	status, code, message, err := classify(r.Context(), err)
 	if status == http.StatusInternalServerError {
 		h.fail(w, r, err)
 		return

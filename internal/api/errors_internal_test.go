@@ -38,7 +38,7 @@ func TestFailureHeaders(t *testing.T) {
 		{"bad API key", auth.ErrInvalidClient, "", `Basic realm="kadi"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, code, _ := classify(context.Background(), tc.err)
+			_, code, _, _ := classify(context.Background(), tc.err)
 			rec := httptest.NewRecorder()
 			authHeaders(rec, tc.err, code)
 			if got := rec.Header().Get("Retry-After"); got != tc.retryAfter {
@@ -55,10 +55,12 @@ func TestFailureHeaders(t *testing.T) {
 // store said of the work it stopped: PostgreSQL's cancelled statement was
 // a 500 logged at ERROR, and a connection given up a 503, both counted by
 // the 5xx alerts operators are told to set.
-func TestClientGoneIs499(t *testing.T) {
+func TestClientGoneIs499TimeRunOutIs503(t *testing.T) {
 	live := context.Background()
 	gone, cancel := context.WithCancel(live)
 	cancel()
+	late, cancelLate := context.WithDeadline(live, time.Now().Add(-time.Second))
+	defer cancelLate()
 	for _, tc := range []struct {
 		name string
 		ctx  context.Context
@@ -69,8 +71,12 @@ func TestClientGoneIs499(t *testing.T) {
 		{"connection given up for the client", gone, fmt.Errorf("query: %w", outagetest.ConnGivenUp{Err: context.Canceled}), 499},
 		{"the same, the client still there", live, fmt.Errorf("query: %w", outagetest.ConnGivenUp{Err: context.Canceled}), 503},
 		{"the client left, the bill refused", gone, fmt.Errorf("query: %w", bill.ErrNotFound), 404},
+		// A database host that hangs fails nothing by itself: the
+		// request's time running out is the outage, and its client
+		// waits for the 503.
+		{"the request's time ran out", late, errors.New("store bill: interrupted"), 503},
 	} {
-		if status, _, _ := classify(tc.ctx, tc.err); status != tc.want {
+		if status, _, _, _ := classify(tc.ctx, tc.err); status != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, status, tc.want)
 		}
 	}

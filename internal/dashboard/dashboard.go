@@ -366,15 +366,15 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, title
 }
 
 func (h *Handler) internal(w http.ResponseWriter, r *http.Request, err error) {
-	err = outage.Within(r.Context(), err)
-	if outage.ClientGone(r.Context(), err) {
+	kind, err := outage.Of(r.Context(), err)
+	switch kind {
+	case outage.ClientLeft:
 		// Nobody reads this page; the access line says 499, as the API's
 		// and the hosted form's do, not a 503 an alert counts.
 		logging.Refused(r.Context(), h.Log, "merchant left", "err", err)
 		w.WriteHeader(499)
 		return
-	}
-	if outage.Is(err) {
+	case outage.Unavailable:
 		w.Header().Set("Retry-After", strconv.Itoa(int(outage.RetryAfter.Seconds())))
 		logging.Refused(r.Context(), h.Log, "dashboard unavailable", "err", err)
 		h.render(w, r, http.StatusServiceUnavailable, "message.html", map[string]any{"Title": "Temporarily unavailable",

@@ -237,8 +237,9 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 	attempt.CallbackURL = t.callback.String()
 	t.typed = sub
 	p, err := h.Payments.Pay(r.Context(), t.bill, t.merchant, attempt)
-	err = outage.Within(r.Context(), err) // a wait for another attempt, say, that outlasted the request
-	if err != nil && outage.ClientGone(r.Context(), err) {
+	// A wait for another attempt, say, may have outlasted the request.
+	kind, err := outage.Of(r.Context(), err)
+	if kind == outage.ClientLeft {
 		// The shopper left before a charge began (one that began keeps
 		// its own time, and Pay answers it): judged on the answer's own
 		// clock below, this was an ERROR "payment page failed".

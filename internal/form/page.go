@@ -127,8 +127,8 @@ func (h *Handler) finish(w http.ResponseWriter, r *http.Request, t trusted, to *
 // the result (or the card form again) once there is one. A sealed error
 // page would say "being confirmed" at every reload, for ever.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, t *trusted, err error) {
-	err = outage.Within(r.Context(), err)
-	if t != nil && t.checkoutID != "" && (errors.Is(err, errInProgress) || outage.Is(err) && !outage.ClientGone(r.Context(), err)) {
+	kind, err := outage.Of(r.Context(), err)
+	if t != nil && t.checkoutID != "" && (errors.Is(err, errInProgress) || kind == outage.Unavailable) {
 		logging.Refused(r.Context(), h.Log, "payment page pending; sent to the checkout page, which follows it", "err", err)
 		// The store out of reach for writes but not reads showed the card
 		// form again with no word of why (a shopper could not tell
@@ -152,19 +152,17 @@ const statusClientGone = 499
 // problem is err as the error page shows it, logged once here with the
 // request id the page quotes.
 func (h *Handler) problem(r *http.Request, t *trusted, err error) *pageError {
-	err = outage.Within(r.Context(), err)
+	kind, err := outage.Of(r.Context(), err)
 	var pe *pageError
 	if errors.As(err, &pe) {
 		logging.Refused(r.Context(), h.Log, "payment page refused", "page_status", pe.Status, "title", pe.Title, "detail", pe.Message+" "+pe.Detail)
 		copied := *pe
 		pe = &copied
-	} else if outage.ClientGone(r.Context(), err) {
+	} else if kind == outage.ClientLeft {
 		// Nobody reads this page; the access line says 499, as nginx does.
-		// Before outage.Is: a connection given up because the shopper
-		// left reads as one.
 		logging.Refused(r.Context(), h.Log, "shopper left", "err", err)
 		pe = &pageError{Status: statusClientGone, Title: "Something went wrong", Message: "The request was cancelled."}
-	} else if outage.Is(err) {
+	} else if kind == outage.Unavailable {
 		logging.Refused(r.Context(), h.Log, "payment page unavailable", "err", err)
 		copied := *errUnavailable
 		if r.Method == http.MethodGet {

@@ -24,14 +24,45 @@ import (
 // or a failover takes seconds, and the nodes reconnect on the next request.
 const RetryAfter = 3 * time.Second
 
-// ErrTimedOut marks a request whose time ran out waiting (Within).
+// ErrTimedOut marks a request whose time ran out waiting (within).
 var ErrTimedOut = errors.New("the database did not answer in time")
 
-// Within returns err as an outage when ctx, a request's, ran out of time
+// Kind is what an error that ended a request says of its cause.
+type Kind int
+
+const (
+	// Fault is neither below: a refusal of the request's own, or a bug.
+	Fault Kind = iota
+	// ClientLeft is a client that closed its connection: nobody reads the
+	// answer (nginx's 499), and nothing failed that anyone must look into.
+	ClientLeft
+	// Unavailable is the database out of reach, or not answering within the
+	// request's time: a 503 and a time to come back.
+	Unavailable
+)
+
+// Of tells what err, which ended a request whose context is ctx, says of
+// its cause, and gives err back as the answer is to be decided and logged
+// from (marked ErrTimedOut when the request's time ran out: within). A
+// client gone is told before an outage: the connection given up for it
+// reads as one. The API, the hosted form and the dashboard decide their
+// answers from it.
+func Of(ctx context.Context, err error) (Kind, error) {
+	err = within(ctx, err)
+	switch {
+	case ClientGone(ctx, err):
+		return ClientLeft, err
+	case Is(err):
+		return Unavailable, err
+	}
+	return Fault, err
+}
+
+// within returns err as an outage when ctx, a request's, ran out of time
 // while err was made: a database host that hangs, neither answering nor
 // resetting its connections, fails nothing by itself, and the request's
 // deadline is what ends the wait. The deciding of a status reads it so.
-func Within(ctx context.Context, err error) error {
+func within(ctx context.Context, err error) error {
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && !Is(err) {
 		return fmt.Errorf("%w: %w", ErrTimedOut, err)
 	}

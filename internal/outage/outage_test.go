@@ -145,6 +145,35 @@ func TestClientGone(t *testing.T) {
 	}
 }
 
+func TestOfTellsTheClientGoneBeforeAnOutage(t *testing.T) {
+	live := context.Background()
+	gone, cancel := context.WithCancel(live)
+	cancel()
+	late, cancelLate := context.WithDeadline(live, time.Now().Add(-time.Second))
+	defer cancelLate()
+	for _, c := range []struct {
+		name     string
+		ctx      context.Context
+		err      error
+		want     outage.Kind
+		timedOut bool
+	}{
+		{"no error", live, nil, outage.Fault, false},
+		{"a refusal", live, errors.New("no such bill"), outage.Fault, false},
+		{"the database out of reach", live, fmt.Errorf("lookup: %w", outagetest.SQLStateError("57P01")), outage.Unavailable, false},
+		// The connection pgx gives up for a client gone is an outage's
+		// error too: the client's leaving is what it says.
+		{"the connection given up for the client", gone, fmt.Errorf("lookup: %w", outagetest.ConnGivenUp{Err: context.Canceled}), outage.ClientLeft, false},
+		{"the request's time ran out", late, errors.New("sql: statement interrupted"), outage.Unavailable, true},
+		{"a refusal after the client left", gone, outagetest.SQLStateError("23505"), outage.Fault, false},
+	} {
+		kind, err := outage.Of(c.ctx, c.err)
+		if kind != c.want || errors.Is(err, outage.ErrTimedOut) != c.timedOut || !errors.Is(err, c.err) {
+			t.Errorf("%s: Of = %v, %v; want kind %v, timed out %v, wrapping %v", c.name, kind, err, c.want, c.timedOut, c.err)
+		}
+	}
+}
+
 func openDB(t *testing.T, driver, dsn string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open(driver, dsn)
