@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -387,14 +386,7 @@ func forwardedPostgres(t *testing.T, why string) (*servertest.Forwarder, string)
 func TestStoppedNodeRetiresItsKey(t *testing.T) {
 	_, dsn := forwardedPostgres(t, "node keys are shared on PostgreSQL")
 	g := servertest.Start(t, servertest.Options{DatabaseURL: dsn})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	served := make(chan error, 1)
-	go func() { served <- g.Gateway.Serve(ctx, ln) }()
+	s := serve(t, g.Gateway)
 	probe := keyring.NodeKey{Node: "probe", ID: "k0", Check: "0000000000000000"}
 	peers := func() int {
 		got, _, err := g.Store.PublishNodeKey(t.Context(), probe, "run-probe", time.Minute)
@@ -410,8 +402,7 @@ func TestStoppedNodeRetiresItsKey(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	cancel()
-	if err := <-served; err != nil {
+	if err := s.stop(); err != nil {
 		t.Fatalf("Serve: %v", err)
 	}
 	if n := peers(); n != 1 {
@@ -425,17 +416,7 @@ func TestStoppedNodeRetiresItsKey(t *testing.T) {
 func TestNodeKeyCheckSaidOnceThroughAnOutage(t *testing.T) {
 	fwd, dsn := forwardedPostgres(t, "node keys are shared on PostgreSQL")
 	g := servertest.Start(t, servertest.Options{DatabaseURL: dsn})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- g.Gateway.Serve(ctx, ln) }()
-	defer func() {
-		cancel()
-		<-served
-	}()
+	serve(t, g.Gateway)
 	said := func(msg string) int { return strings.Count(g.Logs.String(), msg) }
 	waitUntil(t, "the node to be ready", func() bool { return g.ServeOnce(httpGet("/readyz")).Code == http.StatusOK })
 	fwd.Cut()

@@ -227,14 +227,7 @@ func TestMetricsListener(t *testing.T) {
 	if code := get(g2.Handler); code != http.StatusNotFound {
 		t.Errorf("public /metrics with a metrics address: %d, want 404", code)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- g2.Serve(ctx, ln) }()
-	defer func() { cancel(); <-served }()
+	defer serve(t, g2).stop()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		resp, err := http.Get("http://" + cfg.MetricsAddr + "/metrics")
@@ -300,20 +293,13 @@ func TestMetricsListenerBeyondLoopbackWarns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		served := make(chan error, 1)
-		go func() { served <- g.Serve(ctx, ln) }()
+		s := serve(t, g)
 		select {
 		case <-ready:
-		case err := <-served:
-			t.Fatalf("serve: %v", err)
+		case <-s.done:
+			t.Fatalf("serve: %v", s.err)
 		}
-		cancel()
-		<-served
+		s.stop()
 		g.Close()
 		if warned := strings.Contains(logs.String(), "--metrics-addr is reachable beyond this host"); warned != tt.warn {
 			t.Errorf("metrics on %s: warned %t, want %t\n%s", tt.host, warned, tt.warn, logs.String())
@@ -633,35 +619,64 @@ func TestARefusalIsOneLogLine(t *testing.T) {
 // orchestrators wait before SIGKILL.
 func TestShutdownStopsNotificationsBesideTheDrain(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- g.Gateway.Serve(ctx, ln) }()
-	defer cancel()
+	s := serve(t, g.Gateway)
 	waitUntil(t, "the IPN worker to run", g.IPN.Running)
 
 	// A request whose body is still coming keeps the drain waiting.
-	conn, err := net.Dial("tcp", ln.Addr().String())
+	conn, err := net.Dial("tcp", s.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	fmt.Fprintf(conn, "POST /payment/v2/bills HTTP/1.1\r\nHost: kadi.test\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
 	time.Sleep(100 * time.Millisecond) // for the server to read the headers
-	cancel()
+	s.cancel()
 	waitUntil(t, "the IPN worker to stop while the request drains", func() bool { return !g.IPN.Running() })
 	select {
-	case err := <-served:
-		t.Fatalf("Serve returned (%v) before the request in flight ended", err)
+	case <-s.done:
+		t.Fatalf("Serve returned (%v) before the request in flight ended", s.err)
 	default:
 	}
 	conn.Close()
-	if err := <-served; err != nil {
+	if err := s.stop(); err != nil {
 		t.Errorf("Serve: %v", err)
 	}
+}
+
+// serving is a gateway serving on a loopback port of its own, for the
+// tests of what Serve itself does: its listeners, its shutdown, the
+// background work it runs.
+type serving struct {
+	addr   string
+	cancel context.CancelFunc // begins the shutdown
+	done   chan struct{}      // closed when Serve has returned err
+	err    error
+}
+
+// serve runs g.Serve until stop, which the test's end calls if the test
+// did not (before a gateway's own clean-up: a defer of g.Close runs
+// first, so such a test defers stop after it).
+func serve(t *testing.T, g *server.Gateway) *serving {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &serving{addr: ln.Addr().String(), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		s.err = g.Serve(ctx, ln)
+	}()
+	t.Cleanup(func() { s.stop() })
+	return s
+}
+
+// stop shuts the gateway down and gives Serve's error once it returned.
+func (s *serving) stop() error {
+	s.cancel()
+	<-s.done
+	return s.err
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
@@ -747,15 +762,9 @@ func TestDrainDelayAnswersNotReadyFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- g.Serve(ctx, ln) }()
-	defer cancel()
+	s := serve(t, g)
+	defer s.stop()
+	base := "http://" + s.addr
 	readyz := func() (int, string) {
 		resp, err := http.Get(base + "/readyz")
 		if err != nil {
@@ -766,12 +775,12 @@ func TestDrainDelayAnswersNotReadyFirst(t *testing.T) {
 		return resp.StatusCode, string(body)
 	}
 	waitUntil(t, "ready", func() bool { code, _ := readyz(); return code == http.StatusOK })
-	cancel()
+	s.cancel()
 	waitUntil(t, "not ready while still serving", func() bool {
 		code, body := readyz()
 		return code == http.StatusServiceUnavailable && strings.Contains(body, `"failed":"shutting down"`)
 	})
-	if err := <-served; err != nil {
+	if err := s.stop(); err != nil {
 		t.Errorf("Serve: %v", err)
 	}
 	// An operator watching the log sees the end, not only the start.
