@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"html"
 	"log/slog"
 	"mime/multipart"
 	"net/http"
@@ -105,6 +106,29 @@ func TestUntrustedFormsGetOurErrorPage(t *testing.T) {
 	}
 	if st := billState(t, g, billA.Reference); st.State != "open" || st.FailedAttempts != 0 {
 		t.Errorf("bill after untrusted forms: %s with %d failures", st.State, st.FailedAttempts)
+	}
+}
+
+// A shop page served in Latin-1 posts "José" with é as one byte: the page
+// tells the shop's developers their form was not sent as UTF-8 (it said
+// the name held characters that are not allowed), and a control character
+// is still called that.
+func TestFormNotInUTF8IsSaidSo(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Latin Shop")
+	tok := g.Token(c, merchant.Test)
+	b := g.CreateBill(c, tok, "LATIN1", "1500.00")
+	for _, tc := range []struct{ value, want string }{
+		{"Jos\xe9", "customerFirstName is not UTF-8 text: post the form as UTF-8"},
+		{"Jos\x07", "customerFirstName contains characters that are not allowed"},
+	} {
+		v := servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
+		v.Set("customerFirstName", tc.value)
+		rec := g.CardPay(v)
+		errorPage(t, rec, http.StatusBadRequest)
+		if body := html.UnescapeString(rec.Body.String()); !strings.Contains(body, tc.want) {
+			t.Errorf("customerFirstName %q: the page does not say %q:\n%s", tc.value, tc.want, body)
+		}
 	}
 }
 

@@ -217,11 +217,17 @@ func (s Submission) checkLengths(cardToo bool) []Problem {
 			continue
 		}
 		v := *f.ptr(&s)
+		switch {
+		case !utf8.ValidString(v):
+			// A shop page in Latin-1 posts "José" as one byte é: told only
+			// that the name held characters not allowed, its developers
+			// looked for them in the name.
+			out = append(out, Problem{f.name, "is not UTF-8 text: post the form as UTF-8 (its page's charset=utf-8, or accept-charset=\"UTF-8\" on the form)"})
 		// Counted as composed, as the bill's fields are: "é" sent as "e"
 		// and a combining accent is one character.
-		if n := utf8.RuneCountInString(norm.NFC.String(v)); n > f.max {
+		case utf8.RuneCountInString(norm.NFC.String(v)) > f.max:
 			out = append(out, Problem{f.name, fmt.Sprintf("must be at most %d characters", f.max)})
-		} else if strings.IndexFunc(v, isControl) >= 0 || !utf8.ValidString(v) {
+		case strings.IndexFunc(v, isControl) >= 0:
 			out = append(out, Problem{f.name, "contains characters that are not allowed"})
 		}
 	}

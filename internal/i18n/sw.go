@@ -29,15 +29,16 @@ var Swahili = &Lang{Tag: "sw", Name: "Kiswahili", msgs: map[string]string{
 	"Cancel and return to the shop":                                          "Ghairi na urudi dukani",
 
 	// What is wrong with a field; the field's name comes first.
-	"is in the past: the card has expired":                                   "imepita: kadi imeisha muda wake",
-	"is not a valid month and year":                                          "si mwezi na mwaka halali",
-	"must be 3 digits (4 for American Express)":                              "lazima iwe tarakimu 3 (4 kwa American Express)",
-	"is not a card brand we accept":                                          "si aina ya kadi tunayokubali",
-	"is not a valid card number":                                             "si nambari halali ya kadi",
-	"must be at most 50 characters":                                          "isizidi herufi 50",
-	"contains characters that are not allowed":                               "ina herufi zisizoruhusiwa",
-	"must be the name on the card, not its number":                           "lazima liwe jina lililo kwenye kadi, si nambari yake",
-	"must not hold a card number: card details go only into the card fields": "lisiwe na nambari ya kadi: maelezo ya kadi huandikwa kwenye sehemu za kadi pekee",
+	"is in the past: the card has expired":      "imepita: kadi imeisha muda wake",
+	"is not a valid month and year":             "si mwezi na mwaka halali",
+	"must be 3 digits (4 for American Express)": "lazima iwe tarakimu 3 (4 kwa American Express)",
+	"is not a card brand we accept":             "si aina ya kadi tunayokubali",
+	"is not a valid card number":                "si nambari halali ya kadi",
+	"must be at most 50 characters":             "isizidi herufi 50",
+	"contains characters that are not allowed":  "ina herufi zisizoruhusiwa",
+	"is not UTF-8 text: post the form as UTF-8 (its page's charset=utf-8, or accept-charset=\"UTF-8\" on the form)": "si maandishi ya UTF-8: tuma fomu kama UTF-8 (charset=utf-8 kwenye ukurasa wake, au accept-charset=\"UTF-8\" kwenye fomu)",
+	"must be the name on the card, not its number":                                                                  "lazima liwe jina lililo kwenye kadi, si nambari yake",
+	"must not hold a card number: card details go only into the card fields":                                        "lisiwe na nambari ya kadi: maelezo ya kadi huandikwa kwenye sehemu za kadi pekee",
 
 	// 3-D Secure.
 	"Confirm your payment": "Thibitisha malipo yako",
