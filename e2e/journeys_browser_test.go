@@ -195,9 +195,9 @@ func TestBrowserShopperJourneys(t *testing.T) {
 		// The shop's form at fault: Swahili, with the English detail for
 		// the shop's developers introduced and marked as English.
 		run(t, ctx, chromedp.Navigate(shop.URL+"/"), chromedp.WaitVisible(chromedp.ID("checkout")))
-		_ = value(t, ctx, chromedp.Evaluate[bool](`(document.querySelector('#checkout input[name=productDescription]').value = 'x'.repeat(201), true)`))
+		_ = value(t, ctx, chromedp.Evaluate[bool](`(document.querySelector('#checkout input[name=billReference]').value = 'B'.repeat(21), true)`))
 		run(t, ctx, chromedp.Click(chromedp.CSS("#checkout button")), chromedp.WaitVisible(chromedp.CSS(".alert span[lang=en]")))
-		if alert := value(t, ctx, chromedp.Text(chromedp.CSS(".alert"))); !strings.Contains(alert, "Kwa wasanidi programu wa duka: Invalid payment details: productDescription") {
+		if alert := value(t, ctx, chromedp.Text(chromedp.CSS(".alert"))); !strings.Contains(alert, "Kwa wasanidi programu wa duka: Invalid payment details: billReference") {
 			t.Errorf("the error page's alert: %q", alert)
 		}
 		shot(t, ctx, "error-shop-form-sw.png")

@@ -277,9 +277,10 @@ type trusted struct {
 // of a merchant's form can be believed. Any failure here is shown on our
 // own page.
 func (h *Handler) trust(ctx context.Context, sub Submission) (trusted, error) {
-	// Lengths, UTF-8 and control characters first: nothing unchecked
-	// reaches the database.
-	if problems := sub.checkLengths(false); len(problems) > 0 {
+	// Lengths, UTF-8 and control characters of what is looked up first:
+	// nothing unchecked reaches the database. The customer's fields are
+	// checkCustomer's, once the callback is trusted.
+	if problems := sub.checkLengths(trustPart); len(problems) > 0 {
 		return trusted{}, &pageError{Status: http.StatusBadRequest, Title: "Payment form not valid", Message: "The shop's payment form is not valid.", Detail: describe(problems)}
 	}
 	// Both kinds of token pay: the access token the spec puts in the form,
@@ -403,7 +404,7 @@ var shopperText = map[string]bool{"productType": true, "productDescription": tru
 // checkCustomer validates the merchant-supplied customer fields and writes
 // the mobile number in the one form the IPN carries.
 func (h *Handler) checkCustomer(sub *Submission) []Problem {
-	var problems []Problem
+	problems := sub.checkLengths(customerPart)
 	// A checkout session keeps these fields: a card number a shopper typed
 	// into the shop's address box would be on disk in clear. Only the text
 	// a shopper types: an order reference (matched to the bill, which lets
@@ -429,7 +430,7 @@ func (h *Handler) checkCustomer(sub *Submission) []Problem {
 
 // checkCard validates the card fields of a trusted form.
 func (h *Handler) checkCard(sub Submission) (payment.Attempt, []Problem) {
-	problems := sub.checkLengths(true)
+	problems := sub.checkLengths(cardPart)
 	pan, err := card.ParsePAN(sub.CardNumber)
 	if err != nil {
 		problems = append(problems, Problem{"cardNumber", cardMessage(err)})

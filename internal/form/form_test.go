@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"html"
 	"log/slog"
 	"mime/multipart"
 	"net/http"
@@ -90,8 +89,11 @@ func TestUntrustedFormsGetOurErrorPage(t *testing.T) {
 		{"callbackUrl port 99999", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example:99999/cb") }},
 		{"callbackUrl with an empty port", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example:/cb") }},
 		{"callbackUrl with a huge port", http.StatusBadRequest, func(v url.Values) { v.Set("callbackUrl", "https://shop.example:18446744073709551617/cb") }},
-		{"productDescription over 200 characters", http.StatusBadRequest, func(v url.Values) { v.Set("productDescription", strings.Repeat("d", 201)) }},
-		{"control character in a field", http.StatusBadRequest, func(v url.Values) { v.Set("city", "Nairobi\x00") }},
+		// What the bill is found by is checked before it is looked up; the
+		// customer's fields once it is trusted (TestFailuresAfterTrustRedirect).
+		{"billReference over 20 characters", http.StatusBadRequest, func(v url.Values) { v.Set("billReference", strings.Repeat("B", 21)) }},
+		{"control character in orderReference", http.StatusBadRequest, func(v url.Values) { v.Set("orderReference", "ORDERA1\x00") }},
+		{"orderReference not UTF-8", http.StatusBadRequest, func(v url.Values) { v.Set("orderReference", "ORDER\xe9") }},
 		{"body over 64 KiB", http.StatusRequestEntityTooLarge, func(v url.Values) { v.Set("address", strings.Repeat("a", 70<<10)) }},
 	}
 	for _, tc := range cases {
@@ -109,10 +111,10 @@ func TestUntrustedFormsGetOurErrorPage(t *testing.T) {
 	}
 }
 
-// A shop page served in Latin-1 posts "José" with é as one byte: the page
-// tells the shop's developers their form was not sent as UTF-8 (it said
-// the name held characters that are not allowed), and a control character
-// is still called that.
+// A shop page served in Latin-1 posts "José" with é as one byte: the
+// shop hears its form was not sent as UTF-8 (it was told the name held
+// characters that are not allowed), and a control character is still
+// called that.
 func TestFormNotInUTF8IsSaidSo(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Latin Shop")
@@ -124,10 +126,8 @@ func TestFormNotInUTF8IsSaidSo(t *testing.T) {
 	} {
 		v := servertest.Card{Number: visa, CVV: cvv}.Apply(servertest.FormFields(c, tok, b))
 		v.Set("customerFirstName", tc.value)
-		rec := g.CardPay(v)
-		errorPage(t, rec, http.StatusBadRequest)
-		if body := html.UnescapeString(rec.Body.String()); !strings.Contains(body, tc.want) {
-			t.Errorf("customerFirstName %q: the page does not say %q:\n%s", tc.value, tc.want, body)
+		if cb := callback(t, g.CardPay(v)); !strings.Contains(cb["message"], tc.want) {
+			t.Errorf("customerFirstName %q: the shop hears %q, want it to say %q", tc.value, cb["message"], tc.want)
 		}
 	}
 }
@@ -185,6 +185,12 @@ func TestFailuresAfterTrustRedirect(t *testing.T) {
 		{"email without domain", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("emailAddress", "jane@") }, "emailAddress", 0},
 		{"email with display name", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("emailAddress", "Jane <jane@example.com>") }, "emailAddress", 0},
 		{"email without dot in domain", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("emailAddress", "jane@localhost") }, "emailAddress", 0},
+		// A customer field too long, or holding a control character, is
+		// the shop's to fix as a malformed one is: it stranded the
+		// shopper on our error page, with no way back.
+		{"productDescription over 200 characters", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("productDescription", strings.Repeat("d", 201)) }, "productDescription must be at most 200 characters", 0},
+		{"control character in city", servertest.Card{Number: visa, CVV: cvv}, func(v url.Values) { v.Set("city", "Nairobi\x00") }, "city contains characters that are not allowed", 0},
+		{"address too long, no card fields", servertest.Card{}, func(v url.Values) { v.Set("address", strings.Repeat("a", 201)) }, "address must be at most 200 characters", 0},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

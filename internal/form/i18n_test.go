@@ -161,12 +161,12 @@ func TestSwahiliErrorDetail(t *testing.T) {
 	tok := g.Token(c, merchant.Test)
 	b := g.CreateBill(c, tok, "SWA2", "1500.00")
 	v := servertest.FormFields(c, tok, b)
-	v.Set("productDescription", strings.Repeat("x", 201))
+	v.Set("billReference", strings.Repeat("B", 21))
 	req := servertest.CardPayRequest(v)
 	req.Header.Set("Accept-Language", "sw")
 	rec := g.Serve(req)
 	body := rec.Body.String()
-	if rec.Code != http.StatusBadRequest || !strings.Contains(body, `Kwa wasanidi programu wa duka: <span lang="en">Invalid payment details: productDescription`) {
+	if rec.Code != http.StatusBadRequest || !strings.Contains(body, `Kwa wasanidi programu wa duka: <span lang="en">Invalid payment details: billReference`) {
 		t.Fatalf("Swahili error page %d:\n%s", rec.Code, body)
 	}
 }

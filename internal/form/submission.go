@@ -64,36 +64,51 @@ type field struct {
 	name string
 	ptr  func(*Submission) *string
 	max  int // in characters
-	card bool
+	part part
 }
 
+// part is which check of a post judges a field's length and characters.
+type part int
+
+const (
+	// trustPart is what the bill and callbackUrl are believed by: its
+	// problems are shown on our own page, as the browser cannot be sent to
+	// an unchecked URL.
+	trustPart part = iota
+	// customerPart is the shop's customer fields: a shopper cannot fix
+	// them, so their problems go back to the shop, as a malformed e-mail
+	// address's do (a name too long stranded the shopper on our page).
+	customerPart
+	cardPart
+)
+
 var fields = []field{
-	{"token", func(s *Submission) *string { return &s.Token }, 512, false},
-	{"outletCode", func(s *Submission) *string { return &s.OutletCode }, 20, false},
-	{"merchantCode", func(s *Submission) *string { return &s.MerchantCode }, 20, false},
-	{"amount", func(s *Submission) *string { return &s.Amount }, 32, false},
-	{"orderReference", func(s *Submission) *string { return &s.OrderReference }, 29, false},
-	{"billReference", func(s *Submission) *string { return &s.BillReference }, 20, false},
-	{"productType", func(s *Submission) *string { return &s.ProductType }, 50, false},
-	{"productDescription", func(s *Submission) *string { return &s.ProductDescription }, 200, false},
-	{"serviceDate", func(s *Submission) *string { return &s.ServiceDate }, 40, false},
-	{"cardFirstName", func(s *Submission) *string { return &s.CardFirstName }, 50, true},
-	{"cardLastName", func(s *Submission) *string { return &s.CardLastName }, 50, true},
-	{"cardNumber", func(s *Submission) *string { return &s.CardNumber }, 30, true},
-	{"cardSecurity", func(s *Submission) *string { return &s.CardSecurity }, 4, true},
-	{"cardExpiryYear", func(s *Submission) *string { return &s.CardExpiryYear }, 4, true},
-	{"cardExpiryMonth", func(s *Submission) *string { return &s.CardExpiryMonth }, 2, true},
-	{"cardExpiry", func(s *Submission) *string { return &s.CardExpiry }, 9, true},
-	{"customerFirstName", func(s *Submission) *string { return &s.CustomerFirstName }, 50, false},
-	{"customerLastName", func(s *Submission) *string { return &s.CustomerLastName }, 50, false},
-	{"country", func(s *Submission) *string { return &s.Country }, 56, false},
-	{"mobileNumber", func(s *Submission) *string { return &s.MobileNumber }, 24, false},
-	{"emailAddress", func(s *Submission) *string { return &s.EmailAddress }, 254, false},
-	{"postalcodeZip", func(s *Submission) *string { return &s.PostalcodeZip }, 20, false},
-	{"address", func(s *Submission) *string { return &s.Address }, 200, false},
-	{"city", func(s *Submission) *string { return &s.City }, 100, false},
-	{"ipAddress", func(s *Submission) *string { return &s.IPAddress }, 45, false},
-	{"callbackUrl", func(s *Submission) *string { return &s.CallbackURL }, 2048, false},
+	{"token", func(s *Submission) *string { return &s.Token }, 512, trustPart},
+	{"outletCode", func(s *Submission) *string { return &s.OutletCode }, 20, trustPart},
+	{"merchantCode", func(s *Submission) *string { return &s.MerchantCode }, 20, trustPart},
+	{"amount", func(s *Submission) *string { return &s.Amount }, 32, trustPart},
+	{"orderReference", func(s *Submission) *string { return &s.OrderReference }, 29, trustPart},
+	{"billReference", func(s *Submission) *string { return &s.BillReference }, 20, trustPart},
+	{"productType", func(s *Submission) *string { return &s.ProductType }, 50, customerPart},
+	{"productDescription", func(s *Submission) *string { return &s.ProductDescription }, 200, customerPart},
+	{"serviceDate", func(s *Submission) *string { return &s.ServiceDate }, 40, customerPart},
+	{"cardFirstName", func(s *Submission) *string { return &s.CardFirstName }, 50, cardPart},
+	{"cardLastName", func(s *Submission) *string { return &s.CardLastName }, 50, cardPart},
+	{"cardNumber", func(s *Submission) *string { return &s.CardNumber }, 30, cardPart},
+	{"cardSecurity", func(s *Submission) *string { return &s.CardSecurity }, 4, cardPart},
+	{"cardExpiryYear", func(s *Submission) *string { return &s.CardExpiryYear }, 4, cardPart},
+	{"cardExpiryMonth", func(s *Submission) *string { return &s.CardExpiryMonth }, 2, cardPart},
+	{"cardExpiry", func(s *Submission) *string { return &s.CardExpiry }, 9, cardPart},
+	{"customerFirstName", func(s *Submission) *string { return &s.CustomerFirstName }, 50, customerPart},
+	{"customerLastName", func(s *Submission) *string { return &s.CustomerLastName }, 50, customerPart},
+	{"country", func(s *Submission) *string { return &s.Country }, 56, customerPart},
+	{"mobileNumber", func(s *Submission) *string { return &s.MobileNumber }, 24, customerPart},
+	{"emailAddress", func(s *Submission) *string { return &s.EmailAddress }, 254, customerPart},
+	{"postalcodeZip", func(s *Submission) *string { return &s.PostalcodeZip }, 20, customerPart},
+	{"address", func(s *Submission) *string { return &s.Address }, 200, customerPart},
+	{"city", func(s *Submission) *string { return &s.City }, 100, customerPart},
+	{"ipAddress", func(s *Submission) *string { return &s.IPAddress }, 45, customerPart},
+	{"callbackUrl", func(s *Submission) *string { return &s.CallbackURL }, 2048, trustPart},
 }
 
 // proseFields are free text a shop may take from a textarea (an address
@@ -167,8 +182,8 @@ func submissionOf(v url.Values) (Submission, error) {
 func (s Submission) sessionFields() map[string]string {
 	out := map[string]string{}
 	for _, f := range fields {
-		if (!f.card || isHolderName(f.name)) && f.name != "token" {
-			if v := *f.ptr(&s); v != "" && !(f.card && numberLike(v)) {
+		if (f.part != cardPart || isHolderName(f.name)) && f.name != "token" {
+			if v := *f.ptr(&s); v != "" && !(f.part == cardPart && numberLike(v)) {
 				out[f.name] = v
 			}
 		}
@@ -184,7 +199,7 @@ func isHolderName(name string) bool { return name == "cardFirstName" || name == 
 func resumed(stored map[string]string, posted Submission) Submission {
 	var s Submission
 	for _, f := range fields {
-		if f.card {
+		if f.part == cardPart {
 			*f.ptr(&s) = *f.ptr(&posted)
 		} else if f.name != "token" {
 			*f.ptr(&s) = stored[f.name]
@@ -208,12 +223,12 @@ type nameValue struct{ Name, Value string }
 // Problem is one field rule a submission breaks.
 type Problem struct{ Field, Message string }
 
-// checkLengths applies docs/hosted-form.md's length limits and refuses control
-// characters anywhere.
-func (s Submission) checkLengths(cardToo bool) []Problem {
+// checkLengths applies docs/hosted-form.md's length limits to the fields of
+// one part, and refuses text that is not UTF-8 or holds control characters.
+func (s Submission) checkLengths(which part) []Problem {
 	var out []Problem
 	for _, f := range fields {
-		if f.card && !cardToo {
+		if f.part != which {
 			continue
 		}
 		v := *f.ptr(&s)

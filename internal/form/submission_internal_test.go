@@ -25,7 +25,7 @@ func TestProseLineBreaks(t *testing.T) {
 		if s.Address != want || s.City != want {
 			t.Errorf("%q: address %q, city %q; want %q", in, s.Address, s.City, want)
 		}
-		if ps := s.checkLengths(false); len(ps) != 0 {
+		if ps := s.checkLengths(customerPart); len(ps) != 0 {
 			t.Errorf("%q: problems %v", in, ps)
 		}
 	}
@@ -33,7 +33,7 @@ func TestProseLineBreaks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ps := s.checkLengths(false); len(ps) != 1 || ps[0].Field != "orderReference" {
+	if ps := s.checkLengths(trustPart); len(ps) != 1 || ps[0].Field != "orderReference" {
 		t.Errorf("a line break in a reference: problems %v, want it refused", ps)
 	}
 }
@@ -54,7 +54,7 @@ func TestLengthsCountComposedCharacters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ps := s.checkLengths(false); (len(ps) == 0) != tc.ok {
+		if ps := s.checkLengths(customerPart); (len(ps) == 0) != tc.ok {
 			t.Errorf("%d code points: problems %v, want ok %v", len([]rune(tc.desc)), ps, tc.ok)
 		}
 	}
