@@ -199,7 +199,10 @@ func (g *Gateway) MetricsListener() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
-	return mux
+	// A scrape configured with a base URL ending in a slash asks for
+	// //metrics: answered as /metrics, as the API's paths are, not a 307
+	// that a scraper reports as a failed target.
+	return withCleanPath(mux)
 }
 
 // Gateway is a running configuration: its store, services and handler.

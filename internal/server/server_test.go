@@ -245,6 +245,17 @@ func TestMetricsListener(t *testing.T) {
 					t.Errorf("the command line on the metrics listener: %s\n%s", resp.Status, body)
 				}
 			}
+			// Twice the slash, as a scrape whose base URL ends in one asks
+			// (Prometheus follows no redirect).
+			noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			if resp, err := noRedirect.Get("http://" + cfg.MetricsAddr + "//metrics"); err != nil {
+				t.Errorf("//metrics on the metrics listener: %v", err)
+			} else {
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("//metrics on the metrics listener: %s, want 200", resp.Status)
+				}
+			}
 			// The profiler lives there, and only there.
 			resp, err = http.Get("http://" + cfg.MetricsAddr + "/debug/pprof/goroutine?debug=1")
 			if err != nil {

@@ -114,7 +114,9 @@ func starting(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set(RequestIDHeader, secret.NewID("req"))
 	h.Set("Cache-Control", "no-store")
-	path := strings.TrimSuffix(r.URL.Path, "/")
+	// Cleaned as the gateway cleans it once started (withCleanPath): a
+	// base URL ending in a slash posts its bills to //payment/v2/bills.
+	path := strings.TrimSuffix(cleanPath(r.URL.Path), "/")
 	if path == "/livez" {
 		h.Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"alive"}`))

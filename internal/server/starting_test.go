@@ -57,6 +57,8 @@ func TestAnswerWhileStarting(t *testing.T) {
 		{"GET", "/healthz", "", http.StatusServiceUnavailable, `{"status":"unavailable"}`},
 		{"GET", "/payment/v2/query?billReference=x", "", http.StatusServiceUnavailable, `"code":"temporarily_unavailable"`},
 		{"POST", "/payment/v2/bills", "", http.StatusServiceUnavailable, `"status":false`},
+		{"POST", "//payment/v2/bills", "", http.StatusServiceUnavailable, `"status":false`},
+		{"GET", "//livez", "", http.StatusOK, `{"status":"alive"}`},
 		{"POST", "/identity/v2/token", "application/json", http.StatusServiceUnavailable, `"error":"temporarily_unavailable"`},
 		{"POST", "/token/", "", http.StatusServiceUnavailable, `"error":"temporarily_unavailable"`},
 		{"POST", "/cardPay", "", http.StatusServiceUnavailable, "Nothing was charged"},
