@@ -22,6 +22,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/kadipay/kadi/internal/asset"
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
@@ -461,10 +463,13 @@ func (h *Handler) checkCard(sub Submission) (payment.Attempt, []Problem) {
 // would be stored as the cardholder and shown on the merchant's dashboard.
 const msgNameNotNumber = "must be the name on the card, not its number"
 
-// shownName is a holder name typed on the card page as it may be shown
-// again: not at all when it is number-like (a card number in the wrong box).
+// shownName is a holder name as a page may show it again, trimmed: not at
+// all when it is number-like (a card number in the wrong box) or not a
+// name the card page takes (too long, a control character, not UTF-8). A
+// refused name was shown back as typed, and a merchant's post without the
+// card prefilled one unchecked.
 func shownName(name string) string {
-	if numberLike(name) {
+	if name = typedText(name, maxHolderName); numberLike(name) {
 		return ""
 	}
 	return name
@@ -650,7 +655,7 @@ func (h *Handler) keepTyped(r *http.Request, checkoutID string) {
 		return
 	}
 	n := sess.Notice
-	n.FirstName, n.LastName = shownName(typedText(form.Get("cardFirstName"), 50)), shownName(typedText(form.Get("cardLastName"), 50))
+	n.FirstName, n.LastName = shownName(form.Get("cardFirstName")), shownName(form.Get("cardLastName"))
 	n.Expiry = shownExpiry(card.SplitExpiry(typedText(form.Get("cardExpiry"), 9)))
 	n.Errors = forgetCorrected(sess.Notice, n)
 	if err := h.Checkouts.SetCheckoutNotice(r.Context(), checkout.Hash(checkoutID), n); err != nil {
@@ -676,11 +681,11 @@ func forgetCorrected(before, after checkout.Notice) map[string]string {
 	return errs
 }
 
-// typedText is v trimmed, or "" when it is longer than max characters or
-// holds control characters: what the card page's fields accept.
+// typedText is v trimmed, or "" when checkLengths would refuse it: longer
+// than max characters as composed, a control character, not UTF-8.
 func typedText(v string, max int) string {
 	v = strings.TrimSpace(v)
-	if utf8.RuneCountInString(v) > max || strings.IndexFunc(v, isControl) >= 0 || !utf8.ValidString(v) {
+	if !utf8.ValidString(v) || utf8.RuneCountInString(norm.NFC.String(v)) > max || strings.IndexFunc(v, isControl) >= 0 {
 		return ""
 	}
 	return v

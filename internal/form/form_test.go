@@ -1518,3 +1518,46 @@ func holdWriteLock(t *testing.T, g *servertest.Gateway) (unlock func()) {
 		lock.Close()
 	}
 }
+
+// A holder name the card page would refuse (too long, a control
+// character, not UTF-8) is neither prefilled from a merchant's post without
+// the card nor shown back after the page refused it: both were, as sent
+// (a merchant's went unchecked into its checkout session). A name the page
+// takes is.
+func TestHolderNamesShownOnlyAsThePageTakesThem(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Names Shop")
+	tok := g.Token(c, merchant.Test)
+	shown := func(t *testing.T, rec *httptest.ResponseRecorder) string {
+		t.Helper()
+		f, ok := servertest.ParsePage(rec.Body.String()).FormTo("/cardPay")
+		if !ok {
+			t.Fatalf("no card page: %d\n%s", rec.Code, rec.Body)
+		}
+		in, _ := f.Input("cardFirstName")
+		return in.Attrs["value"]
+	}
+	// Without a holder name the page offers the shop's customer's, Jane.
+	for i, tc := range []struct{ name, want string }{
+		{strings.Repeat("A", 51), "Jane"},
+		{"Ann\x01e", "Jane"},
+		{"Jos\xe9", "Jane"},
+		{"José", "José"},
+	} {
+		b := g.CreateBill(c, tok, "NAMES"+strconv.Itoa(i), "10")
+		v := servertest.FormFields(c, tok, b)
+		v.Set("cardFirstName", tc.name)
+		if got := shown(t, g.CardPay(v)); got != tc.want {
+			t.Errorf("the merchant's cardFirstName %.20q prefilled as %.20q, want %q", tc.name, got, tc.want)
+		}
+		if tc.want == "Jane" {
+			// What the shopper types on our page and the page refuses.
+			id := g.OpenCheckout(servertest.FormFields(c, tok, g.CreateBill(c, tok, "AGAIN"+strconv.Itoa(i), "10")))
+			post := servertest.CheckoutPost(id, servertest.Card{Number: visa, CVV: cvv})
+			post.Set("cardFirstName", tc.name)
+			if got := shown(t, g.CardPay(post)); got != "" {
+				t.Errorf("a refused cardFirstName %.20q shown back as %.20q", tc.name, got)
+			}
+		}
+	}
+}

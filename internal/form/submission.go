@@ -92,8 +92,8 @@ var fields = []field{
 	{"productType", func(s *Submission) *string { return &s.ProductType }, 50, customerPart},
 	{"productDescription", func(s *Submission) *string { return &s.ProductDescription }, 200, customerPart},
 	{"serviceDate", func(s *Submission) *string { return &s.ServiceDate }, 40, customerPart},
-	{"cardFirstName", func(s *Submission) *string { return &s.CardFirstName }, 50, cardPart},
-	{"cardLastName", func(s *Submission) *string { return &s.CardLastName }, 50, cardPart},
+	{"cardFirstName", func(s *Submission) *string { return &s.CardFirstName }, maxHolderName, cardPart},
+	{"cardLastName", func(s *Submission) *string { return &s.CardLastName }, maxHolderName, cardPart},
 	{"cardNumber", func(s *Submission) *string { return &s.CardNumber }, 30, cardPart},
 	{"cardSecurity", func(s *Submission) *string { return &s.CardSecurity }, 4, cardPart},
 	{"cardExpiryYear", func(s *Submission) *string { return &s.CardExpiryYear }, 4, cardPart},
@@ -110,6 +110,9 @@ var fields = []field{
 	{"ipAddress", func(s *Submission) *string { return &s.IPAddress }, 45, customerPart},
 	{"callbackUrl", func(s *Submission) *string { return &s.CallbackURL }, 2048, trustPart},
 }
+
+// maxHolderName is the card holder's names' length limit, each.
+const maxHolderName = 50
 
 // proseFields are free text a shop may take from a textarea (an address
 // over two lines): their line breaks and tabs become spaces. Refused as
@@ -177,15 +180,18 @@ func submissionOf(v url.Values) (Submission, error) {
 
 // sessionFields are the merchant's fields a checkout session keeps: all
 // but the token (which our pages never carry on) and the card, but for
-// the cardholder's names, which prefill our card page unless they hold
-// digits enough to be a card number typed in the wrong box.
+// the cardholder's names, which prefill our card page when it may show
+// them (shownName: not a card number typed in the wrong box, not a name
+// the page would refuse).
 func (s Submission) sessionFields() map[string]string {
 	out := map[string]string{}
 	for _, f := range fields {
-		if (f.part != cardPart || isHolderName(f.name)) && f.name != "token" {
-			if v := *f.ptr(&s); v != "" && !(f.part == cardPart && numberLike(v)) {
-				out[f.name] = v
-			}
+		v := *f.ptr(&s)
+		if isHolderName(f.name) {
+			v = shownName(v) // a prefill only: the shopper types what is left out
+		}
+		if (f.part != cardPart || isHolderName(f.name)) && f.name != "token" && v != "" {
+			out[f.name] = v
 		}
 	}
 	return out
