@@ -6,9 +6,10 @@
 //
 //	kadi merchant create --data-dir D --name Load --json > merchant.json
 //	kadi serve --data-dir D &
-//	kadi-load --url http://127.0.0.1:8080 --credentials merchant.json --card NUMBER
+//	kadi-load --url http://127.0.0.1:8080 --credentials merchant.json
 //
-// NUMBER is an approving test card from the README.
+// Checkouts pay with the simulated acquirer's first approving test card
+// unless --card names another.
 package main
 
 import (
@@ -25,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kadipay/kadi/internal/acquirer/sim"
 	"github.com/kadipay/kadi/internal/config"
 	"github.com/kadipay/kadi/internal/load"
 	"github.com/kadipay/kadi/internal/merchant"
@@ -49,7 +51,7 @@ func main() {
 	fs.StringVar(&urls, "url", "http://127.0.0.1:8080", "the gateway (loopback only); several nodes sharing a database: comma-separated, each request to the next")
 	fs.StringVar(&metrics, "metrics", "", "where each node serves /metrics, comma-separated like --url (default: each --url's /metrics; a gateway serving with --metrics-addr ADDR has them at http://ADDR/metrics)")
 	fs.StringVar(&creds, "credentials", "", "a file holding `kadi merchant create --json` output (required)")
-	fs.StringVar(&o.Card, "card", "", "an approving test card number (required)")
+	fs.StringVar(&o.Card, "card", sim.TestCards[0].Number, "an approving test card number (the default is the simulated acquirer's first)")
 	fs.IntVar(&o.Concurrency, "concurrency", 8, "concurrent clients")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "time per scenario, in 5 slices that alternate with as many of its baseline's")
 	fs.IntVar(&o.MaxRequests, "max-requests", 20000, "requests per scenario at most")
@@ -89,7 +91,7 @@ func main() {
 	}
 	raw, err := os.ReadFile(creds)
 	if err != nil || (o.Card == "" && seed == 0) {
-		fmt.Fprintln(os.Stderr, "kadi-load: --credentials FILE and --card NUMBER are required")
+		fmt.Fprintln(os.Stderr, "kadi-load: --credentials FILE and an approving --card NUMBER are required")
 		os.Exit(2)
 	}
 	if err := json.Unmarshal(raw, &o.Credentials); err != nil {
