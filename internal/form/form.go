@@ -22,8 +22,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"golang.org/x/text/unicode/norm"
-
 	"github.com/kadipay/kadi/internal/asset"
 	"github.com/kadipay/kadi/internal/auth"
 	"github.com/kadipay/kadi/internal/bill"
@@ -681,11 +679,10 @@ func forgetCorrected(before, after checkout.Notice) map[string]string {
 	return errs
 }
 
-// typedText is v trimmed, or "" when checkLengths would refuse it: longer
-// than max characters as composed, a control character, not UTF-8.
+// typedText is v trimmed, or "" when a field of max characters would
+// refuse it (textProblem).
 func typedText(v string, max int) string {
-	v = strings.TrimSpace(v)
-	if !utf8.ValidString(v) || utf8.RuneCountInString(norm.NFC.String(v)) > max || strings.IndexFunc(v, isControl) >= 0 {
+	if v = strings.TrimSpace(v); textProblem(v, max) != "" {
 		return ""
 	}
 	return v

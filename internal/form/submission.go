@@ -13,10 +13,11 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/text/unicode/norm"
+
 	"github.com/kadipay/kadi/internal/card"
 	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/merchant"
-	"golang.org/x/text/unicode/norm"
 )
 
 // Submission is spec 2.4: the fields posted to /cardPay.
@@ -237,22 +238,31 @@ func (s Submission) checkLengths(which part) []Problem {
 		if f.part != which {
 			continue
 		}
-		v := *f.ptr(&s)
-		switch {
-		case !utf8.ValidString(v):
-			// A shop page in Latin-1 posts "José" as one byte é: told only
-			// that the name held characters not allowed, its developers
-			// looked for them in the name.
-			out = append(out, Problem{f.name, "is not UTF-8 text: post the form as UTF-8 (its page's charset=utf-8, or accept-charset=\"UTF-8\" on the form)"})
-		// Counted as composed, as the bill's fields are: "é" sent as "e"
-		// and a combining accent is one character.
-		case utf8.RuneCountInString(norm.NFC.String(v)) > f.max:
-			out = append(out, Problem{f.name, fmt.Sprintf("must be at most %d characters", f.max)})
-		case strings.IndexFunc(v, isControl) >= 0:
-			out = append(out, Problem{f.name, "contains characters that are not allowed"})
+		if msg := textProblem(*f.ptr(&s), f.max); msg != "" {
+			out = append(out, Problem{f.name, msg})
 		}
 	}
 	return out
+}
+
+// textProblem is what is wrong with v as the text of a field of at most max
+// characters, or "" when nothing is: the one rule for the fields posted
+// and for what a page may show again (typedText).
+func textProblem(v string, max int) string {
+	switch {
+	case !utf8.ValidString(v):
+		// A shop page in Latin-1 posts "José" as one byte é: told only
+		// that the name held characters not allowed, its developers
+		// looked for them in the name.
+		return "is not UTF-8 text: post the form as UTF-8 (its page's charset=utf-8, or accept-charset=\"UTF-8\" on the form)"
+	// Counted as composed, as the bill's fields are: "é" sent as "e"
+	// and a combining accent is one character.
+	case utf8.RuneCountInString(norm.NFC.String(v)) > max:
+		return fmt.Sprintf("must be at most %d characters", max)
+	case strings.IndexFunc(v, isControl) >= 0:
+		return "contains characters that are not allowed"
+	}
+	return ""
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
