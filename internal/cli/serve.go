@@ -359,7 +359,7 @@ func parsePrefixes(v string) ([]netip.Prefix, error) {
 		if p, err := netip.ParsePrefix(f); err == nil {
 			out = append(out, unmapped(p).Masked())
 		} else if a, err := netip.ParseAddr(f); err == nil {
-			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			out = append(out, unmapped(netip.PrefixFrom(a, a.BitLen())))
 		} else {
 			return nil, fmt.Errorf("%q is neither a CIDR prefix nor an IP address", f)
 		}
