@@ -47,7 +47,18 @@ type write struct {
 	// SQLite undoes alone when it fails (its statement journal is a
 	// savepoint of its own), so it needs none from the writer.
 	oneStatement bool
+	// state says who has the write: the writer, which runs it (taken),
+	// or its caller, who left while it was queued (abandoned). Whoever
+	// moves it from waiting first decides; the other side abides.
+	state atomic.Int32
 }
+
+// A write's states.
+const (
+	waiting int32 = iota
+	taken
+	abandoned
+)
 
 // writer is the queue and goroutine that commit SQLite writes in groups.
 type writer struct {
@@ -136,10 +147,11 @@ func startWriter(s *DB) *writer {
 }
 
 // do queues fn and waits for the commit that carries it. A caller whose
-// context ends while queued is answered with its error and fn never runs;
-// once fn runs it runs to the end (an interrupted SQLite statement inside
-// a transaction would roll back the whole batch), and the caller waits for
-// the commit either way, so an answer always means what it says.
+// context ends while fn is queued is answered at once with its error, and
+// fn never runs; once the writer has taken fn it runs to the end (an
+// interrupted SQLite statement inside a transaction would roll back the
+// whole batch), and the caller waits for the commit, so an answer always
+// means what it says.
 func (w *writer) do(ctx context.Context, fn func(tx) error) error {
 	return w.submit(ctx, fn, false)
 }
@@ -180,7 +192,18 @@ func (w *writer) submit(ctx context.Context, fn func(tx) error, oneStatement boo
 		return ctx.Err()
 	}
 	w.mu.RUnlock()
-	return <-req.done
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		// A shopper who left while a commit ahead took its time (on
+		// SQLite a statement cannot be interrupted, only not started)
+		// held a request to the end of a commit that never carried it.
+		if req.state.CompareAndSwap(waiting, abandoned) {
+			return ctx.Err()
+		}
+		return <-req.done // taken: it runs and commits, or fails, as answered
+	}
 }
 
 // close stops taking writes, lets the queued ones commit and waits.
@@ -292,8 +315,8 @@ func (w *writer) commit(batch []*write) {
 // failure undoes it alone. A panic is the write's error, not the writer's
 // end.
 func (w *writer) run1(sqlTx *sql.Tx, req *write, isolated bool) (err error) {
-	if err := req.ctx.Err(); err != nil {
-		return err // given up while queued: never ran
+	if !req.state.CompareAndSwap(waiting, taken) || req.ctx.Err() != nil {
+		return req.ctx.Err() // given up while queued: never ran
 	}
 	// Values (the request id for logs) stay; cancellation does not.
 	ctx := context.WithoutCancel(req.ctx)
