@@ -173,6 +173,35 @@ func TestBrowserShopperJourneys(t *testing.T) {
 		}
 	})
 
+	// A customer field the shop's form got wrong goes back to the shop as
+	// Transaction Failed; the page that takes it there (read here without
+	// JavaScript, which posts it at once) says it was the shop's form, not
+	// the shopper's card, and gives the detail as the shop developers'.
+	step("the shop's customer field refused, without JavaScript", func(t *testing.T, ctx context.Context) {
+		scripts := func(off bool) {
+			if _, err := chromedp.Call(browser, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: off}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run(t, ctx, chromedp.Navigate(shop.URL+"/"), chromedp.WaitVisible(chromedp.ID("checkout")))
+		_ = value(t, ctx, chromedp.Evaluate[bool](`(function () {
+			var f = document.getElementById('checkout'), e = f.querySelector('input[name=emailAddress]');
+			if (!e) { e = document.createElement('input'); e.type = 'hidden'; e.name = 'emailAddress'; f.appendChild(e); }
+			e.value = 'not an address';
+			return true;
+		})()`))
+		scripts(true)
+		defer scripts(false)
+		run(t, ctx, chromedp.Click(chromedp.CSS("#checkout button")), chromedp.WaitVisible(chromedp.ID("kadi-callback")))
+		want := "The shop's payment form could not be accepted, so no payment was made. For the shop's developers: Invalid payment details: emailAddress"
+		if alert := value(t, ctx, chromedp.Text(chromedp.CSS(".alert"))); !strings.HasPrefix(alert, want) {
+			t.Errorf("the result page's alert: %q", alert)
+		}
+		shot(t, ctx, "result-shop-form.png")
+		scripts(false)
+		axeCheck(t, ctx, "the result page of the shop's refused form")
+	})
+
 	step("a Swahili browser", func(t *testing.T, ctx context.Context) {
 		headers := func(h network.Headers) {
 			if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: h}); err != nil {

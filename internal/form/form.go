@@ -498,12 +498,17 @@ func onlyCardProblems(ps []Problem) bool {
 	return true
 }
 
+// invalidDetails begins the message of a form refused for its fields: the
+// shop hears it as the reason, and the result page tells it from a
+// card network's answer by it.
+const invalidDetails = "Invalid payment details: "
+
 func describe(ps []Problem) string {
 	parts := make([]string, len(ps))
 	for i, p := range ps {
 		parts[i] = p.Field + " " + p.Message
 	}
-	return "Invalid payment details: " + strings.Join(parts, "; ")
+	return invalidDetails + strings.Join(parts, "; ")
 }
 
 // cardMessage words card errors for customers; it never echoes the input.

@@ -171,11 +171,10 @@ func TestSwahiliErrorDetail(t *testing.T) {
 	}
 }
 
-// A result whose message is not in the catalogue (the shop's fields
-// refused on its own form: a detail for its developers) reads in Swahili
-// on a Swahili page, the English detail marked as English; the shop
-// hears the English message.
-func TestSwahiliResultOfAnUncataloguedMessage(t *testing.T) {
+// The result of a form refused for the shop's own fields reads in Swahili
+// on a Swahili page as the shop's doing, its English detail marked as
+// English and as the shop developers'; the shop hears the English message.
+func TestSwahiliResultOfTheShopsRefusedForm(t *testing.T) {
 	g := servertest.Start(t, servertest.Options{})
 	c := g.Onboard("Duka la Baba")
 	tok := g.Token(c, merchant.Test)
@@ -194,39 +193,63 @@ func TestSwahiliResultOfAnUncataloguedMessage(t *testing.T) {
 	if !strings.HasPrefix(cb["message"], "Invalid payment details: emailAddress") {
 		t.Fatalf("callback message %q", cb["message"])
 	}
-	if body := rec.Body.String(); !strings.Contains(body, `Malipo hayakupita. <span lang="en">Invalid payment details: emailAddress`) {
+	// The shop's form, not the card network, refused the payment: the
+	// shopper reads that in their language, and the detail as the shop
+	// developers'.
+	want := `Fomu ya malipo ya duka haikuweza kukubaliwa, kwa hiyo hakuna malipo yaliyofanyika. Kwa wasanidi programu wa duka: <span lang="en">Invalid payment details: emailAddress`
+	if body := rec.Body.String(); !strings.Contains(body, want) || strings.Contains(body, "Malipo hayakupita") {
 		t.Errorf("the Swahili result page:\n%s", body)
 	}
 }
 
-// approvingWithText is a card network whose approvals carry words of its
+// answeringWithText is a card network whose answers carry words of its
 // own, which no catalogue has.
-type approvingWithText struct{ payment.Acquirer }
-
-func (approvingWithText) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Result, error) {
-	return payment.Result{Outcome: payment.Approved, NetworkRef: "NETW", ApprovalCode: "A1", Message: "Approved by the issuer"}, nil
+type answeringWithText struct {
+	payment.Acquirer
+	outcome payment.Outcome
+	message string
 }
 
-// A success whose message is not in the catalogue reads as a success in
-// Swahili too, never "Malipo hayakupita".
-func TestSwahiliSuccessOfAnUncataloguedMessage(t *testing.T) {
-	g := servertest.Start(t, servertest.Options{})
-	g.Payments.Acquirers[merchant.Test] = approvingWithText{g.Payments.Acquirers[merchant.Test]}
-	c := g.Onboard("Duka la Dada")
-	tok := g.Token(c, merchant.Test)
-	b := g.CreateBill(c, tok, "SWA4", "1500.00")
-	req := servertest.CardPayRequest(servertest.Card{Number: visa, CVV: "123"}.Apply(servertest.FormFields(c, tok, b)))
-	req.Header.Set("Accept-Language", "sw")
-	rec := g.ServeOnce(req)
-	page := httptest.NewRequest(http.MethodGet, rec.Header().Get("Location"), nil)
-	page.Header.Set("Accept-Language", "sw")
-	rec = g.Serve(page)
-	if cb := callback(t, rec); cb["orderStatus"] != "Transaction Successfull" {
-		t.Fatalf("callback %v", cb)
+func (a answeringWithText) Charge(ctx context.Context, req payment.ChargeRequest) (payment.Result, error) {
+	r := payment.Result{Outcome: a.outcome, Message: a.message}
+	if a.outcome == payment.Approved {
+		r.NetworkRef, r.ApprovalCode = "NETW", "A1"
 	}
-	body := rec.Body.String()
-	if strings.Contains(body, "Malipo hayakupita") || !strings.Contains(body, `<span lang="en">Approved by the issuer</span>`) {
-		t.Errorf("the Swahili success page:\n%s", body)
+	return r, nil
+}
+
+// A card network's answer that is not in the catalogue reads on a Swahili
+// page as what it is, a success or a failure, with its English words
+// marked as English; never as the shop's doing.
+func TestSwahiliResultOfAnUncataloguedAnswer(t *testing.T) {
+	for _, tt := range []struct {
+		outcome     payment.Outcome
+		message     string
+		status      string
+		want, never string
+	}{
+		{payment.Approved, "Approved by the issuer", "Transaction Successfull", `Malipo yamekubaliwa. <span lang="en">Approved by the issuer</span>`, "Malipo hayakupita"},
+		{payment.Declined, "Refer to card issuer", "Transaction Failed", `Malipo hayakupita. <span lang="en">Refer to card issuer</span>`, "Fomu ya malipo ya duka"},
+	} {
+		t.Run(tt.message, func(t *testing.T) {
+			g := servertest.Start(t, servertest.Options{})
+			g.Payments.Acquirers[merchant.Test] = answeringWithText{g.Payments.Acquirers[merchant.Test], tt.outcome, tt.message}
+			c := g.Onboard("Duka la Dada")
+			tok := g.Token(c, merchant.Test)
+			b := g.CreateBill(c, tok, "SWA4", "1500.00")
+			req := servertest.CardPayRequest(servertest.Card{Number: visa, CVV: "123"}.Apply(servertest.FormFields(c, tok, b)))
+			req.Header.Set("Accept-Language", "sw")
+			rec := g.ServeOnce(req)
+			page := httptest.NewRequest(http.MethodGet, rec.Header().Get("Location"), nil)
+			page.Header.Set("Accept-Language", "sw")
+			rec = g.Serve(page)
+			if cb := callback(t, rec); cb["orderStatus"] != tt.status {
+				t.Fatalf("callback %v", cb)
+			}
+			if body := rec.Body.String(); strings.Contains(body, tt.never) || !strings.Contains(body, tt.want) {
+				t.Errorf("the Swahili result page:\n%s", body)
+			}
+		})
 	}
 }
 

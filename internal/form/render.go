@@ -165,6 +165,10 @@ func (h *Handler) renderResult(w http.ResponseWriter, r *http.Request, to *url.U
 		"Title": title, "Action": to.String(), "Fields": cb.Fields(), "Success": success,
 		"Message": cb.Message, "Merchant": hd.Merchant, "Amount": amount, "Test": hd.Test, "OrderRef": cb.OrderReference, "AutoPost": autoPost,
 		"Blocked": hd.Blocked,
+		// The shop's form, refused for its own fields, is the shop
+		// developers' to fix: a shopper read that message bare, as if it
+		// were the bank's answer to them.
+		"ShopsForm": strings.HasPrefix(cb.Message, invalidDetails),
 	})
 }
 

@@ -71,6 +71,7 @@ var Swahili = &Lang{Tag: "sw", Name: "Kiswahili", msgs: map[string]string{
 	"Payment cancelled by the customer":                                                                             "Malipo yameghairiwa na mteja",
 	"This bill cannot take another card after too many failed attempts. Return to the shop to start a new payment.": "Bili hii haiwezi kupokea kadi nyingine baada ya majaribio mengi kushindwa. Rudi dukani uanze malipo mapya.",
 	"The payment did not reach the card network; nothing was charged":                                               "Malipo hayakufika kwenye mtandao wa kadi; hakuna pesa iliyotozwa",
+	"The shop's payment form could not be accepted, so no payment was made.":                                        "Fomu ya malipo ya duka haikuweza kukubaliwa, kwa hiyo hakuna malipo yaliyofanyika.",
 	"The payment did not go through":                                                                                "Malipo hayakupita",
 
 	// Error pages.
