@@ -589,6 +589,10 @@ func TestConcurrentPayChargesOnce(t *testing.T) {
 func TestConcurrentChallengeAnswersAskOnce(t *testing.T) {
 	e := newEnv(t)
 	e.svc.WaitInFlight = time.Minute
+	// As TestConcurrentPayChargesOnce: on a loaded machine the claim's
+	// write outlasted the test's 100 ms, and the answer, rightly, never
+	// asked the acquirer ("no time left") and came back unknown.
+	e.svc.AcquirerTimeout = 30 * time.Second
 	_, p := e.challenged(t)
 	release := make(chan struct{})
 	e.acq.complete = func(_ context.Context, ref, code string) (payment.Result, error) {
