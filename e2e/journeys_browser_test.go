@@ -31,6 +31,14 @@ func TestBrowserShopperJourneys(t *testing.T) {
 	shop := newTestShop(t, g, m, g.BaseURL)
 	ctx, console := newBrowser(t)
 	browser := ctx
+	// scripts turns JavaScript off or back on, on the browser's own
+	// context: a step's may have run out, and the next steps need their
+	// scripts back.
+	scripts := func(t *testing.T, off bool) {
+		if _, err := chromedp.Call(browser, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: off}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	expiry := fmt.Sprintf("11%02d", (time.Now().Year()+2)%100)
 
 	// toCardPage starts a checkout at the shop and returns its bill.
@@ -144,15 +152,8 @@ func TestBrowserShopperJourneys(t *testing.T) {
 	// says can be read: after the fifth decline, that the bill takes no
 	// other card (the decline's own words may say "try again").
 	step("five declines, without JavaScript", func(t *testing.T, ctx context.Context) {
-		// On the browser's own context: a step's may have run out, and the
-		// next steps need their scripts back.
-		scripts := func(off bool) {
-			if _, err := chromedp.Call(browser, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: off}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		scripts(true)
-		defer scripts(false)
+		scripts(t, true)
+		defer scripts(t, false)
 		billRef := toCardPage(t, ctx)
 		for i := 1; i <= 5; i++ {
 			typeCard(t, ctx, "4000000000000119") // the network's error: "please try again"
@@ -166,7 +167,7 @@ func TestBrowserShopperJourneys(t *testing.T) {
 			t.Errorf("the fifth failure's page:\n%s", txt)
 		}
 		shot(t, ctx, "blocked-result.png")
-		scripts(false)
+		scripts(t, false)
 		axeCheck(t, ctx, "the result page of a blocked bill")
 		if n := chargeAttempts(t, g, billRef); n != 5 {
 			t.Errorf("%d charge attempts, want 5", n)
@@ -178,27 +179,17 @@ func TestBrowserShopperJourneys(t *testing.T) {
 	// JavaScript, which posts it at once) says it was the shop's form, not
 	// the shopper's card, and gives the detail as the shop developers'.
 	step("the shop's customer field refused, without JavaScript", func(t *testing.T, ctx context.Context) {
-		scripts := func(off bool) {
-			if _, err := chromedp.Call(browser, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: off}); err != nil {
-				t.Fatal(err)
-			}
-		}
 		run(t, ctx, chromedp.Navigate(shop.URL+"/"), chromedp.WaitVisible(chromedp.ID("checkout")))
-		_ = value(t, ctx, chromedp.Evaluate[bool](`(function () {
-			var f = document.getElementById('checkout'), e = f.querySelector('input[name=emailAddress]');
-			if (!e) { e = document.createElement('input'); e.type = 'hidden'; e.name = 'emailAddress'; f.appendChild(e); }
-			e.value = 'not an address';
-			return true;
-		})()`))
-		scripts(true)
-		defer scripts(false)
+		_ = value(t, ctx, chromedp.Evaluate[bool](`(document.querySelector('#checkout input[name=emailAddress]').value = 'not an address', true)`))
+		scripts(t, true)
+		defer scripts(t, false)
 		run(t, ctx, chromedp.Click(chromedp.CSS("#checkout button")), chromedp.WaitVisible(chromedp.ID("kadi-callback")))
 		want := "The shop's payment form could not be accepted, so no payment was made. For the shop's developers: Invalid payment details: emailAddress"
 		if alert := value(t, ctx, chromedp.Text(chromedp.CSS(".alert"))); !strings.HasPrefix(alert, want) {
 			t.Errorf("the result page's alert: %q", alert)
 		}
 		shot(t, ctx, "result-shop-form.png")
-		scripts(false)
+		scripts(t, false)
 		axeCheck(t, ctx, "the result page of the shop's refused form")
 	})
 
