@@ -6,7 +6,9 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -434,6 +436,45 @@ func BenchmarkWrites(b *testing.B) {
 			})
 			b.ReportMetric(float64(b.N)/float64(s.writes.commits.Load()-before), "writes/commit")
 		})
+	}
+}
+
+// BenchmarkFlush is what the writer waits for at every commit: an fsync of
+// about what a commit of a dozen bills writes, in place, as the WAL is
+// rewritten from its start. It measures the disk and the machine, not
+// Kadi: run it beside busy loops to see what a loaded machine does to the
+// wait (docs/performance.md); TMPDIR picks the disk.
+func BenchmarkFlush(b *testing.B) {
+	f, err := os.Create(filepath.Join(b.TempDir(), "flush"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	const size, slots = 48 << 10, 64
+	page := make([]byte, size)
+	for range slots {
+		if _, err := f.Write(page); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	took := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := f.WriteAt(page, int64(i%slots)*size); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	for _, p := range []int{50, 90, 99} {
+		b.ReportMetric(float64(took[(len(took)-1)*p/100].Microseconds())/1000, fmt.Sprintf("ms-p%d", p))
 	}
 }
 
