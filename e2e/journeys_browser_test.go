@@ -146,6 +146,20 @@ func TestBrowserShopperJourneys(t *testing.T) {
 		if got := shopSays(t, ctx); got != "FAILED Payment cancelled by the customer" {
 			t.Errorf("the shop says %q", got)
 		}
+		// Back, past the cancelled result, to the 3-D Secure page: it has
+		// closed, says it was a test, and leads back to the shop.
+		value(t, ctx, chromedp.Evaluate[int](`history.go(-2), 1`))
+		run(t, ctx, chromedp.WaitVisible(chromedp.CSS("main a.button")))
+		onOurPage(t, ctx)
+		if h1, badge := value(t, ctx, chromedp.Text(chromedp.CSS("h1"))), value(t, ctx, chromedp.Text(chromedp.CSS(".badge"))); h1 != "Payment page closed" || badge != "Test mode" {
+			t.Errorf("Back to the cancelled 3-D Secure page shows %q, labelled %q", h1, badge)
+		}
+		shot(t, ctx, "closed-after-cancel.png")
+		axeCheck(t, ctx, "the closed page")
+		run(t, ctx, chromedp.Click(chromedp.CSS("main a.button")), chromedp.WaitVisible(chromedp.ID("checkout")))
+		if loc := value(t, ctx, chromedp.Location()); loc != shop.URL+"/" {
+			t.Errorf("the closed page's way back went to %s, want the shop's home %s/", loc, shop.URL)
+		}
 	})
 
 	// Without JavaScript the result page waits for its button, so what it

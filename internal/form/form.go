@@ -197,6 +197,9 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 		t, err = h.trust(r.Context(), sub)
 	}
 	if err != nil {
+		if sub.Checkout != "" {
+			r = withPostedPage(r, string(body))
+		}
 		// Only the session's id is known: enough for an outage to send
 		// the shopper to that session's page, which follows it.
 		h.fail(w, r, &trusted{checkoutID: sub.Checkout}, err)
@@ -531,6 +534,7 @@ func (h *Handler) challenge(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, nil, &pageError{Status: http.StatusBadRequest, Title: "Authentication form unreadable", Message: "The authentication form could not be read."})
 		return
 	}
+	r = withPageID(r, r.PostForm.Get(pageField))
 	// The challenge is answered through the checkout session that owes it:
 	// a payment id alone, which the browser never sees, answers nothing.
 	id, code := r.PostForm.Get(checkoutField), r.PostForm.Get("code")
@@ -588,6 +592,7 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, nil, errCheckoutGone)
 		return
 	}
+	r = withPageID(r, r.PostForm.Get(pageField))
 	ctx := r.Context()
 	sess, t, err := h.session(ctx, r.PostForm.Get(checkoutField))
 	if err != nil {
@@ -633,7 +638,7 @@ func (h *Handler) switchLanguage(w http.ResponseWriter, r *http.Request) {
 	id := r.PostForm.Get(pageField)
 	p, err := h.openPage(id)
 	if err != nil {
-		h.fail(w, r, nil, err)
+		h.fail(w, withPageID(r, id), nil, err)
 		return
 	}
 	if p.Kind == kindCheckout {

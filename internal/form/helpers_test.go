@@ -11,6 +11,7 @@ import (
 
 	"github.com/kadipay/kadi/internal/api"
 	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/checkout"
 	"github.com/kadipay/kadi/internal/server/servertest"
 )
 
@@ -107,6 +108,44 @@ func sameBill(t *testing.T, cb map[string]string, b api.BillResponse) {
 // errorPage checks rec is our own error page with status want: no form
 // at all, so the browser cannot be sent anywhere, and headers that forbid
 // posting anywhere.
+// sessionInputs checks that form f of checkout page p carries two hidden
+// fields, both opaque: its checkout session's id, which it returns, and
+// the page's own sealed id, which leads a post of a closed page back to
+// the shop. Nothing of the merchant's form.
+func sessionInputs(t *testing.T, p servertest.Page, f servertest.Form) string {
+	t.Helper()
+	lang, _ := p.FormTo("/cardPay/language")
+	id := f.Values()["checkout"]
+	if len(f.Hidden()) != 2 || !checkout.ValidID(id) || f.Values()["page"] == "" || f.Values()["page"] != lang.Values()["page"] {
+		t.Errorf("hidden inputs %v, want the checkout session's id and the page's own", f.Hidden())
+		return ""
+	}
+	return id
+}
+
+// closedPage checks the page of a checkout page that has closed or
+// expired, of test-mode shop: it says so, labels the test, offers the
+// way back to the shop's home page (never its callback, which expects a
+// post) and, as the payment may have been made, does not say to pay again.
+func closedPage(t *testing.T, rec *httptest.ResponseRecorder, want int, shop string) {
+	t.Helper()
+	body := rec.Body.String()
+	if rec.Code != want || !strings.Contains(body, `role="alert"`) {
+		t.Errorf("status %d, want %d and our error page:\n%s", rec.Code, want, body)
+	}
+	home := `<a href="https://shop.example/" class="button" rel="noreferrer">Back to ` + shop + `</a>`
+	if !strings.Contains(body, home) || strings.Contains(body, "/kadi/return") {
+		t.Errorf("no way back to %s's home page, %s:\n%s", shop, home, body)
+	}
+	if !strings.Contains(body, `class="badge"`) {
+		t.Errorf("a test-mode checkout's page, closed, is not labelled a test:\n%s", body)
+	}
+	if !strings.Contains(body, "If you already paid") || strings.Contains(body, "start the payment again") {
+		t.Errorf("a closed page must not tell a shopper who may have paid to pay again:\n%s", body)
+	}
+	securityHeaders(t, rec, "'self'")
+}
+
 func errorPage(t *testing.T, rec *httptest.ResponseRecorder, want int) {
 	t.Helper()
 	if rec.Code != want {

@@ -62,6 +62,39 @@ type page struct {
 	Test     bool       `json:"t,omitempty"`
 	Blocked  bool       `json:"b,omitempty"`
 	Error    *pageError `json:"e,omitempty"`
+	// Shop is the shop's home page, with Merchant and Test (kindCheckout):
+	// once its session has closed, the page still knows whose it was.
+	Shop string `json:"s,omitempty"`
+}
+
+// shopHome is where a page sends the shopper back to the shop whose
+// callback is cb: its home page, not the callback, which expects a post.
+func shopHome(cb *url.URL) string {
+	if cb == nil || cb.Host == "" {
+		return ""
+	}
+	return (&url.URL{Scheme: cb.Scheme, Host: cb.Host, Path: "/"}).String()
+}
+
+// lead gives error page pe, which has no shop of its own, the shop and
+// mode page p was for. A shopper who came back to a closed or expired
+// checkout page (Back after cancelling, a tab left open past its half
+// hour) read that it was closed, and had no way back to the shop, nor a
+// word that it had been a test.
+func (p page) lead(pe *pageError) {
+	shop, home, test := p.Merchant, p.Shop, p.Test
+	switch {
+	case p.Error != nil:
+		shop, home, test = p.Error.Shop, p.Error.ShopURL, p.Error.Test
+	case p.Kind == kindResult:
+		if u, err := url.Parse(p.Action); err == nil {
+			home = shopHome(u)
+		}
+	}
+	if pe.ShopURL == "" && home != "" && shop != "" {
+		pe.Shop, pe.ShopURL = shop, home
+	}
+	pe.Test = pe.Test || test
 }
 
 // pausedShown is how long after a post the store could not take its card
@@ -98,18 +131,34 @@ func (h *Handler) show(w http.ResponseWriter, r *http.Request, p page) {
 // openPage reads a page URL's id; anything but a live page of ours is
 // errPageGone.
 func (h *Handler) openPage(id string) (page, error) {
-	var p page
-	raw, err := h.Sealer.OpenURL(id, pageBinding)
-	if err != nil || json.Unmarshal(raw, &p) != nil || h.Now().Unix() >= p.Expires {
+	p, ok := h.readPage(id)
+	if !ok || h.Now().Unix() >= p.Expires {
 		return page{}, errPageGone
 	}
 	return p, nil
 }
 
+// readPage reads a page URL's id, live or expired: ok says it is one of
+// ours.
+func (h *Handler) readPage(id string) (p page, ok bool) {
+	if id == "" || len(id) > maxPageID {
+		return page{}, false
+	}
+	raw, err := h.Sealer.OpenURL(id, pageBinding)
+	return p, err == nil && json.Unmarshal(raw, &p) == nil
+}
+
 // toCheckout shows checkout session t's page: the card form, or the 3-D
 // Secure challenge it owes.
 func (h *Handler) toCheckout(w http.ResponseWriter, r *http.Request, t trusted) {
-	h.show(w, r, page{Kind: kindCheckout, Checkout: t.checkoutID})
+	h.show(w, r, checkoutPage(t, false))
+}
+
+// checkoutPage is checkout session t's page; paused says why the shopper
+// is back on it (page.Paused).
+func checkoutPage(t trusted, paused bool) page {
+	return page{Kind: kindCheckout, Checkout: t.checkoutID, Paused: paused,
+		Merchant: t.merchant.Name, Test: t.bill.Mode == merchant.Test, Shop: shopHome(t.callback)}
 }
 
 // finish shows the page that posts cb to the merchant's callback, for
@@ -133,7 +182,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, t *trusted, err e
 		// The store out of reach for writes but not reads showed the card
 		// form again with no word of why (a shopper could not tell
 		// whether the card was charged): the page says so.
-		h.show(w, r, page{Kind: kindCheckout, Checkout: t.checkoutID, Paused: !errors.Is(err, errInProgress)})
+		h.show(w, r, checkoutPage(*t, !errors.Is(err, errInProgress)))
 		return
 	}
 	pe := h.problem(r, t, err)
@@ -179,8 +228,12 @@ func (h *Handler) problem(r *http.Request, t *trusted, err error) *pageError {
 		pe.Test = t.bill.Mode == merchant.Test
 	}
 	if t != nil && t.callback != nil {
-		pe.Shop = t.merchant.Name
-		pe.ShopURL = (&url.URL{Scheme: t.callback.Scheme, Host: t.callback.Host, Path: "/"}).String()
+		pe.Shop, pe.ShopURL = t.merchant.Name, shopHome(t.callback)
+	}
+	// The page the shopper came from (the one shown, or the one a form
+	// was posted from) knows the shop when the request no longer does.
+	if p, ok := h.readPage(pageID(r)); ok {
+		p.lead(pe)
 	}
 	return pe
 }
@@ -301,7 +354,16 @@ func withPageID(r *http.Request, id string) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), pageIDKey{}, id))
 }
 
-// pageID is the id of the page being shown, for its language switch.
+// withPostedPage is r with the page a form of ours was posted from (its
+// page field), read from the form's body: the card form's post is read
+// by hand (cardPay), and this is needed only when the post has failed.
+func withPostedPage(r *http.Request, body string) *http.Request {
+	v, _ := url.ParseQuery(body)
+	return withPageID(r, v.Get(pageField))
+}
+
+// pageID is the id of the page being shown, or posted from: for its
+// language switch, and for the way back to the shop once it has closed.
 func pageID(r *http.Request) string {
 	id, _ := r.Context().Value(pageIDKey{}).(string)
 	return id

@@ -143,8 +143,10 @@ func TestPagesAreReachedByGET(t *testing.T) {
 	for _, u := range []string{"/cardPay/page/forged", "/cardPay/page/" + string(flipped), "/cardPay/page/" + name[:len(name)-4]} {
 		errorPage(t, get(g, u), http.StatusGone)
 	}
+	// Past its half hour, the result page has expired; it still knows
+	// the shop it was for.
 	g.Clock.Advance(checkout.TTL)
-	errorPage(t, get(g, paid), http.StatusGone)
+	closedPage(t, get(g, paid), http.StatusGone, "PRG Shop")
 }
 
 // After the bill is blocked, its card page says so instead of asking for
@@ -503,5 +505,69 @@ func TestLastAttemptReconciledAsDeclinedSaysBlocked(t *testing.T) {
 	failed(t, callback(t, rec), b, "declined")
 	if !strings.Contains(rec.Body.String(), "cannot take another card") {
 		t.Errorf("the page of the last attempt, found declined:\n%s", rec.Body)
+	}
+}
+
+// A checkout's page that has closed (the shopper cancelled, then pressed
+// Back and Pay) or expired (a tab left open past its half hour) still
+// offers the way back to the shop and says it was a test: it used to be a
+// dead end. Its forms post the page's sealed id along, so a post from it
+// knows the shop too; a forged id knows nothing.
+func TestClosedPagesLeadBackToTheShop(t *testing.T) {
+	g := servertest.Start(t, servertest.Options{})
+	c := g.Onboard("Closing Shop")
+	tok := g.Token(c, merchant.Test)
+	open := func(ref string, card string) (string, servertest.Page) {
+		t.Helper()
+		b := g.CreateBill(c, tok, ref, "10")
+		v := servertest.FormFields(c, tok, b)
+		if card != "" {
+			v = servertest.Card{Number: card, CVV: cvv}.Apply(v)
+		}
+		loc := seeOther(t, g.ServeOnce(servertest.CardPayRequest(v)))
+		return loc, servertest.ParsePage(get(g, loc).Body.String())
+	}
+	form := func(p servertest.Page, action string) url.Values {
+		t.Helper()
+		f, ok := p.FormTo(action)
+		if !ok {
+			t.Fatalf("no form to %s on the page", action)
+		}
+		v := url.Values{}
+		for name, value := range f.Values() {
+			v.Set(name, value)
+		}
+		return v
+	}
+
+	loc, page := open("CLOSING1", "")
+	cardForm, cancelForm := form(page, "/cardPay"), form(page, "/cardPay/cancel")
+	callback(t, g.Serve(post("/cardPay/cancel", cancelForm)))
+	closedPage(t, get(g, loc), http.StatusGone, "Closing Shop")
+	closedPage(t, g.Serve(post("/cardPay", servertest.Card{Number: visa, CVV: cvv}.Apply(cardForm))), http.StatusGone, "Closing Shop")
+	closedPage(t, g.Serve(post("/cardPay/cancel", cancelForm)), http.StatusGone, "Closing Shop")
+	for _, forged := range []string{"forged", loc[len("/cardPay/page/"):] + "A"} {
+		cancelForm.Set("page", forged)
+		errorPage(t, g.Serve(post("/cardPay/cancel", cancelForm)), http.StatusGone)
+	}
+
+	// The 3-D Secure page's forms, after its session ended.
+	_, page = open("CLOSING2", card3DS)
+	codeForm := form(page, "/cardPay/3ds")
+	if err := g.Store.EndCheckout(t.Context(), checkout.Hash(codeForm.Get("checkout")), g.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	codeForm.Set("code", "123456")
+	closedPage(t, g.Serve(post("/cardPay/3ds", codeForm)), http.StatusNotFound, "Closing Shop")
+
+	// Left open past the half hour: the page's address has expired too.
+	loc, page = open("CLOSING3", "")
+	g.Clock.Advance(checkout.TTL)
+	closedPage(t, get(g, loc), http.StatusGone, "Closing Shop")
+	closedPage(t, g.Serve(post("/cardPay", servertest.Card{Number: visa, CVV: cvv}.Apply(form(page, "/cardPay")))), http.StatusGone, "Closing Shop")
+	lang := form(page, "/cardPay/language")
+	lang.Set("language", "sw")
+	if body := g.Serve(post("/cardPay/language", lang)).Body.String(); !strings.Contains(body, `href="https://shop.example/"`) || !strings.Contains(body, "Rudi kwa Closing Shop") {
+		t.Errorf("the expired page's language switch lost the way back to the shop:\n%s", body)
 	}
 }
