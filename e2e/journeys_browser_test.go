@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -205,6 +206,38 @@ func TestBrowserShopperJourneys(t *testing.T) {
 		shot(t, ctx, "result-shop-form.png")
 		scripts(t, false)
 		axeCheck(t, ctx, "the result page of the shop's refused form")
+	})
+
+	// Without JavaScript (which empties them on leaving), the browser
+	// keeps a page's typed fields in its history and types them back on
+	// Back: never the card number or the security code.
+	step("without JavaScript, Back brings no card number back", func(t *testing.T, ctx context.Context) {
+		scripts(t, true)
+		defer scripts(t, false)
+		toCardPage(t, ctx)
+		run(t, ctx, chromedp.SendKeys(chromedp.ID("cardFirstName"), "Amina"), chromedp.SendKeys(chromedp.ID("cardNumber"), "4242424242424242"),
+			chromedp.SendKeys(chromedp.ID("cardExpiry"), expiry), chromedp.SendKeys(chromedp.ID("cardSecurity"), "123"),
+			chromedp.Click(chromedp.CSS(`form.languages button[lang=sw]`)))
+		waitFor(t, "the Swahili page", func() bool {
+			return value(t, ctx, chromedp.Evaluate[string](`document.documentElement ? document.documentElement.lang : ""`)) == "sw"
+		})
+		run(t, ctx, chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.ID("cardNumber")))
+		got := value(t, ctx, chromedp.Evaluate[[]string](`["cardFirstName", "cardNumber", "cardExpiry", "cardSecurity"].map(id => document.getElementById(id).value)`))
+		if got[1] != "" || got[3] != "" {
+			t.Errorf("Back typed the card number or security code back: %q", got)
+		}
+		// With JavaScript, which empties them on leaving, the browser's
+		// card autofill has its hints.
+		scripts(t, false)
+		toCardPage(t, ctx)
+		if hints := value(t, ctx, chromedp.Evaluate[[]string](`["cardNumber", "cardSecurity"].map(id => document.getElementById(id).autocomplete)`)); !slices.Equal(hints, []string{"cc-number", "cc-csc"}) {
+			t.Errorf("with JavaScript, the card number's and CVV's autocomplete are %q", hints)
+		}
+		// The next steps' pages follow the browser's language, not the
+		// one chosen here.
+		if _, err := chromedp.Call(ctx, network.DeleteCookies, network.DeleteCookiesParams{Name: "kadi_lang", URL: g.BaseURL}); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	step("a Swahili browser", func(t *testing.T, ctx context.Context) {

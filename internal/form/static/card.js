@@ -8,6 +8,11 @@
   if (!f) { return; }
   var num = document.getElementById("cardNumber"), exp = document.getElementById("cardExpiry"),
     cvv = document.getElementById("cardSecurity"), brand = document.getElementById("brand");
+  // The page turns autocomplete off for the number and CVV: a browser
+  // without this script kept them in its history and typed them back on
+  // Back. With it, leaving the page empties them (below), so the card
+  // autofill gets its hints back.
+  num.autocomplete = "cc-number"; cvv.autocomplete = "cc-csc";
   function digits(s) { return s.replace(/\D/g, ""); }
   function brandOf(d) {
     if (/^3[47]/.test(d)) { return "American Express"; }
