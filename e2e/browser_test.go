@@ -155,29 +155,38 @@ func TestBrowserCheckout(t *testing.T) {
 				}
 				run(t, cctx, chromedp.Clear(chromedp.ID("cardNumber")), chromedp.ResetViewport())
 				run(t, cctx, chromedp.Click(chromedp.CSS(`button[name="language"][value="en"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="en"] #cardNumber`)))
-				// Back after a switch: the page the browser kept, or the one
-				// it loads again, holds no card number or CVV (it typed back
-				// those of the page before the switch).
+				// A switch takes the page's place in the history: Back leaves
+				// the card page for the shop's (it showed the card page again,
+				// in the other language). Forward brings the card page back
+				// with no card number or CVV (a page once typed them back).
+				length := `history.length`
+				entries := value(t, cctx, chromedp.Evaluate[int](length))
 				run(t, cctx, chromedp.SendKeys(chromedp.ID("cardNumber"), tc.card), chromedp.SendKeys(chromedp.ID("cardSecurity"), "123"))
 				run(t, cctx, chromedp.Click(chromedp.CSS(`button[name="language"][value="sw"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="sw"] #cardNumber`)))
-				value(t, cctx, chromedp.Evaluate[int](`window.kadiLeft = true, addEventListener("pageshow", function () { window.kadiShown = true; }), history.back(), 1`))
-				// Asked again and again: the navigation ends the page the
-				// question runs in.
-				for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-					back, err := chromedp.Run(cctx, chromedp.Evaluate[bool](`(!window.kadiLeft || window.kadiShown) && document.readyState === "complete" && !!document.getElementById("cardNumber")`))
-					if err == nil && back {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("the card page did not come back after Back: %v", err)
+				if after := value(t, cctx, chromedp.Evaluate[int](length)); after != entries {
+					t.Errorf("a language switch took the history from %d entries to %d", entries, after)
+				}
+				historyStep := func(js string, ready string) {
+					t.Helper()
+					value(t, cctx, chromedp.Evaluate[int](`window.kadiLeft = true, `+js+`, 1`))
+					// Asked again and again: the navigation ends the page the
+					// question runs in.
+					for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+						there, err := chromedp.Run(cctx, chromedp.Evaluate[bool](`!window.kadiLeft && document.readyState === "complete" && !!document.querySelector("`+ready+`")`))
+						if err == nil && there {
+							return
+						}
+						if time.Now().After(deadline) {
+							t.Fatalf("%s did not come to %s: %v", js, ready, err)
+						}
 					}
 				}
+				historyStep("history.back()", "#checkout")
+				historyStep("history.forward()", "#cardNumber")
 				if typed := value(t, cctx, chromedp.Evaluate[[]string](`[document.getElementById("cardNumber").value, document.getElementById("cardSecurity").value]`)); !slices.Equal(typed, []string{"", ""}) {
-					t.Errorf("Back after a language switch shows a card number and CVV typed before it: %q", typed)
+					t.Errorf("Forward to the card page shows a card number and CVV typed before: %q", typed)
 				}
-				if lang := value(t, cctx, chromedp.Evaluate[string](`document.documentElement.lang`)); lang != "en" {
-					run(t, cctx, chromedp.Click(chromedp.CSS(`button[name="language"][value="en"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="en"] #cardNumber`)))
-				}
+				run(t, cctx, chromedp.Click(chromedp.CSS(`button[name="language"][value="en"]`)), chromedp.WaitVisible(chromedp.CSS(`html[lang="en"] #cardNumber`)))
 				axeCheck(t, cctx, "card entry")
 			}
 			run(t, cctx,
