@@ -62,7 +62,7 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "how long a request may take in all, what it waits for the database included; past it the client is answered 503 with when to come back (at most 50s; the CSV export and the health probes are not bound by it)")
 	fs.DurationVar(&cfg.DrainDelay, "drain-delay", cfg.DrainDelay, "on SIGTERM, answer /readyz 503 this long before closing the listeners, so a load balancer probing /readyz stops sending first (a little over its probe interval)")
 	fs.DurationVar(&cfg.MetricsRefresh, "metrics-refresh", cfg.MetricsRefresh, "how often gauges read from the database (IPN queue) are refreshed; scrapes read the last values")
-	fs.Func("metrics-allow", "comma-separated CIDRs or addresses that may read /metrics beside the API (default 127.0.0.0/8,::1; empty: nobody)", func(v string) error {
+	fs.Func("metrics-allow", "comma-separated CIDRs or addresses that may read /metrics beside the API (default 127.0.0.0/8,::1; empty: nobody); given with --metrics-addr, the peers that listener's /metrics and profiler answer (not given, it answers anyone who reaches it)", func(v string) error {
 		allow, err := parsePrefixes(v)
 		if err != nil {
 			return err
@@ -72,7 +72,7 @@ func serveFlags(fs *flag.FlagSet, cfg *server.Config, st *storeFlags, logs *logF
 			// anywhere belongs on its own listener.
 			return fmt.Errorf("%s lets anyone read /metrics (a prefix here is at most as wide as a private network: /8 for IPv4, /7 for IPv6): name your scrapers' addresses or subnets, or serve metrics on a private --metrics-addr", p)
 		}
-		cfg.MetricsAllow = allow
+		cfg.MetricsAllow, cfg.GuardMetricsAddr = allow, true
 		return nil
 	})
 	fs.Func("trusted-proxies", "comma-separated CIDRs or addresses of reverse proxies whose X-Forwarded-For or Forwarded header names the client (default none: the socket's peer is the client)", func(v string) error {

@@ -524,3 +524,40 @@ func TestLockDataDirWarnsWhenNoLockCanBeTaken(t *testing.T) {
 		t.Errorf("a data dir already served: %v, want ErrDataDirServed", err)
 	}
 }
+
+// --metrics-allow, given as a flag or from the environment, also guards
+// the --metrics-addr listener's /metrics and profiler: it was silently
+// ignored there. Not given, that listener answers anyone, as before.
+func TestMetricsAllowGuardsTheMetricsListener(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		args  []string
+		env   string
+		guard bool
+	}{
+		{"flag", []string{"--metrics-addr", "0.0.0.0:9090", "--metrics-allow", "10.1.0.0/16"}, "", true},
+		{"environment", []string{"--metrics-addr", "0.0.0.0:9090"}, "10.1.0.0/16", true},
+		{"not given", []string{"--metrics-addr", "0.0.0.0:9090"}, "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.env != "" {
+				t.Setenv("KADI_METRICS_ALLOW", tt.env)
+			}
+			cfg := server.Defaults()
+			var st storeFlags
+			var logs logFlags
+			fs := newFlags("serve", io.Discard)
+			serveFlags(fs, &cfg, &st, &logs)
+			if err := parseFlags(fs, tt.args); err != nil {
+				t.Fatal(err)
+			}
+			want := netip.MustParsePrefix("127.0.0.0/8")
+			if tt.guard {
+				want = netip.MustParsePrefix("10.1.0.0/16")
+			}
+			if cfg.GuardMetricsAddr != tt.guard || len(cfg.MetricsAllow) == 0 || cfg.MetricsAllow[0] != want {
+				t.Errorf("GuardMetricsAddr %t, MetricsAllow %v; want %t, %v first", cfg.GuardMetricsAddr, cfg.MetricsAllow, tt.guard, want)
+			}
+		})
+	}
+}

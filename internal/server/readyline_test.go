@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// The ready line says what each listener serves, and /metrics beside the
-// API only to whom it answers: with --metrics-allow empty it answers
-// nobody there, and the line said it was served.
+// The ready line says what each listener serves, and /metrics only to
+// whom it answers, beside the API or on its own guarded listener: with
+// --metrics-allow empty it answers nobody beside the API, and the line
+// said it was served.
 func TestReadyLine(t *testing.T) {
 	ln := func(port int) net.Listener {
 		return fakeListener{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
@@ -26,6 +27,9 @@ func TestReadyLine(t *testing.T) {
 		{Config{DatabaseURL: "postgres://db/kadi", PublicURL: "https://pay.example", DashboardAddr: "127.0.0.1:8082", MetricsAddr: "127.0.0.1:9090", MetricsAllow: loopback},
 			[]net.Listener{ln(8080), ln(8082), ln(9090)},
 			"Kadi is ready: API, hosted form on http://127.0.0.1:8080; dashboard on http://127.0.0.1:8082; /metrics on http://127.0.0.1:9090; PostgreSQL; public URL https://pay.example"},
+		{Config{DataDir: "kadi-data", PublicURL: "https://pay.example", MetricsAddr: "0.0.0.0:9090", MetricsAllow: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}, GuardMetricsAddr: true},
+			[]net.Listener{ln(8080), ln(9090)},
+			"Kadi is ready: API, hosted form, dashboard on http://127.0.0.1:8080; /metrics (to 10.1.0.0/16) on http://127.0.0.1:9090; SQLite in kadi-data; public URL https://pay.example"},
 	} {
 		g := &Gateway{cfg: tt.cfg}
 		if got := g.readyLine(tt.listeners); got != tt.want {

@@ -99,6 +99,11 @@ type Config struct {
 	// else gets the 404 of an unknown path. Business volume is nobody
 	// else's business.
 	MetricsAllow []netip.Prefix
+	// GuardMetricsAddr: MetricsAllow also names the peers MetricsAddr's
+	// /metrics and profiler answer. Off, that listener answers whoever
+	// reaches it. Its /livez and /readyz answer anyone either way: a
+	// kubelet probes them from the node's address.
+	GuardMetricsAddr bool
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For or
 	// Forwarded header names the client (for throttle, lockout, audit and
 	// logs); from anyone else the socket's peer is the client. None by
@@ -192,13 +197,20 @@ func openStore(ctx context.Context, dataDir, url string, keys *keyring.Keyring, 
 // the database's password, and whoever may scrape metrics need not read it.
 func (g *Gateway) MetricsListener() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", g.metricsHandler)
+	guard := func(h http.HandlerFunc) http.Handler { return h }
+	if g.cfg.GuardMetricsAddr {
+		addrs := clientaddr.NewResolver(g.cfg.TrustedProxies)
+		guard = func(h http.HandlerFunc) http.Handler {
+			return onlyFrom(g.cfg.MetricsAllow, addrs, h, http.HandlerFunc(http.NotFound))
+		}
+	}
+	mux.Handle("GET /metrics", guard(g.metricsHandler.ServeHTTP))
 	mux.Handle("GET /readyz", g.ready)
 	mux.HandleFunc("GET /livez", live)
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	mux.Handle("GET /debug/pprof/", guard(pprof.Index))
+	mux.Handle("GET /debug/pprof/profile", guard(pprof.Profile))
+	mux.Handle("GET /debug/pprof/symbol", guard(pprof.Symbol))
+	mux.Handle("GET /debug/pprof/trace", guard(pprof.Trace))
 	// A scrape configured with a base URL ending in a slash asks for
 	// //metrics: answered as /metrics, as the API's paths are, not a 307
 	// that a scraper reports as a failed target.
@@ -549,10 +561,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 			return fmt.Errorf("%s listen: %w", extra.what, err)
 		}
 		g.log.Info("serving "+extra.what, "addr", l.Addr().String())
-		if ap, err := netip.ParseAddrPort(l.Addr().String()); err == nil && extra.flag == "--metrics-addr" && !ap.Addr().Unmap().IsLoopback() {
-			// --metrics-allow guards /metrics beside the API; this
-			// listener has no guard of its own, and its profiler shows the
-			// process's memory and stacks.
+		if ap, err := netip.ParseAddrPort(l.Addr().String()); err == nil && extra.flag == "--metrics-addr" && !g.cfg.GuardMetricsAddr && !ap.Addr().Unmap().IsLoopback() {
+			// Without --metrics-allow given, this listener has no guard,
+			// and its profiler shows the process's memory and stacks.
 			g.log.Warn("--metrics-addr is reachable beyond this host: /metrics and the profiler (/debug/pprof/) answer anyone who reaches it; bind it to a private interface and firewall it, or to 127.0.0.1", "addr", l.Addr().String())
 		}
 		servers, listeners = append(servers, g.newHTTPServer(extra.h)), append(listeners, l)
@@ -824,16 +835,20 @@ func (g *Gateway) readyLine(listeners []net.Listener) string {
 	if g.cfg.DashboardAddr == "" {
 		api = append(api, "dashboard")
 	}
+	allow := make([]string, len(g.cfg.MetricsAllow))
+	for i, p := range g.cfg.MetricsAllow {
+		allow[i] = p.String()
+	}
+	metrics := "/metrics (to " + strings.Join(allow, ",") + ")"
 	if g.cfg.MetricsAddr == "" && len(g.cfg.MetricsAllow) > 0 {
-		allow := make([]string, len(g.cfg.MetricsAllow))
-		for i, p := range g.cfg.MetricsAllow {
-			allow[i] = p.String()
-		}
-		api = append(api, "/metrics (to "+strings.Join(allow, ",")+")")
+		api = append(api, metrics)
+	}
+	if !g.cfg.GuardMetricsAddr {
+		metrics = "/metrics"
 	}
 	parts := []string{strings.Join(api, ", ") + " on http://" + listeners[0].Addr().String()}
 	i := 1
-	for _, own := range []struct{ addr, what string }{{g.cfg.FormAddr, "hosted form"}, {g.cfg.DashboardAddr, "dashboard"}, {g.cfg.MetricsAddr, "/metrics"}} {
+	for _, own := range []struct{ addr, what string }{{g.cfg.FormAddr, "hosted form"}, {g.cfg.DashboardAddr, "dashboard"}, {g.cfg.MetricsAddr, metrics}} {
 		if own.addr != "" {
 			parts = append(parts, own.what+" on http://"+listeners[i].Addr().String())
 			i++

@@ -282,14 +282,61 @@ func TestMetricsListener(t *testing.T) {
 	}
 }
 
+// Given, --metrics-allow also names who --metrics-addr's /metrics and
+// profiler answer (it was silently ignored there, and they answered
+// anyone); not given, that listener answers anyone who reaches it, as
+// before. Its /livez and /readyz answer anyone: a kubelet probes them from
+// the node's address.
+func TestMetricsListenerAllowList(t *testing.T) {
+	ask := func(h http.Handler, method, path, peer string) int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(method, path, nil)
+		req.RemoteAddr = peer
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	scraper, outsider := "10.1.2.3:40000", "127.0.0.1:5555"
+	for _, guarded := range []bool{true, false} {
+		cfg := server.Defaults()
+		cfg.DataDir, cfg.MasterKey, cfg.MetricsAddr = t.TempDir(), secret.RandomBytes(32), "127.0.0.1:0"
+		cfg.MetricsAllow, cfg.GuardMetricsAddr = []netip.Prefix{netip.MustParsePrefix("10.1.2.0/24")}, guarded
+		g, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := g.MetricsListener()
+		for _, path := range []string{"/metrics", "/debug/pprof/", "/debug/pprof/goroutine?debug=1", "/debug/pprof/symbol"} {
+			if code := ask(h, http.MethodGet, path, scraper); code != http.StatusOK {
+				t.Errorf("guarded %t: %s from a named scraper: %d", guarded, path, code)
+			}
+			want := http.StatusOK
+			if guarded {
+				want = http.StatusNotFound
+			}
+			if code := ask(h, http.MethodGet, path, outsider); code != want {
+				t.Errorf("guarded %t: %s from a peer not named: %d, want %d", guarded, path, code, want)
+			}
+		}
+		if code := ask(h, http.MethodGet, "/livez", outsider); code != http.StatusOK {
+			t.Errorf("guarded %t: /livez from a peer not named: %d", guarded, code)
+		}
+		if code := ask(h, http.MethodGet, "/readyz", outsider); code == http.StatusNotFound {
+			t.Errorf("guarded %t: /readyz from a peer not named: %d", guarded, code)
+		}
+		g.Close()
+	}
+}
+
 // A metrics listener reachable beyond the host is warned about (its
-// profiler answers anyone); one on loopback is not. One on --addr's own
+// profiler answers anyone), unless --metrics-allow guards it; one on
+// loopback is not. One on --addr's own
 // address says so, not "in use".
 func TestMetricsListenerBeyondLoopbackWarns(t *testing.T) {
 	for _, tt := range []struct {
-		host string
-		warn bool
-	}{{"0.0.0.0", true}, {"127.0.0.1", false}} {
+		host    string
+		guarded bool
+		warn    bool
+	}{{"0.0.0.0", false, true}, {"127.0.0.1", false, false}, {"0.0.0.0", true, false}} {
 		free, err := net.Listen("tcp", tt.host+":0")
 		if err != nil {
 			t.Fatal(err)
@@ -297,6 +344,7 @@ func TestMetricsListenerBeyondLoopbackWarns(t *testing.T) {
 		var logs servertest.LogBuffer
 		cfg := server.Defaults()
 		cfg.DataDir, cfg.MasterKey, cfg.MetricsAddr = t.TempDir(), secret.RandomBytes(32), free.Addr().String()
+		cfg.GuardMetricsAddr = tt.guarded
 		free.Close()
 		ready := make(chan struct{})
 		cfg.Ready = func(string) { close(ready) }
@@ -313,7 +361,7 @@ func TestMetricsListenerBeyondLoopbackWarns(t *testing.T) {
 		s.stop()
 		g.Close()
 		if warned := strings.Contains(logs.String(), "--metrics-addr is reachable beyond this host"); warned != tt.warn {
-			t.Errorf("metrics on %s: warned %t, want %t\n%s", tt.host, warned, tt.warn, logs.String())
+			t.Errorf("metrics on %s, guarded %t: warned %t, want %t\n%s", tt.host, tt.guarded, warned, tt.warn, logs.String())
 		}
 	}
 
