@@ -1,6 +1,8 @@
 package asset_test
 
 import (
+	"compress/gzip"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -64,5 +66,64 @@ func TestFiles(t *testing.T) {
 		if rec := get(target); rec.Code != http.StatusNotFound || strings.Contains(rec.Body.String(), "card.js") {
 			t.Errorf("%s: %d %q; want 404 and no listing", target, rec.Code, rec.Body)
 		}
+	}
+}
+
+// A browser that takes gzip gets the file compressed, under an entity tag
+// of its own; one that does not, or a file compression would not shrink,
+// gets it as it is. Either way the answer says it varies by
+// Accept-Encoding, so a shared cache keeps the two apart.
+func TestFilesCompressed(t *testing.T) {
+	big := strings.Repeat("function f() { return document.querySelectorAll('form'); }\n", 40)
+	f, err := asset.New(fstest.MapFS{
+		"static/big.js":  {Data: []byte(big)},
+		"static/tiny.js": {Data: []byte("1;")},
+	}, "static", "/static/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(name string, header ...string) *httptest.ResponseRecorder {
+		u, err := f.URL(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest(http.MethodGet, u, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		rec := httptest.NewRecorder()
+		f.ServeHTTP(rec, req)
+		if rec.Header().Get("Vary") != "Accept-Encoding" {
+			t.Errorf("%s: Vary %q, want Accept-Encoding", name, rec.Header().Get("Vary"))
+		}
+		return rec
+	}
+
+	plain := get("big.js")
+	if plain.Header().Get("Content-Encoding") != "" || plain.Body.String() != big {
+		t.Errorf("without Accept-Encoding: Content-Encoding %q, %d bytes", plain.Header().Get("Content-Encoding"), plain.Body.Len())
+	}
+	gz := get("big.js", "Accept-Encoding", "gzip, deflate, br, zstd")
+	if gz.Header().Get("Content-Encoding") != "gzip" || gz.Body.Len() >= len(big)/3 {
+		t.Fatalf("with gzip: Content-Encoding %q, %d bytes of %d", gz.Header().Get("Content-Encoding"), gz.Body.Len(), len(big))
+	}
+	zr, err := gzip.NewReader(gz.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(zr); err != nil || string(got) != big {
+		t.Errorf("the gzipped file reads back as %d bytes, %v", len(got), err)
+	}
+	if gz.Header().Get("ETag") == plain.Header().Get("ETag") {
+		t.Error("the gzipped and the plain file share an entity tag")
+	}
+	if rec := get("big.js", "Accept-Encoding", "gzip", "If-None-Match", gz.Header().Get("ETag")); rec.Code != http.StatusNotModified {
+		t.Errorf("revalidating the gzipped file: %d, want 304", rec.Code)
+	}
+	if rec := get("big.js", "Accept-Encoding", "gzip;q=0"); rec.Header().Get("Content-Encoding") != "" {
+		t.Error("gzip;q=0 got gzip")
+	}
+	if rec := get("tiny.js", "Accept-Encoding", "gzip"); rec.Header().Get("Content-Encoding") != "" || rec.Body.String() != "1;" {
+		t.Errorf("a file gzip would grow: Content-Encoding %q, %q", rec.Header().Get("Content-Encoding"), rec.Body)
 	}
 }

@@ -1,6 +1,8 @@
 package form_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -27,7 +29,7 @@ func TestCardPageWeight(t *testing.T) {
 		req.Header.Set("Accept-Language", lang)
 		rec := g.Serve(req)
 		html := rec.Body.String()
-		total := len(html)
+		total, wire := len(html), len(html)
 		assets := assetRef.FindAllStringSubmatch(html, -1)
 		if len(assets) < 3 {
 			t.Fatalf("%s: the card page loads %d assets; the scan is broken:\n%s", lang, len(assets), html)
@@ -43,8 +45,16 @@ func TestCardPageWeight(t *testing.T) {
 				t.Errorf("%s: %s is cached %q; want a year, immutable", lang, a[1], cc)
 			}
 			total += asset.Body.Len()
+			// What a browser, which takes gzip, downloads of it.
+			req := httptest.NewRequest(http.MethodGet, a[1], nil)
+			req.Header.Set("Accept-Encoding", "gzip, deflate, br, zstd")
+			gz := g.Serve(req)
+			if gz.Header().Get("Content-Encoding") != "gzip" || gz.Body.Len() >= asset.Body.Len() {
+				t.Errorf("%s: %s goes to a browser that takes gzip as %q, %d bytes of %d", lang, a[1], gz.Header().Get("Content-Encoding"), gz.Body.Len(), asset.Body.Len())
+			}
+			wire += gz.Body.Len()
 		}
-		t.Logf("%s card page: %d bytes (HTML %d) of a %d budget", lang, total, len(html), pageBudget)
+		t.Logf("%s card page: %d bytes (HTML %d) of a %d budget; %d over the wire with gzip", lang, total, len(html), pageBudget, wire)
 		if total > pageBudget {
 			t.Errorf("%s card page weighs %d bytes, over the %d budget", lang, total, pageBudget)
 		}
