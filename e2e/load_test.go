@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,7 +67,7 @@ func TestKadiLoadMetricsElsewhere(t *testing.T) {
 				billsRow = strings.Fields(rest)
 			}
 		}
-		if len(billsRow) != 15 {
+		if len(billsRow) != 16 {
 			t.Fatalf("kadi-load %v: no bills row in\n%s", extra, out.String())
 		}
 		return billsRow, errOut.String()
@@ -191,7 +192,7 @@ func checkLoadTable(t *testing.T, out string, sqlite bool) {
 			half = line[strings.Index(line, ")")+1:]
 		}
 	}
-	if f := strings.Fields(half); len(f) != 15 || f[0] == "0" || f[1] != "0" || f[14] != "—" {
+	if f := strings.Fields(half); len(f) != 16 || f[0] == "0" || f[1] != "0" || f[15] != "—" {
 		t.Errorf("the paced bills row: %q", half)
 	}
 	for _, scenario := range []string{"minimal net/http handler", "GET /healthz", "POST /payment/v2/bills",
@@ -204,14 +205,14 @@ func checkLoadTable(t *testing.T, out string, sqlite bool) {
 		}
 		// ok, errors, per sec, p50, p99, vs minimal, vs /healthz, CPU/req,
 		// writes/commit, writer busy, commit p99, wait p99, peak RSS,
-		// load CPU/req, paired per sec
-		if len(row) != 15 {
+		// load CPU/req, cores used, paired per sec
+		if len(row) != 16 {
 			t.Errorf("no row for %q", scenario)
 			continue
 		}
 		// Every ratio is against the baseline run beside it.
-		if n, err := strconv.ParseFloat(row[14], 64); err != nil || n <= 0 {
-			t.Errorf("%s: paired baseline %q per second", scenario, row[14])
+		if n, err := strconv.ParseFloat(row[15], 64); err != nil || n <= 0 {
+			t.Errorf("%s: paired baseline %q per second", scenario, row[15])
 		}
 		if row[0] == "0" || row[1] != "0" {
 			t.Errorf("%s: %s ok, %s errors", scenario, row[0], row[1])
@@ -223,8 +224,15 @@ func checkLoadTable(t *testing.T, out string, sqlite bool) {
 		// bills (about 12 ms) may round to none on a fast machine, a
 		// hundred checkouts (about 100 ms) never do. kadi-load's own comes
 		// from getrusage, to the microsecond.
-		if strings.Contains(scenario, "cardPay") && row[7] == "—" {
-			t.Errorf("%s: no server CPU", scenario)
+		if strings.Contains(scenario, "cardPay") {
+			if row[7] == "—" {
+				t.Errorf("%s: no server CPU", scenario)
+			}
+			// The two together, in cores of this machine's.
+			used, cores, ok := strings.Cut(row[14], "/")
+			if n, err := strconv.ParseFloat(used, 64); !ok || err != nil || n <= 0 || cores != strconv.Itoa(runtime.NumCPU()) {
+				t.Errorf("%s: cores used %q", scenario, row[14])
+			}
 		}
 		if strings.Contains(scenario, "bills") || strings.Contains(scenario, "cardPay") {
 			if row[13] == "—" {

@@ -3,6 +3,8 @@ package load
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +71,8 @@ func TestReportRatiosAgainstPairedBaselines(t *testing.T) {
 	minimal.Paired, health.Paired = &health, &pairedMinimal
 	bills := res("bills", 3000)
 	bills.Paired = &pairedHealth
+	// 1.2 s of the server's CPU and 0.3 s of kadi-load's in the second.
+	bills.ServerCPU, bills.LoadCPU = 1200*time.Millisecond, 300*time.Millisecond
 	paced := res("paced", 1500)
 	var buf bytes.Buffer
 	Report(&buf, []Result{minimal, health, bills, paced})
@@ -91,6 +95,13 @@ func TestReportRatiosAgainstPairedBaselines(t *testing.T) {
 		// name ok errors per-sec p50 p99 vs-minimal vs-healthz …
 		if f[6] != w[0] || f[7] != w[1] || f[len(f)-1] != w[2] {
 			t.Errorf("%s: vs minimal %s, vs /healthz %s, paired %s/s; want %s, %s, %s", f[0], f[6], f[7], f[len(f)-1], w[0], w[1], w[2])
+		}
+		cores := "—"
+		if f[0] == "bills" {
+			cores = fmt.Sprintf("1.50/%d", runtime.NumCPU())
+		}
+		if f[len(f)-2] != cores {
+			t.Errorf("%s: cores used %s, want %s", f[0], f[len(f)-2], cores)
 		}
 	}
 }
