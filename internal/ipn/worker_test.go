@@ -696,10 +696,18 @@ func TestParksWithoutAnEndpoint(t *testing.T) {
 			t.Fatalf("parked event %+v", got)
 		}
 	}
+	// A park is counted once it is stored (worker.go): just after the
+	// status reads parked, the count may not have caught up yet.
+	var text strings.Builder
+	waitFor(t, "both parks counted", func() bool {
+		text.Reset()
+		_ = reg.WriteText(&text)
+		return strings.Contains(text.String(), `kadi_ipn_deliveries_total{outcome="parked"} 2`)
+	})
 	if err := m.Refresh(t.Context(), f.db, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	var text strings.Builder
+	text.Reset()
 	_ = reg.WriteText(&text)
 	for _, want := range []string{"kadi_ipn_queue_depth 0\n", `kadi_ipn_deliveries_total{outcome="parked"} 2`, "kadi_ipn_oldest_pending_age_seconds 0\n"} {
 		if !strings.Contains(text.String(), want) {
