@@ -217,7 +217,7 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 	// The merchant's customer fields are judged before anyone types a card:
 	// a customer cannot fix them, so there is no point asking for the card.
 	if problems := h.checkCustomer(&sub); len(problems) > 0 {
-		h.finish(w, r, t, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location), false)
+		h.refuseForm(w, r, t, problems)
 		return
 	}
 	if !sub.HasCard() && t.checkoutID == "" {
@@ -234,7 +234,7 @@ func (h *Handler) cardPay(w http.ResponseWriter, r *http.Request) {
 			h.again(w, r, t, sub, problems, payment.Payment{})
 			return
 		}
-		h.finish(w, r, t, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location), false)
+		h.refuseForm(w, r, t, problems)
 		return
 	}
 	attempt.CallbackURL = t.callback.String()
@@ -502,8 +502,7 @@ func onlyCardProblems(ps []Problem) bool {
 }
 
 // invalidDetails begins the message of a form refused for its fields: the
-// shop hears it as the reason, and the result page tells it from a
-// card network's answer by it.
+// shop hears it as the reason.
 const invalidDetails = "Invalid payment details: "
 
 func describe(ps []Problem) string {

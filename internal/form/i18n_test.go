@@ -230,6 +230,10 @@ func TestSwahiliResultOfAnUncataloguedAnswer(t *testing.T) {
 	}{
 		{payment.Approved, "Approved by the issuer", "Transaction Successfull", `Malipo yamekubaliwa. <span lang="en">Approved by the issuer</span>`, "Malipo hayakupita"},
 		{payment.Declined, "Refer to card issuer", "Transaction Failed", `Malipo hayakupita. <span lang="en">Refer to card issuer</span>`, "Fomu ya malipo ya duka"},
+		// The words the gateway begins a refused shop form's message with:
+		// from the network they are still the network's answer.
+		{payment.Declined, "Invalid payment details: card blocked by the issuer", "Transaction Failed",
+			`Malipo hayakupita. <span lang="en">Invalid payment details: card blocked by the issuer</span>`, "Fomu ya malipo ya duka"},
 	} {
 		t.Run(tt.message, func(t *testing.T) {
 			g := servertest.Start(t, servertest.Options{})

@@ -65,6 +65,10 @@ type page struct {
 	// Shop is the shop's home page, with Merchant and Test (kindCheckout):
 	// once its session has closed, the page still knows whose it was.
 	Shop string `json:"s,omitempty"`
+	// ShopsForm: the result is the shop's form refused for its own fields
+	// (kindResult), which the page tells the shopper; it told it by the
+	// message's first words, which a card network's answer could share.
+	ShopsForm bool `json:"f,omitempty"`
 }
 
 // shopHome is where a page sends the shopper back to the shop whose
@@ -165,8 +169,22 @@ func checkoutPage(t trusted, paused bool) page {
 // checkout t; blocked says the failure spent the bill's last attempt, so
 // the page can say no other card will be taken.
 func (h *Handler) finish(w http.ResponseWriter, r *http.Request, t trusted, to *url.URL, cb Callback, blocked bool) {
+	h.show(w, r, resultPage(t, to, cb, blocked))
+}
+
+// refuseForm sends the shop's form, refused for its own fields (problems),
+// back to the shop as Transaction Failed, on a page that says it was the
+// shop's form: a shopper read the fields' message bare, as if the bank
+// had answered.
+func (h *Handler) refuseForm(w http.ResponseWriter, r *http.Request, t trusted, problems []Problem) {
+	p := resultPage(t, t.callback, callbackFor(t.bill, payment.Payment{Status: payment.Failed, Message: describe(problems), UpdatedAt: h.Now()}, h.Location), false)
+	p.ShopsForm = true
+	h.show(w, r, p)
+}
+
+func resultPage(t trusted, to *url.URL, cb Callback, blocked bool) page {
 	hd := header(t)
-	h.show(w, r, page{Kind: kindResult, Action: to.String(), Callback: &cb, Merchant: hd.Merchant, Amount: hd.Amount, Test: hd.Test, Blocked: blocked})
+	return page{Kind: kindResult, Action: to.String(), Callback: &cb, Merchant: hd.Merchant, Amount: hd.Amount, Test: hd.Test, Blocked: blocked}
 }
 
 // fail shows err on our error page; t, when the callback is trusted,
@@ -268,7 +286,7 @@ func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 			h.renderError(w, r, h.problem(r, nil, errPageGone))
 			return
 		}
-		h.renderResult(w, r, to, *p.Callback, resultHeader{p.Merchant, p.Amount, p.Test, p.Blocked}, true)
+		h.renderResult(w, r, to, *p.Callback, resultHeader{Merchant: p.Merchant, Amount: p.Amount, Test: p.Test, Blocked: p.Blocked, ShopsForm: p.ShopsForm}, true)
 	case kindError:
 		p.Error.sealed = true
 		h.renderError(w, r, p.Error)
@@ -347,7 +365,7 @@ func (h *Handler) renderOutcome(w http.ResponseWriter, r *http.Request, t truste
 	}
 	hd := header(t)
 	blocked := p.Status == payment.Failed && p.ID != "" && t.bill.State == bill.Blocked
-	h.renderResult(w, r, cb, callbackFor(t.bill, p, h.Location), resultHeader{hd.Merchant, hd.Amount, hd.Test, blocked}, r.URL.Query().Has("settled"))
+	h.renderResult(w, r, cb, callbackFor(t.bill, p, h.Location), resultHeader{Merchant: hd.Merchant, Amount: hd.Amount, Test: hd.Test, Blocked: blocked}, r.URL.Query().Has("settled"))
 }
 
 func withPageID(r *http.Request, id string) *http.Request {

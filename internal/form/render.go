@@ -168,7 +168,7 @@ func (h *Handler) renderResult(w http.ResponseWriter, r *http.Request, to *url.U
 		// The shop's form, refused for its own fields, is the shop
 		// developers' to fix: a shopper read that message bare, as if it
 		// were the bank's answer to them.
-		"ShopsForm": strings.HasPrefix(cb.Message, invalidDetails),
+		"ShopsForm": hd.ShopsForm,
 	})
 }
 
@@ -178,10 +178,11 @@ func (h *Handler) renderResult(w http.ResponseWriter, r *http.Request, to *url.U
 // grouping) and whether it is a test, labelled on every page
 // (hosted-form.md).
 type resultHeader struct {
-	Merchant string
-	Amount   string
-	Test     bool
-	Blocked  bool // the attempt was the bill's last: no other card can be tried
+	Merchant  string
+	Amount    string
+	Test      bool
+	Blocked   bool // the attempt was the bill's last: no other card can be tried
+	ShopsForm bool // the shop's form was refused for its own fields (page.ShopsForm)
 }
 
 // renderError shows pe; problem made it and logged it.
