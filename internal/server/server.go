@@ -839,12 +839,13 @@ func (g *Gateway) readyLine(listeners []net.Listener) string {
 	for i, p := range g.cfg.MetricsAllow {
 		allow[i] = p.String()
 	}
-	metrics := "/metrics (to " + strings.Join(allow, ",") + ")"
+	toAllowed := "/metrics (to " + strings.Join(allow, ",") + ")"
 	if g.cfg.MetricsAddr == "" && len(g.cfg.MetricsAllow) > 0 {
-		api = append(api, metrics)
+		api = append(api, toAllowed)
 	}
-	if !g.cfg.GuardMetricsAddr {
-		metrics = "/metrics"
+	metrics := "/metrics" // its own listener answers anyone, unless guarded
+	if g.cfg.GuardMetricsAddr {
+		metrics = toAllowed
 	}
 	parts := []string{strings.Join(api, ", ") + " on http://" + listeners[0].Addr().String()}
 	i := 1
