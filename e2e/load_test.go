@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"compress/gzip"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"io"
@@ -10,9 +11,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // kadi-load, the benchmark of record, runs against the real binary as the
@@ -243,6 +246,70 @@ func checkLoadTable(t *testing.T, out string, sqlite bool) {
 				t.Errorf("%s: writes per commit %s, writer busy %s, commit p99 %s, wait p99 %s (SQLite: %v)",
 					scenario, row[8], row[9], row[10], row[11], sqlite)
 			}
+		}
+	}
+}
+
+// kadi-load fills a data dir only while no node serves it: a node answers
+// "no such bill" from the bills it listed at start and those it added
+// since. A node started after the seeding finds the seeded bills.
+func TestKadiLoadSeedsOnlyAnUnservedDataDir(t *testing.T) {
+	t.Parallel()
+	bin, credsFile, g := loadedGateway(t)
+	seed := func() (string, error) {
+		out, err := exec.Command(bin, "--seed-bills", "30", "--data-dir", g.DataDir, "--credentials", credsFile).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := seed(); err == nil || !strings.Contains(out, "another kadi serve") {
+		t.Errorf("seeding a served data dir: %v, want it refused\n%s", err, out)
+	}
+	g.Stop()
+	if out, err := seed(); err != nil {
+		t.Fatalf("seeding a data dir nobody serves: %v\n%s", err, out)
+	}
+	g.Start()
+
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(g.DataDir, "kadi.db")+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var seeded []string
+	rows, err := db.Query(`SELECT order_ref FROM bills WHERE order_ref LIKE 'SEED%' ORDER BY order_ref`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var ref string
+		if err := rows.Scan(&ref); err != nil {
+			t.Fatal(err)
+		}
+		seeded = append(seeded, ref)
+	}
+	if err := rows.Close(); err != nil || len(seeded) != 30 {
+		t.Fatalf("%d seeded bills, %v; want 30", len(seeded), err)
+	}
+	raw, err := os.ReadFile(credsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m merchantCreds
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	c := g.Client(t, m)
+	// Until the node has listed the stored bills it reads every query.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if listed := g.LogLines(); slices.ContainsFunc(listed, func(l logLine) bool { return l.Msg == "listed the stored bills" }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the node did not list the stored bills in 10 s:\n%s", tail(g.Logs(), 20))
+		}
+	}
+	for _, ref := range seeded {
+		if v, err := c.Verify(t.Context(), ref); err != nil || v.OrderRef != ref {
+			t.Fatalf("query of seeded bill %s: %+v, %v", ref, v, err)
 		}
 	}
 }

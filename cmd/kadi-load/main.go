@@ -157,6 +157,13 @@ func seedBills(n int, dataDir, databaseURL string, c merchant.Credentials) error
 		if _, err := os.Stat(server.DatabaseURL(dataDir, "")); err != nil {
 			return fmt.Errorf("no Kadi database in %s: %w", dataDir, err)
 		}
+		// A node serving the data dir answers "no such bill" for bills it
+		// never saw added: seed before it starts.
+		release, err := store.LockDataDir(dataDir)
+		if err != nil {
+			return fmt.Errorf("seed bills: %w", err)
+		}
+		defer release()
 	}
 	ctx := context.Background()
 	st, err := store.Open(ctx, server.DatabaseURL(dataDir, databaseURL))

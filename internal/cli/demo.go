@@ -63,10 +63,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return usageErr(fs, err)
 	}
-	release, err := lockDataDir(cfg, log)
+	release, held, err := lockDataDir(cfg, log)
 	if err != nil {
 		return err
 	}
+	cfg.DataDirHeld = held
 	defer release()
 	gwLn, err := listen(cfg.Addr, "the gateway", "--addr")
 	if err != nil {

@@ -203,10 +203,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 		// holds the node's state.
 		log.Warn("--data-dir is not used with --database-url: the database holds the state, and the key ring comes from KADI_SECRET_KEY_FILE or KADI_SECRET_KEY", "data_dir", cfg.DataDir)
 	}
-	release, err := lockDataDir(cfg, log)
+	release, held, err := lockDataDir(cfg, log)
 	if err != nil {
 		return err
 	}
+	cfg.DataDirHeld = held
 	defer release()
 	ln, err := listen(cfg.Addr, "kadi serve", "--addr")
 	if err != nil {
@@ -557,17 +558,20 @@ func prefixList(ps []netip.Prefix) []string {
 }
 
 // lockDataDir holds an embedded store's data dir for this node before
-// anything opens it (store.LockDataDir), and does nothing on PostgreSQL. A
-// file system that takes no lock is warned of, not refused: such a node
-// started before the lock existed.
-func lockDataDir(cfg server.Config, log *slog.Logger) (release func(), err error) {
+// anything opens it (store.LockDataDir), and does nothing on PostgreSQL;
+// held says whether it does. A file system that takes no lock is warned
+// of, not refused: such a node started before the lock existed.
+func lockDataDir(cfg server.Config, log *slog.Logger) (release func(), held bool, err error) {
 	if cfg.DatabaseURL != "" {
-		return func() {}, nil
+		return func() {}, false, nil
 	}
 	release, err = store.LockDataDir(cfg.DataDir)
-	if err != nil && !errors.Is(err, store.ErrDataDirServed) {
+	switch {
+	case errors.Is(err, store.ErrDataDirServed):
+		return nil, false, err
+	case err != nil:
 		log.Warn("cannot lock the data directory, so a second node on it would not be refused: run one kadi serve on it", "data_dir", cfg.DataDir, "err", err)
-		return func() {}, nil
+		return func() {}, false, nil
 	}
-	return release, err
+	return release, store.DataDirLocks, nil
 }

@@ -498,7 +498,9 @@ func TestPrefixListIsAJSONArray(t *testing.T) {
 
 // A data dir whose lock cannot be taken (a file system without flock, or
 // here serve.lock made a directory) is warned of and served, as before the
-// lock existed; one served by another node is refused.
+// lock existed, but not as held, so that its store reads every lookup of a
+// bill (another node may be adding bills); one served by another node is
+// refused.
 func TestLockDataDirWarnsWhenNoLockCanBeTaken(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.Mkdir(filepath.Join(dir, "serve.lock"), 0o700); err != nil {
@@ -507,20 +509,20 @@ func TestLockDataDirWarnsWhenNoLockCanBeTaken(t *testing.T) {
 	var logs bytes.Buffer
 	cfg := server.Defaults()
 	cfg.DataDir = dir
-	release, err := lockDataDir(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil || !strings.Contains(logs.String(), "cannot lock the data directory") {
-		t.Fatalf("an unlockable data dir: %v\n%s", err, logs.String())
+	release, held, err := lockDataDir(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil || held || !strings.Contains(logs.String(), "cannot lock the data directory") {
+		t.Fatalf("an unlockable data dir: held %v, %v\n%s", held, err, logs.String())
 	}
 	release()
 
 	served := t.TempDir()
 	cfg.DataDir = served
-	first, err := lockDataDir(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
+	first, held, err := lockDataDir(cfg, slog.New(slog.DiscardHandler))
+	if err != nil || !held {
+		t.Fatalf("a free data dir: held %v, %v", held, err)
 	}
 	defer first()
-	if _, err := lockDataDir(cfg, slog.New(slog.DiscardHandler)); !errors.Is(err, store.ErrDataDirServed) {
+	if _, _, err := lockDataDir(cfg, slog.New(slog.DiscardHandler)); !errors.Is(err, store.ErrDataDirServed) {
 		t.Errorf("a data dir already served: %v, want ErrDataDirServed", err)
 	}
 }

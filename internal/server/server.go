@@ -65,6 +65,10 @@ type Config struct {
 	// does not accept connections yet (store.WithStartWait); 0 fails at
 	// once.
 	DatabaseWait time.Duration
+	// DataDirHeld: the caller holds DataDir (store.LockDataDir), so this
+	// node is the only one adding bills to its SQLite store
+	// (store.WithDataDirHeld).
+	DataDirHeld bool
 	// RequestTimeout bounds a request's handling, what it waits for the
 	// database included (0: DefaultRequestTimeout); a charge and its
 	// record keep their own time (payment.Service).
@@ -308,7 +312,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(ctx, cfg.DataDir, cfg.DatabaseURL, keys, cfg.DBPool, store.WithLog(log), store.WithStartWait(cfg.DatabaseWait))
+	opts := []store.Option{store.WithLog(log), store.WithStartWait(cfg.DatabaseWait)}
+	if cfg.DataDirHeld {
+		opts = append(opts, store.WithDataDirHeld())
+	}
+	st, err := openStore(ctx, cfg.DataDir, cfg.DatabaseURL, keys, cfg.DBPool, opts...)
 	if err != nil {
 		return nil, err
 	}

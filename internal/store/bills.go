@@ -15,6 +15,7 @@ const billColumns = `reference, merchant_code, mode, order_ref, request_hash, cu
 
 // InsertBill stores b unless its order reference is taken.
 func (s *DB) InsertBill(ctx context.Context, b bill.Bill) (bill.Bill, bool, error) {
+	s.known.add(b)
 	res, err := s.exec(ctx, `INSERT INTO bills (`+billColumns+`, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		b.Reference, b.MerchantCode, string(b.Mode), b.OrderReference, b.RequestHash, b.CustomerName, b.BillerCode, b.Outlet,
@@ -34,12 +35,18 @@ func (s *DB) InsertBill(ctx context.Context, b bill.Bill) (bill.Bill, bool, erro
 
 // BillByReference finds a merchant's bill by our reference.
 func (s *DB) BillByReference(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (bill.Bill, error) {
+	if !s.known.mayHave(false, merchantCode, mode, ref) {
+		return bill.Bill{}, bill.ErrNotFound
+	}
 	return scanBill(s.lookup(ctx, `SELECT `+billColumns+` FROM bills WHERE reference = ? AND merchant_code = ? AND mode = ?`,
 		ref, merchantCode, string(mode)))
 }
 
 // BillByOrderReference finds a merchant's bill by the merchant's reference.
 func (s *DB) BillByOrderReference(ctx context.Context, merchantCode string, mode merchant.Mode, orderRef string) (bill.Bill, error) {
+	if !s.known.mayHave(true, merchantCode, mode, orderRef) {
+		return bill.Bill{}, bill.ErrNotFound
+	}
 	return scanBill(s.lookup(ctx, `SELECT `+billColumns+` FROM bills WHERE order_ref = ? AND merchant_code = ? AND mode = ?`,
 		orderRef, merchantCode, string(mode)))
 }

@@ -273,6 +273,9 @@ func (s *DB) Unanalyzed(ctx context.Context) ([]string, error) {
 // for the API, which creates bills one by one under its rules.
 func (s *DB) InsertBills(ctx context.Context, bills []bill.Bill) error {
 	const perStatement = 500
+	for _, b := range bills {
+		s.known.add(b)
+	}
 	return s.inTx(ctx, func(t tx) error {
 		for start := 0; start < len(bills); start += perStatement {
 			chunk := bills[start:min(start+perStatement, len(bills))]

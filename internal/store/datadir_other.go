@@ -8,3 +8,6 @@ func writableDir(string) error { return nil }
 // LockDataDir: elsewhere a second node on the data dir is not refused
 // (docs/operations.md says so).
 func LockDataDir(string) (release func(), err error) { return func() {}, nil }
+
+// DataDirLocks: LockDataDir holds nothing here.
+const DataDirLocks = false

@@ -29,6 +29,9 @@ func writableDir(dir string) error {
 	return nil
 }
 
+// DataDirLocks: LockDataDir holds dir here (where it returns no error).
+const DataDirLocks = true
+
 // LockDataDir holds dir for one serving node until release is called: the
 // embedded store serves one node, and a second kadi serve (or kadi demo) on
 // the same data dir ran beside the first, each with its own notification
@@ -38,7 +41,8 @@ func writableDir(dir string) error {
 // the pid that holds it, for the refusal to say. A file system that takes
 // no such lock (some NFS or FUSE mounts) gives another error, which the
 // caller may warn of and start anyway. The CLI's other commands do not take
-// it: they may run while the node serves.
+// it: they may run while the node serves, and none of them adds bills
+// (knownBills counts on that). kadi-load's seeding, which does, takes it.
 func LockDataDir(dir string) (release func(), err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)

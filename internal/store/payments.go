@@ -144,6 +144,9 @@ func (s *DB) Verification(ctx context.Context, merchantCode string, mode merchan
 		return v, nil
 	}
 	v, err := bill.FindEither(ref, func(byOrderReference bool) (payment.Verification, error) {
+		if !s.known.mayHave(byOrderReference, merchantCode, mode, ref) {
+			return payment.Verification{}, bill.ErrNotFound
+		}
 		var v payment.Verification
 		var minor, created, expires int64
 		var currency, state string

@@ -94,6 +94,13 @@ type DB struct {
 	paid *settled
 	// ipnQueued is told after a commit that made an IPN event due.
 	ipnQueued atomic.Pointer[func(ipn.Endpoint)]
+	// heldDataDir: see WithDataDirHeld.
+	heldDataDir bool
+	// known answers lookups of bills that do not exist (known.go); nil
+	// but on SQLite opened by the node that holds the data directory.
+	known     *knownBills
+	stopKnown context.CancelFunc
+	knownDone chan struct{}
 }
 
 // OnIPNQueued has fn called after every commit through this DB that made
@@ -137,6 +144,12 @@ func WithSealer(s *secret.Sealer) Option { return func(db *DB) { db.sealer = s }
 
 // WithLog logs what migrating spends long on (the default says nothing).
 func WithLog(l *slog.Logger) Option { return func(db *DB) { db.log = l } }
+
+// WithDataDirHeld says that the caller holds the SQLite store's data
+// directory (LockDataDir), so that no other process adds bills while this
+// DB is open, and lookups of bills may be answered from what it has seen
+// (known.go). Ignored on PostgreSQL.
+func WithDataDirHeld() Option { return func(db *DB) { db.heldDataDir = true } }
 
 // WithPool sizes the PostgreSQL connection pool (default DefaultPool).
 func WithPool(p Pool) Option { return func(db *DB) { db.pool = p } }
@@ -182,6 +195,12 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	if err := s.checkSealer(ctx); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if d.name == "sqlite" && s.heldDataDir {
+		if err := s.startKnownBills(ctx); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	if d.name == "sqlite" {
 		s.writes = startWriter(s)
@@ -331,6 +350,10 @@ func (s *DB) Migrated(ctx context.Context) error {
 
 // Close lets queued writes commit, then releases the connection pool.
 func (s *DB) Close() error {
+	if s.known != nil {
+		s.stopKnown()
+		<-s.knownDone
+	}
 	if s.writes != nil {
 		s.writes.close()
 	}

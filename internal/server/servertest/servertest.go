@@ -33,6 +33,7 @@ import (
 	"github.com/kadipay/kadi/internal/payment"
 	"github.com/kadipay/kadi/internal/secret"
 	"github.com/kadipay/kadi/internal/server"
+	"github.com/kadipay/kadi/internal/store"
 )
 
 // CallbackURL is where forms built here send the customer back to. It is
@@ -73,6 +74,7 @@ type Gateway struct {
 	Clock *Clock     // the gateway's clock: tokens, bills, payments, checkout sessions
 
 	masterKey []byte
+	release   func() // the data dir's lock
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -108,11 +110,22 @@ func Start(tb testing.TB, opts Options) *Gateway {
 	}
 	logs := &LogBuffer{}
 	cfg.Now = clock.Now
+	release := func() {}
+	if cfg.DatabaseURL == "" {
+		// As kadi serve does, so that the store counts on being the only
+		// one adding bills, as it does there.
+		var err error
+		if release, err = store.LockDataDir(cfg.DataDir); err != nil {
+			tb.Fatalf("lock the data dir: %v", err)
+		}
+		cfg.DataDirHeld = store.DataDirLocks
+	}
 	g, err := server.New(context.Background(), cfg, logging.New(logs, slog.LevelDebug))
 	if err != nil {
+		release()
 		tb.Fatalf("server.New: %v", err)
 	}
-	gw := &Gateway{Gateway: g, TB: tb, Dir: cfg.DataDir, Logs: logs, Clock: clock, masterKey: cfg.MasterKey}
+	gw := &Gateway{Gateway: g, TB: tb, Dir: cfg.DataDir, Logs: logs, Clock: clock, masterKey: cfg.MasterKey, release: release}
 	tb.Cleanup(func() {
 		if err := gw.Close(); err != nil {
 			tb.Errorf("close gateway: %v", err)
@@ -134,7 +147,10 @@ func (g *Gateway) Sealer(purpose string) *secret.Sealer {
 
 // Close closes the store once; later calls return the first result.
 func (g *Gateway) Close() error {
-	g.closeOnce.Do(func() { g.closeErr = g.Gateway.Close() })
+	g.closeOnce.Do(func() {
+		g.closeErr = g.Gateway.Close()
+		g.release()
+	})
 	return g.closeErr
 }
 
