@@ -50,6 +50,10 @@ func PoolStats(s *DB) sql.DBStats { return s.db.Stats() }
 // before s serves anything.
 func OnPrepare(s *DB, fn func(q string)) { s.onPrepare = fn }
 
+// BillsListed reports whether s answers lookups of no bill from the bills
+// it listed (known.go).
+func BillsListed(s *DB) bool { return s.known != nil && s.known.ready.Load() }
+
 // Statements is how many statement texts s keeps prepared.
 func Statements(s *DB) int32 { return s.nstmts.Load() }
 
