@@ -49,7 +49,10 @@ func newBloom(keys int64) *bloom {
 
 func newBoundedBloom(keys int64, maxBits uint64) *bloom {
 	f := &bloom{seed: maphash.MakeSeed(), maxBits: maxBits}
-	layers := []*bloomLayer{newBloomLayer(max(keys, 1<<10), firstBloomHashes)}
+	// Asked for more than the bound holds, the first layer takes the bound
+	// and more keys than it was sized for.
+	fits := int64(maxBits * 1000 / (firstBloomHashes * 1443))
+	layers := []*bloomLayer{newBloomLayer(min(max(keys, 1<<10), fits), firstBloomHashes)}
 	f.layers.Store(&layers)
 	return f
 }
@@ -59,8 +62,8 @@ func newBloomLayer(keys int64, hashes uint64) *bloomLayer {
 	return &bloomLayer{bits: make([]uint64, (nbits+63)/64), nbits: nbits, hashes: hashes, keys: keys}
 }
 
-// bloomLayerBits sizes a layer at 1/ln 2 bits a key for each bit it sets,
-// which gives it 2^-hashes false positives when full.
+// bloomLayerBits sizes a layer at 1/ln 2 (1.443) bits a key for each bit
+// it sets, which gives it 2^-hashes false positives when full.
 func bloomLayerBits(keys int64, hashes uint64) uint64 {
 	return uint64(keys) * hashes * 1443 / 1000
 }

@@ -41,16 +41,18 @@ func TestBloomHasEveryKeyAdded(t *testing.T) {
 // only its false positives grow.
 func TestBloomStopsGrowingAtItsBound(t *testing.T) {
 	const bound = 1 << 16 // bits
-	f := newBoundedBloom(1<<10, bound)
-	for i := range 50_000 {
-		f.add(fmt.Sprintf("key %d", i))
-	}
-	if got := f.bytes(); got*8 > bound {
-		t.Errorf("%d bits, over the bound of %d", got*8, bound)
-	}
-	for i := range 50_000 {
-		if key := fmt.Sprintf("key %d", i); !f.mayContain(key) {
-			t.Fatalf("%q was added and is not found", key)
+	for _, sized := range []int64{1 << 10, 1 << 30} {
+		f := newBoundedBloom(sized, bound)
+		for i := range 50_000 {
+			f.add(fmt.Sprintf("key %d", i))
+		}
+		if got := f.bytes(); got*8 > bound {
+			t.Errorf("sized for %d keys: %d bits, over the bound of %d", sized, got*8, bound)
+		}
+		for i := range 50_000 {
+			if key := fmt.Sprintf("key %d", i); !f.mayContain(key) {
+				t.Fatalf("sized for %d keys: %q was added and is not found", sized, key)
+			}
 		}
 	}
 }
