@@ -8,14 +8,15 @@ import (
 
 // bloom is a Bloom filter that grows: it answers "certainly not added" or
 // "perhaps added", never "not added" for a key that was. When its newest
-// layer has taken as many keys as it was sized for, a layer twice as large
-// is started, and a key is looked for in every layer. Each layer sets one
-// bit more a key than the one before it, which halves its false positives,
-// so that all layers together have at most twice the first's (Almeida et
-// al., "Scalable Bloom Filters", 2007). Past maxBloomBits in
-// all it stops growing and its newest layer takes on more keys, so that
-// "perhaps" grows commoner and the memory does not. Adds and lookups run
-// concurrently without a lock (each bit is set with an atomic OR).
+// layer has taken as many keys as it was sized for, a layer for twice as
+// many is started, and a key is looked for in every layer. Each layer sets
+// one bit more a key than the one before it, which halves its false
+// positives, so that all layers together have at most twice the first's
+// (Almeida et al., "Scalable Bloom Filters", 2007). Once another layer
+// would take it past maxBits in all, it stops growing and its newest layer
+// takes on more keys: "perhaps" grows commoner, the memory does not. Adds
+// and lookups run concurrently without a lock (each bit is set with an
+// atomic OR).
 //
 // Keys are hashed with a seed drawn at start, so that nobody outside can
 // choose keys that collide and fill it.
@@ -24,6 +25,7 @@ type bloom struct {
 	maxBits uint64
 	grow    sync.Mutex // held to start a layer
 	layers  atomic.Pointer[[]*bloomLayer]
+	capped  atomic.Bool // grown to maxBits: adds no longer take grow
 }
 
 type bloomLayer struct {
@@ -72,7 +74,7 @@ func (f *bloom) add(key string) {
 	h := maphash.String(f.seed, key)
 	layers := *f.layers.Load()
 	l := layers[len(layers)-1]
-	if l.added.Add(1) > l.keys {
+	if l.added.Add(1) > l.keys && !f.capped.Load() {
 		l = f.newest(l)
 	}
 	for i := range l.hashes {
@@ -82,8 +84,8 @@ func (f *bloom) add(key string) {
 }
 
 // newest returns the layer to add to once full has taken its keys: a new
-// one twice as large, unless another add started it already or the bound
-// is reached.
+// one for twice as many keys, unless another add started it already or
+// the bound is reached.
 func (f *bloom) newest(full *bloomLayer) *bloomLayer {
 	f.grow.Lock()
 	defer f.grow.Unlock()
@@ -98,6 +100,7 @@ func (f *bloom) newest(full *bloomLayer) *bloomLayer {
 		total += l.nbits
 	}
 	if total+bloomLayerBits(2*full.keys, full.hashes+1) > f.maxBits {
+		f.capped.Store(true)
 		return full
 	}
 	next := newBloomLayer(2*full.keys, full.hashes+1)
