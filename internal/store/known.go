@@ -27,7 +27,7 @@ import (
 //
 // It is filled from the bills table in the background at start, a chunk a
 // read transaction, while every bill added meanwhile is added as it is
-// written; until it is full it answers "perhaps" to everything.
+// written; until the listing is done it answers "perhaps" to everything.
 type knownBills struct {
 	keys  *bloom
 	ready atomic.Bool
@@ -95,6 +95,9 @@ func (s *DB) startKnownBills(ctx context.Context) error {
 	return nil
 }
 
+// fillKnownBills pages through the bills by rowid, which new bills only
+// extend and which nothing but a VACUUM renumbers: Kadi never vacuums a
+// live database (kadi backup's VACUUM INTO only reads it).
 func (s *DB) fillKnownBills(ctx context.Context) (int, error) {
 	var after int64
 	n := 0
