@@ -6,10 +6,13 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
@@ -235,6 +238,59 @@ func TestBrowserShopperJourneys(t *testing.T) {
 		}
 		// The next steps' pages follow the browser's language, not the
 		// one chosen here.
+		if _, err := chromedp.Call(ctx, network.DeleteCookies, network.DeleteCookiesParams{Name: "kadi_lang", URL: g.BaseURL}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// lang.js posts a language switch in the background and reloads the
+	// page in place; when that post fails (a flaky mobile network), the
+	// form posts as it does without the script, and the switch still
+	// happens, as one more history entry.
+	var failFetches atomic.Bool
+	var failed atomic.Int32
+	if err := chromedp.Listen(browser, func(ev any) {
+		paused, ok := ev.(*fetch.EventRequestPaused)
+		if !ok {
+			return
+		}
+		go func() {
+			if failFetches.Load() {
+				failed.Add(1)
+				_, _ = chromedp.Call(browser, fetch.FailRequest, fetch.FailRequestParams{RequestID: paused.RequestID, ErrorReason: network.ErrorReasonConnectionFailed})
+				return
+			}
+			_, _ = chromedp.Call(browser, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: paused.RequestID})
+		}()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	step("a language switch whose background post fails posts the form", func(t *testing.T, ctx context.Context) {
+		toCardPage(t, ctx)
+		entries := value(t, ctx, chromedp.Evaluate[int](`history.length`))
+		failFetches.Store(true)
+		if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{ResourceType: network.ResourceTypeFetch}}}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			failFetches.Store(false)
+			if _, err := chromedp.Call(browser, fetch.Disable, cdp.Empty{}); err != nil {
+				t.Error(err)
+			}
+		}()
+		run(t, ctx, chromedp.Click(chromedp.CSS(`form.languages button[lang=sw]`)))
+		waitFor(t, "the Swahili page", func() bool {
+			return value(t, ctx, chromedp.Evaluate[string](`document.documentElement && document.querySelector("#cardNumber") ? document.documentElement.lang : ""`)) == "sw"
+		})
+		if n := failed.Load(); n != 1 {
+			t.Errorf("%d background posts failed, want the switch's one", n)
+		}
+		if after := value(t, ctx, chromedp.Evaluate[int](`history.length`)); after != entries+1 {
+			t.Errorf("history went from %d entries to %d, want one more: the form's post", entries, after)
+		}
+		if h1 := value(t, ctx, chromedp.Text(chromedp.CSS("h1"))); h1 != "Lipa kwa kadi" {
+			t.Errorf("after the switch the card page says %q", h1)
+		}
 		if _, err := chromedp.Call(ctx, network.DeleteCookies, network.DeleteCookiesParams{Name: "kadi_lang", URL: g.BaseURL}); err != nil {
 			t.Fatal(err)
 		}
