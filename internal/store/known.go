@@ -38,7 +38,7 @@ func knownKey(byOrderReference bool, merchantCode string, mode merchant.Mode, re
 	if byOrderReference {
 		kind = "o\x00"
 	}
-	return kind + merchantCode + "\x00" + string(mode) + "\x00" + ref
+	return kind + refKey(merchantCode, mode, ref)
 }
 
 // add is called before b is written, so that no reader sees the bill

@@ -62,6 +62,14 @@ func TestKnownBillsAnswerNoSuchBillWithoutARead(t *testing.T) {
 	if _, created, err := s.InsertBill(ctx, one); err != nil || !created {
 		t.Fatalf("insert: created %v, %v", created, err)
 	}
+	// Added before it is written, so that no reader sees a bill the
+	// filter lacks: a bill whose write fails (a merchant that does not
+	// exist) was added all the same, and its lookup reads.
+	orphan := newBill(before + 3)
+	orphan.MerchantCode = "0000000000"
+	if _, _, err := s.InsertBill(ctx, orphan); err == nil {
+		t.Fatal("a bill of no merchant was stored")
+	}
 	bulk := []bill.Bill{newBill(before + 1), newBill(before + 2)}
 	if err := s.InsertBills(ctx, bulk); err != nil {
 		t.Fatal(err)
@@ -82,6 +90,9 @@ func TestKnownBillsAnswerNoSuchBillWithoutARead(t *testing.T) {
 		if _, err := s.BillByOrderReference(ctx, m.Code, merchant.Test, b.OrderReference); err != nil {
 			t.Fatalf("bill of order %s: %v", b.OrderReference, err)
 		}
+	}
+	if _, err := s.BillByOrderReference(ctx, orphan.MerchantCode, orphan.Mode, orphan.OrderReference); !errors.Is(err, bill.ErrNotFound) || reads == 0 {
+		t.Errorf("the lookup of a bill whose write failed: %v after %d reads, want a read and bill.ErrNotFound", err, reads)
 	}
 	for i := 0; i < before; i += 997 {
 		found(stored[i])

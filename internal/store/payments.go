@@ -139,7 +139,7 @@ func (s *DB) SuccessfulPayment(ctx context.Context, billRef string) (payment.Pay
 // columns a query shows are read: the SQLite driver looks up every
 // column's name and type on each read.
 func (s *DB) Verification(ctx context.Context, merchantCode string, mode merchant.Mode, ref string) (payment.Verification, error) {
-	key := settledKey(merchantCode, mode, ref)
+	key := refKey(merchantCode, mode, ref)
 	if v, ok := s.paid.get(key); ok {
 		return v, nil
 	}

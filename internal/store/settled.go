@@ -34,7 +34,9 @@ func newSettled(size int) *settled {
 	return &settled{m: make(map[string]payment.Verification, size), ring: make([]string, size)}
 }
 
-func settledKey(merchantCode string, mode merchant.Mode, ref string) string {
+// refKey names ref among every merchant's references in both modes: the
+// paid verifications' key, and the known bills' (after their kind).
+func refKey(merchantCode string, mode merchant.Mode, ref string) string {
 	return merchantCode + "\x00" + string(mode) + "\x00" + ref
 }
 

@@ -37,7 +37,7 @@ func TestSettledKeepsOnlyWhatCannotChange(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cache := newSettled(4)
-			key := settledKey("1234567890", merchant.Test, c.ref)
+			key := refKey("1234567890", merchant.Test, c.ref)
 			cache.keep(key, c.ref, c.v)
 			if _, ok := cache.get(key); ok != c.kept {
 				t.Errorf("kept = %v, want %v", ok, c.kept)
@@ -154,7 +154,7 @@ func BenchmarkSettledSize(b *testing.B) {
 		cache := newSettled(maxSettled)
 		for i := range maxSettled {
 			ref := fmt.Sprintf("%012d", i)
-			cache.keep(settledKey("1234567890", merchant.Test, ref), ref, payment.Verification{
+			cache.keep(refKey("1234567890", merchant.Test, ref), ref, payment.Verification{
 				BillReference: ref, OrderReference: "ORDER-" + ref, Amount: kes, CreatedAt: at, State: bill.Paid, ExpiresAt: at,
 				Payment: payment.Payment{ID: "pay_" + ref + "abcdefghijklmnop", Status: payment.Succeeded, NetworkRef: "NET" + ref, Amount: kes,
 					UpdatedAt: at, Message: "Payment approved"}})

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/kadipay/kadi/internal/audit"
+	"github.com/kadipay/kadi/internal/bill"
+	"github.com/kadipay/kadi/internal/merchant"
 	"github.com/kadipay/kadi/internal/store"
 	"github.com/kadipay/kadi/internal/store/storetest"
 )
@@ -283,5 +285,23 @@ func TestCommitAfterTheClientLeft(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("commit after the context ended: %v, want context.Canceled", err)
 		}
+	}
+}
+
+// On PostgreSQL other nodes add bills, so a node never answers "no such
+// bill" from what it has seen, even told it holds a data dir.
+func TestKnownBillsNeverOnPostgreSQL(t *testing.T) {
+	s, err := store.Open(t.Context(), freshSchema(t, postgresURL(t)), store.WithDataDirHeld())
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	var reads int
+	store.OnPrepare(s, func(string) { reads++ })
+	if _, err := s.Verification(t.Context(), "1234567890", merchant.Test, "NOSUCHBILL"); !errors.Is(err, bill.ErrNotFound) {
+		t.Fatalf("%v, want bill.ErrNotFound", err)
+	}
+	if store.BillsListed(s) || reads == 0 {
+		t.Errorf("listed %t, %d reads: a PostgreSQL node answered a lookup of no bill without a read", store.BillsListed(s), reads)
 	}
 }
