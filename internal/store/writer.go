@@ -276,14 +276,18 @@ func (w *writer) commit(batch []*write) {
 	}
 	if len(batch) == 1 {
 		// Alone: the transaction is the write's own, no savepoint needed.
-		if errs[0] = w.run1(sqlTx, batch[0], false); errs[0] != nil {
+		if _, errs[0] = w.run1(sqlTx, batch[0], false); errs[0] != nil {
 			_ = sqlTx.Rollback()
 			return
 		}
 	} else {
 		for i, req := range batch {
-			errs[i] = w.run1(sqlTx, req, !req.oneStatement)
-			if outage.Is(errs[i]) {
+			var ran bool
+			ran, errs[i] = w.run1(sqlTx, req, !req.oneStatement)
+			// A write whose caller gave up while it was queued never
+			// touched the transaction: its error (a deadline reads as an
+			// outage) says nothing of its neighbours'.
+			if ran && outage.Is(errs[i]) {
 				// A full disk, an I/O error, no memory or a lock not
 				// taken: SQLite may have rolled the whole transaction
 				// back by itself, not only the failed statement
@@ -313,17 +317,18 @@ func (w *writer) commit(batch []*write) {
 
 // run1 runs one write; isolated puts it under a savepoint so that its
 // failure undoes it alone. A panic is the write's error, not the writer's
-// end.
-func (w *writer) run1(sqlTx *sql.Tx, req *write, isolated bool) (err error) {
+// end. ran is false for a write given up while queued, which never runs.
+func (w *writer) run1(sqlTx *sql.Tx, req *write, isolated bool) (ran bool, err error) {
 	if !req.state.CompareAndSwap(waiting, taken) || req.ctx.Err() != nil {
-		return req.ctx.Err() // given up while queued: never ran
+		return false, req.ctx.Err()
 	}
+	ran = true
 	// Values (the request id for logs) stay; cancellation does not.
 	ctx := context.WithoutCancel(req.ctx)
 	t := tx{Tx: sqlTx, s: w.s, ctx: ctx}
 	if isolated {
 		if _, err := t.exec(ctx, `SAVEPOINT w`); err != nil {
-			return fmt.Errorf("savepoint: %w", err)
+			return ran, fmt.Errorf("savepoint: %w", err)
 		}
 	}
 	defer func() {
@@ -342,5 +347,5 @@ func (w *writer) run1(sqlTx *sql.Tx, req *write, isolated bool) (err error) {
 			err = fmt.Errorf("release savepoint: %w", relErr)
 		}
 	}()
-	return req.fn(t)
+	return ran, req.fn(t)
 }

@@ -385,6 +385,44 @@ func TestGroupCommitCancelled(t *testing.T) {
 	}
 }
 
+// A write whose deadline passed while it was queued is told so and never
+// runs; the writes grouped with it commit. A deadline's error reads as an
+// outage (it is a net.Error), which in a write that ran ends its group:
+// taken for one, it failed every write in the same commit (an IPN claim
+// beside a lease renewal that had timed out).
+func TestGroupCommitDeadlineWhileQueuedFailsAlone(t *testing.T) {
+	s := openSQLite(t)
+	release := holdWriter(t, s)
+	insert := func(ctx context.Context, k string) <-chan error {
+		done := make(chan error, 1)
+		go func() { _, err := s.exec(ctx, `INSERT INTO t (k, v) VALUES (?, 1)`, k); done <- err }()
+		return done
+	}
+	before := insert(context.Background(), "before")
+	queued(t, s, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	late := insert(ctx, "late")
+	queued(t, s, 2)
+	after := insert(context.Background(), "after")
+	queued(t, s, 3)
+	if err := <-late; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the late write: %v, want its deadline", err)
+	}
+	release()
+	for name, done := range map[string]<-chan error{"before": before, "after": after} {
+		if err := <-done; err != nil {
+			t.Errorf("%s, grouped with a write whose deadline passed: %v", name, err)
+		}
+	}
+	if n := count(t, s, `k IN ('before', 'after')`); n != 2 {
+		t.Errorf("%d of the 2 neighbours on disk", n)
+	}
+	if n := count(t, s, `k = 'late'`); n != 0 {
+		t.Error("a write whose deadline passed while queued ran")
+	}
+}
+
 // Close commits what is queued, then refuses.
 func TestGroupCommitClose(t *testing.T) {
 	s := openSQLite(t)
