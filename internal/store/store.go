@@ -203,7 +203,10 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 		}
 	}
 	if d.name == "sqlite" {
-		s.writes = startWriter(s)
+		if s.writes, err = startWriter(ctx, s); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }

@@ -62,7 +62,13 @@ const (
 
 // writer is the queue and goroutine that commit SQLite writes in groups.
 type writer struct {
-	s      *DB
+	s *DB
+	// conn is the writer's own connection, for its life: its page cache
+	// stays warm between groups (SQLite drops a connection's whole cache
+	// when it begins a transaction after another connection wrote, which
+	// a pooled connection, lent to readers in between, nearly always
+	// has), and its statements are prepared on it once.
+	conn   *sql.Conn
 	queue  chan *write
 	max    int          // writes in one commit at most
 	mu     sync.RWMutex // held to send; Close takes it to close the queue
@@ -131,19 +137,32 @@ func (w *writer) checkpointOnce(conn *sql.Conn) {
 // millisecond on a fast disk) to a stalled disk's second.
 var writerBuckets = prometheus.ExponentialBuckets(0.000125, 2, 14)
 
-func startWriter(s *DB) *writer {
-	w := &writer{s: s, queue: make(chan *write, maxBatch), max: maxBatch, done: make(chan struct{}),
+func startWriter(ctx context.Context, s *DB) (*writer, error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open the writer's connection: %w", err)
+	}
+	// A write's savepoint copies each page it changes into the statement
+	// journal, which SQLite spills to a temporary file past 64 KiB: a
+	// system call for each page of a checkout's larger writes. A group's
+	// journal is a few pages a write and at most maxBatch writes, and is
+	// dropped at its commit: memory is enough. Readers keep the default.
+	if _, err := conn.ExecContext(ctx, `PRAGMA temp_store = MEMORY`); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("set up the writer's connection: %w", err)
+	}
+	w := &writer{s: s, conn: conn, queue: make(chan *write, maxBatch), max: maxBatch, done: make(chan struct{}),
 		commitTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kadi_store_commit_duration_seconds",
 			Help: "How long each commit of the SQLite group-commit writer took, its writes and its fsync included.", Buckets: writerBuckets}),
 		waitTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kadi_store_write_wait_seconds",
 			Help: "How long each write waited for the SQLite group-commit writer to begin the commit that carries it.", Buckets: writerBuckets}),
 	}
-	if conn, err := s.db.Conn(context.Background()); err == nil {
+	if cp, err := s.db.Conn(ctx); err == nil {
 		w.kick, w.checkpointed = make(chan struct{}, 1), make(chan struct{})
-		go w.checkpoint(conn)
+		go w.checkpoint(cp)
 	}
 	go w.run()
-	return w
+	return w, nil
 }
 
 // do queues fn and waits for the commit that carries it. A caller whose
@@ -227,6 +246,7 @@ func (w *writer) close() {
 
 func (w *writer) run() {
 	defer close(w.done)
+	defer w.conn.Close()
 	batch := make([]*write, 0, maxBatch)
 	for first := range w.queue {
 		batch = append(batch[:0], first)
@@ -267,7 +287,7 @@ func (w *writer) commit(batch []*write) {
 			req.done <- errs[i]
 		}
 	}()
-	sqlTx, err := w.s.db.BeginTx(context.Background(), nil)
+	sqlTx, err := w.conn.BeginTx(context.Background(), nil)
 	if err != nil {
 		for i := range errs {
 			errs[i] = fmt.Errorf("begin: %w", err)

@@ -203,26 +203,18 @@ func TestGroupCommitStopsAtAFullDatabase(t *testing.T) {
 	s := openSQLite(t)
 	ctx := context.Background()
 	// The database may not grow: a row that needs a new page fails with
-	// SQLITE_FULL. The setting is each connection's own, so every pooled
-	// connection gets it (the checkpointer keeps one of the pool's for
-	// itself, and writes no rows).
+	// SQLITE_FULL. The setting is each connection's own, and the writer
+	// writes on a connection of its own: it is set there.
 	var pages int
 	if err := s.queryRow(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
 		t.Fatal(err)
 	}
-	var conns []*sql.Conn
-	for range s.db.Stats().MaxOpenConnections - s.db.Stats().InUse {
-		c, err := s.db.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.ExecContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, pages)); err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-	}
-	for _, c := range conns {
-		c.Close()
+	err := s.writes.do(ctx, func(t tx) error {
+		_, err := t.ExecContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, pages))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	writes := []struct{ name, k string }{
 		{"fits before", "small1"},
@@ -604,5 +596,57 @@ func TestCheckpointerCounts(t *testing.T) {
 	}
 	if got := w.checkpointFailures.Load() - failures; got != 1 {
 		t.Errorf("%d failures counted after a checkpoint on a closed connection, want 1", got)
+	}
+}
+
+// TestWriterKeepsItsConnection: every group commits on the writer's own
+// connection, whatever readers take from the pool in between (a pooled
+// connection's page cache is dropped whenever another connection has
+// written since its last use), and that connection alone keeps its
+// statement journal in memory. A TEMP table is seen only by the
+// connection that made it: the writer's, in every later group.
+func TestWriterKeepsItsConnection(t *testing.T) {
+	s, ctx := openSQLite(t), t.Context()
+	write := func(fn func(*sql.Tx) error) {
+		t.Helper()
+		if err := s.writes.do(ctx, func(t tx) error { return fn(t.Tx) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(func(sqlTx *sql.Tx) error {
+		_, err := sqlTx.ExecContext(ctx, `CREATE TEMP TABLE mark (n INTEGER)`)
+		return err
+	})
+	for i := 1; i <= 5; i++ {
+		// The pool hands out the connection returned last: a writer
+		// borrowing from the pool would have its previous one taken here.
+		held, err := s.db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var store int
+		if err := held.QueryRowContext(ctx, `PRAGMA temp_store`).Scan(&store); err != nil {
+			t.Fatal(err)
+		}
+		if store != 0 {
+			t.Errorf("a reader's connection has temp_store %d, want 0 (the default): only the writer's journal is kept in memory", store)
+		}
+		var marks int
+		write(func(sqlTx *sql.Tx) error {
+			if _, err := sqlTx.ExecContext(ctx, `INSERT INTO temp.mark (n) VALUES (?)`, i); err != nil {
+				return fmt.Errorf("group %d ran on another connection than the first's: %w", i, err)
+			}
+			if err := sqlTx.QueryRowContext(ctx, `PRAGMA temp_store`).Scan(&store); err != nil {
+				return err
+			}
+			return sqlTx.QueryRowContext(ctx, `SELECT COUNT(*) FROM temp.mark`).Scan(&marks)
+		})
+		held.Close()
+		if marks != i {
+			t.Fatalf("group %d sees %d of its connection's marks, want %d", i, marks, i)
+		}
+		if store != 2 {
+			t.Errorf("the writer's connection has temp_store %d, want 2 (MEMORY): its savepoints' journal spills to a file", store)
+		}
 	}
 }
