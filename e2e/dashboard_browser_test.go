@@ -68,7 +68,7 @@ func TestBrowserDashboard(t *testing.T) {
 	// Sign in.
 	run(t, ctx, chromedp.Navigate(base), chromedp.WaitVisible(chromedp.ID("username")))
 	shot("signin")
-	run(t, ctx, chromedp.SendKeys(chromedp.ID("username"), m.Username), chromedp.SendKeys(chromedp.ID("password"), m.Password),
+	run(t, ctx, sendKeys(chromedp.ID("username"), m.Username), sendKeys(chromedp.ID("password"), m.Password),
 		chromedp.Click(chromedp.ID("sign-in")), chromedp.WaitVisible(chromedp.CSS(".periods")))
 	if txt := value(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(txt, b.Reference) || !strings.Contains(txt, "KES 1,500.00") {
 		t.Errorf("home does not show the payment:\n%s", txt)
@@ -96,7 +96,7 @@ func TestBrowserDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, ctx, chromedp.SendKeys(chromedp.ID("totp-code"), code), chromedp.SendKeys(chromedp.ID("totp-password"), m.Password),
+	run(t, ctx, sendKeys(chromedp.ID("totp-code"), code), sendKeys(chromedp.ID("totp-password"), m.Password),
 		chromedp.Click(chromedp.ID("confirm-totp")), chromedp.WaitVisible(chromedp.ID("recovery-codes")))
 	shot("totp-on")
 	recovery := value(t, ctx, chromedp.Text(chromedp.CSS("#recovery-codes li code")))
@@ -105,13 +105,13 @@ func TestBrowserDashboard(t *testing.T) {
 	// app's code of this time step is spent); the page before it offers
 	// nothing else; then live mode opens.
 	run(t, ctx, chromedp.Click(chromedp.CSS(`form[action="/dashboard/sign-out"] button`)), chromedp.WaitVisible(chromedp.ID("username")),
-		chromedp.SendKeys(chromedp.ID("username"), m.Username), chromedp.SendKeys(chromedp.ID("password"), m.Password),
+		sendKeys(chromedp.ID("username"), m.Username), sendKeys(chromedp.ID("password"), m.Password),
 		chromedp.Click(chromedp.ID("sign-in")), chromedp.WaitVisible(chromedp.ID("code")))
 	if n := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('nav a, form[action="/dashboard/mode"]').length`)); n != 0 {
 		t.Errorf("the verify page shows %d links or mode switches", n)
 	}
 	shot("verify")
-	run(t, ctx, chromedp.SendKeys(chromedp.ID("code"), recovery), chromedp.Click(chromedp.ID("verify")), chromedp.WaitVisible(chromedp.CSS(".periods")),
+	run(t, ctx, sendKeys(chromedp.ID("code"), recovery), chromedp.Click(chromedp.ID("verify")), chromedp.WaitVisible(chromedp.CSS(".periods")),
 		chromedp.Click(chromedp.CSS(`button[name="mode"][value="live"]`)), chromedp.WaitVisible(chromedp.CSS(".live-banner")))
 	shot("live-home")
 	run(t, ctx, chromedp.Click(chromedp.CSS(`button[name="mode"][value="test"]`)), chromedp.WaitVisible(chromedp.CSS(".test-banner")))
@@ -138,7 +138,7 @@ func TestBrowserDashboard(t *testing.T) {
 		t.Errorf("developers page shows the whole key, or not its prefix")
 	}
 	shot("developers")
-	run(t, ctx, chromedp.Click(chromedp.CSS(`input[name="confirm"]`)), chromedp.SendKeys(chromedp.ID("regen-password"), m.Password),
+	run(t, ctx, chromedp.Click(chromedp.CSS(`input[name="confirm"]`)), sendKeys(chromedp.ID("regen-password"), m.Password),
 		chromedp.Click(chromedp.ID("regenerate")), chromedp.WaitVisible(chromedp.ID("new-key")))
 	newKey := value(t, ctx, chromedp.Text(chromedp.ID("new-key")))
 	if !strings.HasPrefix(newKey, "kadi_test_") || newKey == m.Test.APIKey {
@@ -161,7 +161,7 @@ func TestBrowserDashboard(t *testing.T) {
 	// the page afterwards.
 	rotate := `form[action="/dashboard/developers/rotate-secret"] `
 	run(t, ctx, chromedp.Navigate(base+"developers"), chromedp.WaitVisible(chromedp.ID("rotate-secret")),
-		chromedp.Click(chromedp.CSS(rotate+`input[name="confirm"]`)), chromedp.SendKeys(chromedp.ID("rotate-password"), m.Password),
+		chromedp.Click(chromedp.CSS(rotate+`input[name="confirm"]`)), sendKeys(chromedp.ID("rotate-password"), m.Password),
 		chromedp.Click(chromedp.ID("rotate-secret")), chromedp.WaitVisible(chromedp.ID("secret")))
 	if txt := value(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(txt, "with the old one too") {
 		t.Errorf("the rotation's answer does not say the old secret still signs:\n%s", txt)
@@ -174,7 +174,7 @@ func TestBrowserDashboard(t *testing.T) {
 	shot("secret-overlap")
 	// The receiver updated: the replaced secret stops signing now.
 	end := `form[action="/dashboard/developers/end-overlap"] `
-	run(t, ctx, chromedp.Click(chromedp.CSS(end+`input[name="confirm"]`)), chromedp.SendKeys(chromedp.ID("end-password"), m.Password),
+	run(t, ctx, chromedp.Click(chromedp.CSS(end+`input[name="confirm"]`)), sendKeys(chromedp.ID("end-password"), m.Password),
 		chromedp.Click(chromedp.ID("end-overlap")), chromedp.WaitVisible(chromedp.CSS(".note")))
 	if txt := value(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(txt, "The replaced secret no longer signs") || strings.Contains(txt, "also signs") {
 		t.Errorf("the page after ending the overlap:\n%s", txt)

@@ -55,9 +55,9 @@ func TestBrowserShopperJourneys(t *testing.T) {
 	}
 	typeCard := func(t *testing.T, ctx context.Context, number string) {
 		t.Helper()
-		run(t, ctx, chromedp.Clear(chromedp.ID("cardNumber")), chromedp.SendKeys(chromedp.ID("cardNumber"), number),
-			chromedp.Clear(chromedp.ID("cardExpiry")), chromedp.SendKeys(chromedp.ID("cardExpiry"), expiry),
-			chromedp.SendKeys(chromedp.ID("cardSecurity"), "123"), chromedp.Click(chromedp.ID("pay")))
+		run(t, ctx, chromedp.Clear(chromedp.ID("cardNumber")), sendKeys(chromedp.ID("cardNumber"), number),
+			chromedp.Clear(chromedp.ID("cardExpiry")), sendKeys(chromedp.ID("cardExpiry"), expiry),
+			sendKeys(chromedp.ID("cardSecurity"), "123"), chromedp.Click(chromedp.ID("pay")))
 	}
 	shopSays := func(t *testing.T, ctx context.Context) string {
 		t.Helper()
@@ -127,7 +127,7 @@ func TestBrowserShopperJourneys(t *testing.T) {
 		onOurPage(t, ctx)
 		shot(t, ctx, "challenge.png")
 		axeCheck(t, ctx, "the 3-D Secure page")
-		run(t, ctx, chromedp.SendKeys(chromedp.ID("code"), "000000"), chromedp.Click(chromedp.ID("confirm")),
+		run(t, ctx, sendKeys(chromedp.ID("code"), "000000"), chromedp.Click(chromedp.ID("confirm")),
 			chromedp.WaitVisible(chromedp.ID("declined")))
 		if got := value(t, ctx, chromedp.Text(chromedp.ID("declined"))); !strings.Contains(got, "The verification code was not accepted") {
 			t.Errorf("after a wrong code the card page says %q", got)
@@ -218,8 +218,8 @@ func TestBrowserShopperJourneys(t *testing.T) {
 		scripts(t, true)
 		defer scripts(t, false)
 		toCardPage(t, ctx)
-		run(t, ctx, chromedp.SendKeys(chromedp.ID("cardFirstName"), "Amina"), chromedp.SendKeys(chromedp.ID("cardNumber"), "4242424242424242"),
-			chromedp.SendKeys(chromedp.ID("cardExpiry"), expiry), chromedp.SendKeys(chromedp.ID("cardSecurity"), "123"),
+		run(t, ctx, sendKeys(chromedp.ID("cardFirstName"), "Amina"), sendKeys(chromedp.ID("cardNumber"), "4242424242424242"),
+			sendKeys(chromedp.ID("cardExpiry"), expiry), sendKeys(chromedp.ID("cardSecurity"), "123"),
 			chromedp.Click(chromedp.CSS(`form.languages button[lang=sw]`)))
 		waitFor(t, "the Swahili page", func() bool {
 			return value(t, ctx, chromedp.Evaluate[string](`document.documentElement ? document.documentElement.lang : ""`)) == "sw"
@@ -353,8 +353,8 @@ func TestBrowserShopperJourneys(t *testing.T) {
 			// width (inside the row they squeezed the expiry to "13 /").
 			width := `document.getElementById('cardExpiry').getBoundingClientRect().width`
 			before := value(t, ctx, chromedp.Evaluate[float64](width))
-			run(t, ctx, chromedp.SendKeys(chromedp.ID("cardNumber"), "4242424242424242"), chromedp.SendKeys(chromedp.ID("cardExpiry"), "1320"),
-				chromedp.SendKeys(chromedp.ID("cardSecurity"), "1"), chromedp.Click(chromedp.ID("pay")), chromedp.WaitVisible(chromedp.ID("cardSecurity-error")))
+			run(t, ctx, sendKeys(chromedp.ID("cardNumber"), "4242424242424242"), sendKeys(chromedp.ID("cardExpiry"), "1320"),
+				sendKeys(chromedp.ID("cardSecurity"), "1"), chromedp.Click(chromedp.ID("pay")), chromedp.WaitVisible(chromedp.ID("cardSecurity-error")))
 			after := value(t, ctx, chromedp.Evaluate[float64](width))
 			order := value(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#card-form > .error')].map(e => e.id)`))
 			if inRow := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('.row .error').length`)); inRow != 0 || after < before*0.95 ||
