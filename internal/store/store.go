@@ -485,13 +485,23 @@ func (s *DB) query(ctx context.Context, q string, args ...any) (*sql.Rows, error
 	return s.db.QueryContext(ctx, text, args...)
 }
 
-// tx is a transaction that rebinds and prepares like DB does. In a group
-// commit ctx replaces the caller's: a write that has started runs to its
-// end.
+// tx is a transaction that rebinds and prepares like DB does: a
+// database/sql transaction (PostgreSQL, and SQLite while it migrates), or
+// the group-commit writer's own connection inside the transaction it began
+// (writer.go). In a group commit ctx replaces the caller's: a write that
+// has started runs to its end.
 type tx struct {
-	*sql.Tx
-	s   *DB
-	ctx context.Context
+	sqlTx *sql.Tx
+	w     *writer
+	s     *DB
+	ctx   context.Context
+}
+
+// runner is what runs statements: *sql.Tx or *sql.Conn.
+type runner interface {
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
 }
 
 func (t tx) context(ctx context.Context) context.Context {
@@ -501,40 +511,56 @@ func (t tx) context(ctx context.Context) context.Context {
 	return ctx
 }
 
+// statement returns q ready to run in t, as DB.prepared does, and what
+// runs it as text when it is not kept prepared. The writer prepares on
+// its own connection: preparing through the pool made every write wait
+// for a reader's connection the first time its text was seen.
+func (t tx) statement(ctx context.Context, q string) (*sql.Stmt, runner, string, error) {
+	if t.w != nil {
+		st, text, err := t.w.prepared(ctx, q)
+		return st, t.w.conn, text, err
+	}
+	st, text, err := t.s.prepared(ctx, q)
+	if st != nil {
+		st = t.sqlTx.StmtContext(ctx, st)
+	}
+	return st, t.sqlTx, text, err
+}
+
 func (t tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	ctx = t.context(ctx)
-	st, text, err := t.s.prepared(ctx, q)
+	st, r, text, err := t.statement(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	if st != nil {
-		return t.StmtContext(ctx, st).ExecContext(ctx, args...)
+		return st.ExecContext(ctx, args...)
 	}
-	return t.ExecContext(ctx, text, args...)
+	return r.ExecContext(ctx, text, args...)
 }
 
 func (t tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	ctx = t.context(ctx)
-	st, text, err := t.s.prepared(ctx, q)
+	st, r, text, err := t.statement(ctx, q)
 	if st != nil {
-		return t.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+		return st.QueryRowContext(ctx, args...)
 	}
 	if err != nil {
-		text = t.s.d.rebind(q)
+		text = t.s.d.rebind(q) // the error comes back from the query itself
 	}
-	return t.QueryRowContext(ctx, text, args...)
+	return r.QueryRowContext(ctx, text, args...)
 }
 
 func (t tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	ctx = t.context(ctx)
-	st, text, err := t.s.prepared(ctx, q)
+	st, r, text, err := t.statement(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	if st != nil {
-		return t.StmtContext(ctx, st).QueryContext(ctx, args...)
+		return st.QueryContext(ctx, args...)
 	}
-	return t.QueryContext(ctx, text, args...)
+	return r.QueryContext(ctx, text, args...)
 }
 
 // inTx runs fn in one transaction, committing if fn returns nil: on SQLite
@@ -547,7 +573,7 @@ func (s *DB) inTx(ctx context.Context, fn func(tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(tx{Tx: sqlTx, s: s}); err != nil {
+	if err := fn(tx{sqlTx: sqlTx, s: s}); err != nil {
 		_ = sqlTx.Rollback()
 		return err
 	}

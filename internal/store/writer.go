@@ -67,8 +67,14 @@ type writer struct {
 	// stays warm between groups (SQLite drops a connection's whole cache
 	// when it begins a transaction after another connection wrote, which
 	// a pooled connection, lent to readers in between, nearly always
-	// has), and its statements are prepared on it once.
-	conn   *sql.Conn
+	// has), and its statements are prepared on it once. It runs its
+	// transactions as statements (BEGIN IMMEDIATE, COMMIT), so that its
+	// writes' statements are its own, prepared once on it, and no write
+	// waits for a connection of the pool that readers may all hold.
+	conn *sql.Conn
+	// stmts is the writer's statement cache, by query text; only its
+	// goroutine touches it.
+	stmts  map[string]*sql.Stmt
 	queue  chan *write
 	max    int          // writes in one commit at most
 	mu     sync.RWMutex // held to send; Close takes it to close the queue
@@ -151,7 +157,7 @@ func startWriter(ctx context.Context, s *DB) (*writer, error) {
 		conn.Close()
 		return nil, fmt.Errorf("set up the writer's connection: %w", err)
 	}
-	w := &writer{s: s, conn: conn, queue: make(chan *write, maxBatch), max: maxBatch, done: make(chan struct{}),
+	w := &writer{s: s, conn: conn, stmts: map[string]*sql.Stmt{}, queue: make(chan *write, maxBatch), max: maxBatch, done: make(chan struct{}),
 		commitTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kadi_store_commit_duration_seconds",
 			Help: "How long each commit of the SQLite group-commit writer took, its writes and its fsync included.", Buckets: writerBuckets}),
 		waitTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kadi_store_write_wait_seconds",
@@ -247,6 +253,11 @@ func (w *writer) close() {
 func (w *writer) run() {
 	defer close(w.done)
 	defer w.conn.Close()
+	defer func() {
+		for _, st := range w.stmts {
+			st.Close()
+		}
+	}()
 	batch := make([]*write, 0, maxBatch)
 	for first := range w.queue {
 		batch = append(batch[:0], first)
@@ -287,23 +298,30 @@ func (w *writer) commit(batch []*write) {
 			req.done <- errs[i]
 		}
 	}()
-	sqlTx, err := w.conn.BeginTx(context.Background(), nil)
-	if err != nil {
+	// The transaction's own statements; a write's run under its caller's
+	// values (run1).
+	ctx, t := context.Background(), tx{w: w, s: w.s}
+	if _, err := t.exec(ctx, `BEGIN IMMEDIATE`); err != nil {
 		for i := range errs {
 			errs[i] = fmt.Errorf("begin: %w", err)
 		}
 		return
 	}
+	// rollback ends the transaction whatever state an error left it in:
+	// SQLite undoes it by itself on some errors (then ROLLBACK fails,
+	// harmlessly) and not on others, such as a COMMIT refused for a
+	// deferred constraint, after which the next BEGIN would fail.
+	rollback := func() { _, _ = t.exec(ctx, `ROLLBACK`) }
 	if len(batch) == 1 {
 		// Alone: the transaction is the write's own, no savepoint needed.
-		if _, errs[0] = w.run1(sqlTx, batch[0], false); errs[0] != nil {
-			_ = sqlTx.Rollback()
+		if _, errs[0] = w.run1(batch[0], false); errs[0] != nil {
+			rollback()
 			return
 		}
 	} else {
 		for i, req := range batch {
 			var ran bool
-			ran, errs[i] = w.run1(sqlTx, req, !req.oneStatement)
+			ran, errs[i] = w.run1(req, !req.oneStatement)
 			// A write whose caller gave up while it was queued never
 			// touched the transaction: its error (a deadline reads as an
 			// outage) says nothing of its neighbours'.
@@ -316,7 +334,7 @@ func (w *writer) commit(batch []*write) {
 				// run outside any transaction, each committing alone, and
 				// be told the group's COMMIT failed: none runs, and what
 				// the group wrote is undone if SQLite has not undone it.
-				_ = sqlTx.Rollback()
+				rollback()
 				for j := range errs {
 					if j != i {
 						errs[j] = fmt.Errorf("not written: another write in the same commit failed: %w", errs[i])
@@ -326,7 +344,8 @@ func (w *writer) commit(batch []*write) {
 			}
 		}
 	}
-	if err := sqlTx.Commit(); err != nil {
+	if _, err := t.exec(ctx, `COMMIT`); err != nil {
+		rollback()
 		for i := range errs {
 			if errs[i] == nil {
 				errs[i] = fmt.Errorf("commit: %w", err)
@@ -335,17 +354,37 @@ func (w *writer) commit(batch []*write) {
 	}
 }
 
+// prepared is DB.prepared on the writer's own connection.
+func (w *writer) prepared(ctx context.Context, q string) (*sql.Stmt, string, error) {
+	if w.s.onPrepare != nil {
+		w.s.onPrepare(q)
+	}
+	if st, ok := w.stmts[q]; ok {
+		return st, "", nil
+	}
+	text := w.s.d.rebind(q)
+	if len(w.stmts) >= maxStatements || len(q) > 4096 {
+		return nil, text, nil
+	}
+	st, err := w.conn.PrepareContext(ctx, text)
+	if err != nil {
+		return nil, "", err
+	}
+	w.stmts[q] = st
+	return st, "", nil
+}
+
 // run1 runs one write; isolated puts it under a savepoint so that its
 // failure undoes it alone. A panic is the write's error, not the writer's
 // end. ran is false for a write given up while queued, which never runs.
-func (w *writer) run1(sqlTx *sql.Tx, req *write, isolated bool) (ran bool, err error) {
+func (w *writer) run1(req *write, isolated bool) (ran bool, err error) {
 	if !req.state.CompareAndSwap(waiting, taken) || req.ctx.Err() != nil {
 		return false, req.ctx.Err()
 	}
 	ran = true
 	// Values (the request id for logs) stay; cancellation does not.
 	ctx := context.WithoutCancel(req.ctx)
-	t := tx{Tx: sqlTx, s: w.s, ctx: ctx}
+	t := tx{w: w, s: w.s, ctx: ctx}
 	if isolated {
 		if _, err := t.exec(ctx, `SAVEPOINT w`); err != nil {
 			return ran, fmt.Errorf("savepoint: %w", err)

@@ -210,7 +210,7 @@ func TestGroupCommitStopsAtAFullDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := s.writes.do(ctx, func(t tx) error {
-		_, err := t.ExecContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, pages))
+		_, err := t.exec(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, pages))
 		return err
 	})
 	if err != nil {
@@ -617,6 +617,46 @@ func TestCheckpointerCounts(t *testing.T) {
 	}
 }
 
+// TestGroupCommitAfterARefusedCommit: a COMMIT that SQLite refuses and
+// leaves open (here for a deferred foreign key) fails its group, and the
+// writer rolls it back: the next group begins a transaction of its own
+// instead of failing for one already open, which would have refused
+// every write until a restart.
+func TestGroupCommitAfterARefusedCommit(t *testing.T) {
+	s := openSQLite(t)
+	ctx := context.Background()
+	if _, err := s.exec(ctx, `CREATE TABLE parent (id TEXT PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.exec(ctx, `CREATE TABLE child (id TEXT PRIMARY KEY,
+		parent_id TEXT NOT NULL REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)`); err != nil {
+		t.Fatal(err)
+	}
+	errs := inOneGroup(t, s,
+		func() error { _, err := s.exec(ctx, `INSERT INTO t (k, v) VALUES ('neighbour', 1)`); return err },
+		func() error {
+			_, err := s.exec(ctx, `INSERT INTO child (id, parent_id) VALUES ('c1', 'nobody')`)
+			return err
+		},
+	)
+	for i, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "commit") {
+			t.Errorf("write %d of the refused group: %v, want the commit's failure", i, err)
+		}
+	}
+	for i := range 3 {
+		if _, err := s.exec(ctx, `INSERT INTO t (k, v) VALUES (?, 2)`, fmt.Sprint("after", i)); err != nil {
+			t.Fatalf("write %d after the refused commit: %v", i, err)
+		}
+	}
+	if n := count(t, s, `k = 'neighbour'`); n != 0 {
+		t.Errorf("the refused group's neighbour is on disk %d times, want 0", n)
+	}
+	if n := count(t, s, `k LIKE 'after%'`); n != 3 {
+		t.Errorf("%d writes after the refused commit on disk, want 3", n)
+	}
+}
+
 // TestWriterKeepsItsConnection: every group commits on the writer's own
 // connection, whatever readers take from the pool in between (a pooled
 // connection's page cache is dropped whenever another connection has
@@ -625,14 +665,14 @@ func TestCheckpointerCounts(t *testing.T) {
 // connection that made it: the writer's, in every later group.
 func TestWriterKeepsItsConnection(t *testing.T) {
 	s, ctx := openSQLite(t), t.Context()
-	write := func(fn func(*sql.Tx) error) {
+	write := func(fn func(tx) error) {
 		t.Helper()
-		if err := s.writes.do(ctx, func(t tx) error { return fn(t.Tx) }); err != nil {
+		if err := s.writes.do(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(func(sqlTx *sql.Tx) error {
-		_, err := sqlTx.ExecContext(ctx, `CREATE TEMP TABLE mark (n INTEGER)`)
+	write(func(t tx) error {
+		_, err := t.exec(ctx, `CREATE TEMP TABLE mark (n INTEGER)`)
 		return err
 	})
 	for i := 1; i <= 5; i++ {
@@ -650,14 +690,14 @@ func TestWriterKeepsItsConnection(t *testing.T) {
 			t.Errorf("a reader's connection has temp_store %d, want 0 (the default): only the writer's journal is kept in memory", store)
 		}
 		var marks int
-		write(func(sqlTx *sql.Tx) error {
-			if _, err := sqlTx.ExecContext(ctx, `INSERT INTO temp.mark (n) VALUES (?)`, i); err != nil {
+		write(func(t tx) error {
+			if _, err := t.exec(ctx, `INSERT INTO temp.mark (n) VALUES (?)`, i); err != nil {
 				return fmt.Errorf("group %d ran on another connection than the first's: %w", i, err)
 			}
-			if err := sqlTx.QueryRowContext(ctx, `PRAGMA temp_store`).Scan(&store); err != nil {
+			if err := t.queryRow(ctx, `PRAGMA temp_store`).Scan(&store); err != nil {
 				return err
 			}
-			return sqlTx.QueryRowContext(ctx, `SELECT COUNT(*) FROM temp.mark`).Scan(&marks)
+			return t.queryRow(ctx, `SELECT COUNT(*) FROM temp.mark`).Scan(&marks)
 		})
 		held.Close()
 		if marks != i {
@@ -666,5 +706,62 @@ func TestWriterKeepsItsConnection(t *testing.T) {
 		if store != 2 {
 			t.Errorf("the writer's connection has temp_store %d, want 2 (MEMORY): its savepoints' journal spills to a file", store)
 		}
+	}
+}
+
+// TestReadersHaveEightConnections: the writer and the checkpointer each
+// hold a connection for good, and the pool keeps eight more for readers,
+// all of them open once opened (a new SQLite connection parses the whole
+// schema and prepares its statements again). The writer needs none of
+// the readers': with every one held, a write whose text it has never
+// seen (so never prepared) still commits.
+func TestReadersHaveEightConnections(t *testing.T) {
+	s, ctx := openSQLite(t), t.Context()
+	for round := range 3 {
+		var held []*sql.Conn
+		release := func() {
+			for _, c := range held {
+				c.Close()
+			}
+			held = nil
+		}
+		for i := range 8 {
+			// With fewer than eight for readers this one would wait for
+			// a held one: it times out instead.
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			c, err := s.db.Conn(cctx)
+			cancel()
+			if err != nil {
+				release()
+				t.Fatalf("round %d: reader %d got no connection while %d readers held one: %v", round, i+1, i, err)
+			}
+			held = append(held, c)
+			var one int
+			if err := c.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+				release()
+				t.Fatal(err)
+			}
+		}
+		written := make(chan error, 1)
+		go func() {
+			_, err := s.exec(ctx, fmt.Sprintf(`INSERT INTO t (k, v) VALUES (?, %d)`, round), fmt.Sprint(round))
+			written <- err
+		}()
+		select {
+		case err := <-written:
+			if err != nil {
+				t.Errorf("round %d: a write while eight readers held a connection: %v", round, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("round %d: a write of a text never seen before waited 10 s while eight readers held a connection: the writer needs one of theirs", round)
+			release()
+			<-written
+		}
+		release()
+	}
+	st := s.db.Stats()
+	if st.OpenConnections != 10 || st.MaxIdleClosed != 0 || st.MaxLifetimeClosed != 0 || st.MaxIdleTimeClosed != 0 {
+		t.Errorf("after three rounds of eight readers: %d connections open, %d closed as idle past the limit, %d past their lifetime, %d past their idle time; want 10, 0, 0, 0",
+			st.OpenConnections, st.MaxIdleClosed, st.MaxLifetimeClosed, st.MaxIdleTimeClosed)
 	}
 }
