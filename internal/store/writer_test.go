@@ -237,6 +237,15 @@ func TestGroupCommitStopsAtAFullDatabase(t *testing.T) {
 	if n := count(t, s, `1 = 1`); n != 0 {
 		t.Errorf("%d rows on disk, want none of the group's", n)
 	}
+	// The writer goes on: a row that fits commits in the next group, in a
+	// transaction of its own (the failed group's was ended, whether SQLite
+	// had ended it or not).
+	if _, err := s.exec(ctx, `INSERT INTO t (k, v) VALUES ('next', 1)`); err != nil {
+		t.Fatalf("a write after the failed group: %v", err)
+	}
+	if n := count(t, s, `k = 'next'`); n != 1 {
+		t.Errorf("the write after the failed group is on disk %d times, want 1", n)
+	}
 }
 
 // errAny marks a write that must fail, whatever the error.
@@ -614,6 +623,36 @@ func TestCheckpointerCounts(t *testing.T) {
 	}
 	if got := w.checkpointFailures.Load() - failures; got != 1 {
 		t.Errorf("%d failures counted after a checkpoint on a closed connection, want 1", got)
+	}
+}
+
+// TestGroupCommitEndedByAnOutageIsRolledBack: a write that fails as an
+// outage after writing ends its group, and the writer rolls the group's
+// transaction back itself: SQLite ends it on some errors, but not on one
+// that comes from the write's own code, and the next group would then
+// fail to begin.
+func TestGroupCommitEndedByAnOutageIsRolledBack(t *testing.T) {
+	s := openSQLite(t)
+	ctx := context.Background()
+	errs := inOneGroup(t, s,
+		func() error { _, err := s.exec(ctx, `INSERT INTO t (k, v) VALUES ('neighbour', 1)`); return err },
+		func() error {
+			return s.writes.do(ctx, func(t tx) error {
+				if _, err := t.exec(ctx, `INSERT INTO t (k, v) VALUES ('wrote', 1)`); err != nil {
+					return err
+				}
+				return fmt.Errorf("then: %w", outage.ErrTimedOut)
+			})
+		},
+	)
+	if !outage.Is(errs[1]) || errs[0] == nil {
+		t.Fatalf("the group: %v, %v; want both failed, the second as an outage", errs[0], errs[1])
+	}
+	if _, err := s.exec(ctx, `INSERT INTO t (k, v) VALUES ('next', 1)`); err != nil {
+		t.Fatalf("a write after the group an outage ended: %v", err)
+	}
+	if n := count(t, s, `1 = 1`); n != 1 {
+		t.Errorf("%d rows on disk, want only the write after the group", n)
 	}
 }
 
