@@ -115,10 +115,14 @@ func (s *DB) notifyIPNQueued(ep ipn.Endpoint) {
 	}
 }
 
-// maxStatements bounds the statement cache: texts are built from a few
+// maxStatements bounds each statement cache: texts are built from a few
 // shapes, never from values, so a few hundred covers them all. Longer
 // texts (bulk inserts for benchmarks) are not kept.
 const maxStatements = 512
+
+// keepPrepared says whether a statement cache already holding kept
+// statements keeps q: the pool's (DB.prepared) and the writer's alike.
+func keepPrepared(q string, kept int) bool { return kept < maxStatements && len(q) <= 4096 }
 
 // seal encrypts a stored secret, bound to its row and column; open undoes
 // it. Without a sealer both pass values through.
@@ -383,7 +387,7 @@ func (s *DB) prepared(ctx context.Context, q string) (stmt *sql.Stmt, text strin
 		return nil, v.(string), nil
 	}
 	text = s.d.rebind(q)
-	if s.migrating || s.nstmts.Load() >= maxStatements || len(q) > 4096 {
+	if s.migrating || !keepPrepared(q, int(s.nstmts.Load())) {
 		return nil, text, nil
 	}
 	if s.d.name != "sqlite" {

@@ -363,7 +363,7 @@ func (w *writer) prepared(ctx context.Context, q string) (*sql.Stmt, string, err
 		return st, "", nil
 	}
 	text := w.s.d.rebind(q)
-	if len(w.stmts) >= maxStatements || len(q) > 4096 {
+	if !keepPrepared(q, len(w.stmts)) {
 		return nil, text, nil
 	}
 	st, err := w.conn.PrepareContext(ctx, text)

@@ -804,3 +804,35 @@ func TestReadersHaveEightConnections(t *testing.T) {
 			st.OpenConnections, st.MaxIdleClosed, st.MaxLifetimeClosed, st.MaxIdleTimeClosed)
 	}
 }
+
+// TestStatementCachesAreBounded: the pool's cache and the writer's each
+// keep at most maxStatements texts, and none longer than 4,096 bytes;
+// past the bound a text still runs, unprepared.
+func TestStatementCachesAreBounded(t *testing.T) {
+	s, ctx := openSQLite(t), t.Context()
+	long := "INSERT INTO t (k, v) VALUES (?, 1) -- " + strings.Repeat("x", 4096)
+	if _, err := s.exec(ctx, long, "long"); err != nil {
+		t.Fatal(err)
+	}
+	if _, kept := s.writes.stmts[long]; kept {
+		t.Error("the writer kept a text longer than 4,096 bytes")
+	}
+	for i := range maxStatements + 10 {
+		if _, err := s.exec(ctx, fmt.Sprintf(`INSERT INTO t (k, v) VALUES (?, %d)`, i), fmt.Sprint(i)); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		var n int
+		if err := s.queryRow(ctx, fmt.Sprintf(`SELECT COUNT(*) + %d FROM t`, i)).Scan(&n); err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+	}
+	if n := count(t, s, `1 = 1`); n != maxStatements+11 {
+		t.Errorf("%d rows, want %d: a write past the bound was lost", n, maxStatements+11)
+	}
+	if n := len(s.writes.stmts); n != maxStatements {
+		t.Errorf("the writer keeps %d statements, want %d", n, maxStatements)
+	}
+	if n := s.nstmts.Load(); n != maxStatements {
+		t.Errorf("the pool's cache keeps %d statements, want %d", n, maxStatements)
+	}
+}
