@@ -44,6 +44,9 @@ func (approver) Lookup(context.Context, string) (payment.Result, error) {
 type fixture struct {
 	db  *store.DB
 	loc *time.Location
+	// metrics are the last worker's: its payments count into them the
+	// notifications they store parked, as a node's do.
+	metrics *ipn.Metrics
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -153,7 +156,9 @@ func (f *fixture) tryPay(s shop, mode merchant.Mode, now time.Time) (bill.Bill, 
 	if err != nil {
 		return b, err
 	}
-	p, err := paymentsAt(f.db, f.loc, func() time.Time { return now }).Pay(ctx, b, s.Merchant, payment.Attempt{PAN: pan, Expiry: card.Expiry{Month: 12, Year: now.Year() + 3}, CVV: "123",
+	svc := paymentsAt(f.db, f.loc, func() time.Time { return now })
+	svc.IPNMetrics = f.metrics
+	p, err := svc.Pay(ctx, b, s.Merchant, payment.Attempt{PAN: pan, Expiry: card.Expiry{Month: 12, Year: now.Year() + 3}, CVV: "123",
 		Holder: "Wanjiku Kamau", CallbackURL: "https://shop.example/kadi/callback", MobileNumber: "+254 712345678"})
 	if err != nil || p.Status != payment.Succeeded {
 		return b, fmt.Errorf("payment: %v %+v", err, p)
@@ -206,6 +211,7 @@ func fast(cfg ipn.Config) ipn.Config {
 // deliveries in flight to be recorded.
 func (f *fixture) runWorker(t testing.TB, cfg ipn.Config, m *ipn.Metrics) func() {
 	t.Helper()
+	f.metrics = m
 	return run(t, &ipn.Worker{Queue: f.db, Config: cfg, Log: slog.New(slog.DiscardHandler), Metrics: m})
 }
 

@@ -74,6 +74,14 @@ func (m *Metrics) observe(r Result) {
 	}
 }
 
+// Parked counts a notification stored parked as it was queued: its
+// merchant had no endpoint (NoEndpoint), so no worker took it.
+func (m *Metrics) Parked() {
+	if m != nil {
+		m.outcomes.WithLabelValues(OutcomeParked).Inc()
+	}
+}
+
 // Refresh reads the queue's gauges from the database, at scrape time.
 func (m *Metrics) Refresh(ctx context.Context, q Queue, now time.Time) error {
 	if m == nil {

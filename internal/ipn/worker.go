@@ -764,11 +764,8 @@ func (w *Worker) attempt(ctx context.Context, ev Event) Result {
 	if err != nil {
 		return w.postpone(now, fmt.Sprintf("cannot read the merchant's IPN settings: %v", err))
 	}
-	switch {
-	case st.IPN.URL == "":
-		return park(now, st.IPN, fmt.Sprintf("no IPN URL configured for %s mode", ev.Mode))
-	case !st.IPN.DisabledAt.IsZero():
-		return park(now, st.IPN, "IPN endpoint disabled after 410 Gone")
+	if why, ok := NoEndpoint(st.IPN, ev.Mode); ok {
+		return park(now, st.IPN, why)
 	}
 	if err := CheckURL(st.IPN.URL, ev.Mode); err != nil {
 		return park(now, st.IPN, fmt.Sprintf("configured IPN URL not usable: %v", err))
@@ -891,8 +888,27 @@ func (w *Worker) postpone(now time.Time, why string) Result {
 // for the merchant, not for the gateway, so it is neither polled nor
 // counted as late. Saving the IPN configuration sends it.
 func park(now time.Time, saw merchant.IPNConfig, why string) Result {
-	return Result{Status: Parked, NextAttemptAt: now, Saw: saw, LastError: fmt.Sprintf(
-		"%s; sent when an IPN configuration is saved within %d days of the payment, or by replay", why, parkedDays)}
+	return Result{Status: Parked, NextAttemptAt: now, Saw: saw, LastError: ParkedNote(why)}
+}
+
+// NoEndpoint says why cfg, a mode's saved IPN configuration, gives a
+// notification nowhere to go, if it does: no URL, or the endpoint disabled
+// after a 410. A notification queued for it is stored parked at once
+// (payment.Service), rather than claimed and parked by a worker: two
+// writes a payment for every merchant that has not set an IPN URL.
+func NoEndpoint(cfg merchant.IPNConfig, mode merchant.Mode) (why string, ok bool) {
+	switch {
+	case cfg.URL == "":
+		return fmt.Sprintf("no IPN URL configured for %s mode", mode), true
+	case !cfg.DisabledAt.IsZero():
+		return "IPN endpoint disabled after 410 Gone", true
+	}
+	return "", false
+}
+
+// ParkedNote is a parked event's LastError: why it waits, and what sends it.
+func ParkedNote(why string) string {
+	return fmt.Sprintf("%s; sent when an IPN configuration is saved within %d days of the payment, or by replay", why, parkedDays)
 }
 
 // signingKeys decodes the secrets that sign a notification now.

@@ -731,6 +731,61 @@ func TestParksWithoutAnEndpoint(t *testing.T) {
 	}
 }
 
+// A payment whose merchant has no endpoint stores its notification
+// parked: no worker claims it and writes it again (which cost every such
+// payment two writes), and it is counted parked once. A replay while there
+// is still no endpoint goes to the worker, which parks it again.
+func TestParkedAsQueued(t *testing.T) {
+	f := newFixture(t)
+	s := f.shop(t, "")
+	reg := metrics.New()
+	f.metrics = ipn.NewMetrics(reg) // and no worker running
+	ev := f.event(t, s, f.pay(t, s).Reference)
+	if ev.Status != ipn.Parked || ev.Attempts != 0 || ev.LastError != ipn.ParkedNote("no IPN URL configured for test mode") {
+		t.Fatalf("the notification of a payment without an IPN URL: %+v", ev)
+	}
+	parked := func(n int) func() bool {
+		return func() bool {
+			var text strings.Builder
+			_ = reg.WriteText(&text)
+			return strings.Contains(text.String(), fmt.Sprintf(`kadi_ipn_deliveries_total{outcome="parked"} %d`+"\n", n))
+		}
+	}
+	if !parked(1)() {
+		t.Error("the park is not counted")
+	}
+	if _, err := f.db.ReplayIPN(t.Context(), ev.ID, time.Now(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	stop := f.runWorker(t, fast(ipn.Config{}), f.metrics)
+	waitFor(t, "the replayed event to be parked", f.statusIs(t, ev.ID, ipn.Parked))
+	waitFor(t, "the second park counted", parked(2))
+	stop()
+	if got, _ := f.db.IPNEvent(t.Context(), ev.ID); got.Attempts != 0 || got.Replays != 1 {
+		t.Errorf("after the replay: %+v", got)
+	}
+}
+
+func TestNoEndpoint(t *testing.T) {
+	disabled := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		cfg  merchant.IPNConfig
+		mode merchant.Mode
+		why  string
+	}{
+		{merchant.IPNConfig{}, merchant.Test, "no IPN URL configured for test mode"},
+		{merchant.IPNConfig{}, merchant.Live, "no IPN URL configured for live mode"},
+		{merchant.IPNConfig{DisabledAt: disabled}, merchant.Live, "no IPN URL configured for live mode"},
+		{merchant.IPNConfig{URL: "https://shop.example/ipn", DisabledAt: disabled}, merchant.Test, "IPN endpoint disabled after 410 Gone"},
+		{merchant.IPNConfig{URL: "https://shop.example/ipn"}, merchant.Test, ""},
+	} {
+		why, ok := ipn.NoEndpoint(tc.cfg, tc.mode)
+		if why != tc.why || ok != (tc.why != "") {
+			t.Errorf("NoEndpoint(%+v, %s) = %q, %t; want %q", tc.cfg, tc.mode, why, ok, tc.why)
+		}
+	}
+}
+
 // A URL saved by another process (kadi merchant set-ipn beside kadi serve)
 // sends the parked events, though this node still holds the settings it
 // read before: a park on that stale view makes the event due again and

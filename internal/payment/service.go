@@ -34,7 +34,8 @@ type Repo interface {
 	// FinishPayment stores p's outcome and moves the bill on: to paid on
 	// success (inserting event in the same transaction), back to open or to
 	// blocked on failure, nowhere while unknown. ErrStale if p was already
-	// finished.
+	// finished. A parked event is stored pending instead if the mode has
+	// an endpoint saved by then, and event's Status says so.
 	FinishPayment(ctx context.Context, p Payment, maxFailures int, event *ipn.Event) error
 	PaymentByID(ctx context.Context, id string) (Payment, error)
 	LatestPayment(ctx context.Context, billRef string) (Payment, error)
@@ -44,6 +45,8 @@ type Repo interface {
 	UnsettledPayments(ctx context.Context, q Unsettled) ([]Payment, error)
 	BillByID(ctx context.Context, reference string) (bill.Bill, error)
 	MerchantByCode(ctx context.Context, code string) (merchant.Merchant, error)
+	// RecentSettings is a mode's settings as read within the last second.
+	RecentSettings(ctx context.Context, code string, mode merchant.Mode) (merchant.Settings, error)
 }
 
 // Service runs charge attempts.
@@ -83,6 +86,8 @@ type Service struct {
 	clockLog     logging.Repeated
 	clockLogOnce sync.Once
 	Metrics      *Metrics // nil: none
+	// IPNMetrics counts the notifications stored parked (nil: none).
+	IPNMetrics *ipn.Metrics
 	// ReconcilePage is how many unsettled payments Reconcile reads at a
 	// time; 0: 500.
 	ReconcilePage int
@@ -525,7 +530,7 @@ func (s *Service) settle(ctx context.Context, p Payment, b bill.Bill, m merchant
 		if p.Message == "" {
 			p.Message = MsgApproved
 		}
-		ev, err := s.notification(p, b, m)
+		ev, err := s.notification(ctx, p, b, m)
 		if err != nil {
 			return Payment{}, err
 		}
@@ -552,6 +557,9 @@ func (s *Service) settle(ctx context.Context, p Payment, b bill.Bill, m merchant
 		return Payment{}, fmt.Errorf("finish payment %s: %w: %w", p.ID, ErrUnrecorded, err)
 	}
 	s.Metrics.recorded(p)
+	if event != nil && event.Status == ipn.Parked {
+		s.IPNMetrics.Parked()
+	}
 	return p, nil
 }
 
@@ -610,7 +618,11 @@ func refused(b bill.Bill, msg string) Payment {
 	return Payment{BillReference: b.Reference, MerchantCode: b.MerchantCode, Mode: b.Mode, Status: Failed, Amount: b.Amount, Message: msg}
 }
 
-func (s *Service) notification(p Payment, b bill.Bill, m merchant.Merchant) (ipn.Event, error) {
+// notification is p's IPN event. For a merchant with no endpoint for the
+// mode (by its settings as read within the last second) it is parked: the
+// store checks that against the saved settings as it inserts the event,
+// and queues it instead should an endpoint have been saved meanwhile.
+func (s *Service) notification(ctx context.Context, p Payment, b bill.Bill, m merchant.Merchant) (ipn.Event, error) {
 	amount := json.Number(p.Amount.String())
 	payload := ipn.Payload{
 		CallbackType: "IPN",
@@ -643,8 +655,15 @@ func (s *Service) notification(p Payment, b bill.Bill, m merchant.Merchant) (ipn
 	if db := s.now(); db.Before(due) {
 		due = db
 	}
-	return ipn.Event{
+	ev := ipn.Event{
 		ID: secret.NewOrderedID("msg", p.UpdatedAt), MerchantCode: p.MerchantCode, Mode: p.Mode, PaymentID: p.ID,
 		Payload: body, Status: ipn.Pending, NextAttemptAt: due, CreatedAt: p.UpdatedAt,
-	}, nil
+	}
+	// Unread settings leave it pending: the worker reads them again.
+	if st, err := s.Repo.RecentSettings(ctx, p.MerchantCode, p.Mode); err == nil {
+		if why, ok := ipn.NoEndpoint(st.IPN, p.Mode); ok {
+			ev.Status, ev.LastError = ipn.Parked, ipn.ParkedNote(why)
+		}
+	}
+	return ev, nil
 }

@@ -355,6 +355,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Gateway, error) {
 	ipnCfg := cfg.IPN
 	ipnCfg.AllowPrivate = cfg.AllowPrivateIPN
 	ipnMetrics := ipn.NewMetrics(g.Metrics)
+	g.Payments.IPNMetrics = ipnMetrics
 	g.IPN = &ipn.Worker{Queue: st, Config: ipnCfg, Log: log, Metrics: ipnMetrics, Location: loc}
 	st.OnIPNQueued(g.IPN.Nudge)
 	if err := ipn.CheckHostAddresses(); err != nil {

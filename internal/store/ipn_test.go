@@ -70,6 +70,12 @@ func ipnEvent(t testing.TB, db *store.DB, code string, due time.Time) ipn.Event 
 }
 
 func queueIPNEvent(ctx context.Context, db *store.DB, code string, due time.Time) (ipn.Event, error) {
+	return queueIPNEventAs(ctx, db, code, due, ipn.Pending)
+}
+
+// queueIPNEventAs is queueIPNEvent with the event handed to FinishPayment
+// as status (pending, or parked when the caller saw no endpoint).
+func queueIPNEventAs(ctx context.Context, db *store.DB, code string, due time.Time, status ipn.Status) (ipn.Event, error) {
 	amount, _ := money.FromMinor(150000, "KES")
 	b := bill.Bill{Reference: secret.RandomUpperAlnum(12), MerchantCode: code, Mode: merchant.Test, OrderReference: secret.RandomUpperAlnum(10),
 		RequestHash: "h", CustomerName: "C", BillerCode: "1", Outlet: "1", Amount: amount, Description: "d", State: bill.Open,
@@ -84,7 +90,10 @@ func queueIPNEvent(ctx context.Context, db *store.DB, code string, due time.Time
 	}
 	p.Status = payment.Succeeded
 	ev := ipn.Event{ID: secret.NewID("msg"), MerchantCode: code, Mode: merchant.Test, PaymentID: p.ID, Payload: []byte(`{"callbackType":"IPN"}`),
-		Status: ipn.Pending, NextAttemptAt: due, CreatedAt: due}
+		Status: status, NextAttemptAt: due, CreatedAt: due}
+	if status == ipn.Parked {
+		ev.LastError = "the caller's note"
+	}
 	return ev, db.FinishPayment(ctx, p, 5, &ev)
 }
 
@@ -107,6 +116,10 @@ func TestIPNQueue(t *testing.T) {
 			t.Run("record", func(t *testing.T) { testIPNRecord(t, ipnOpen(t, be.dsn(t))) })
 			t.Run("gone", func(t *testing.T) { testIPNGone(t, ipnOpen(t, be.dsn(t))) })
 			t.Run("parked", func(t *testing.T) { testIPNParked(t, ipnOpen(t, be.dsn(t))) })
+			t.Run("parked as queued", func(t *testing.T) {
+				dsn := be.dsn(t)
+				testIPNParkedAsQueued(t, ipnOpen(t, dsn), ipnOpen(t, dsn))
+			})
 			t.Run("paging", func(t *testing.T) { testIPNPaging(t, ipnOpen(t, be.dsn(t))) })
 			t.Run("replay and log", func(t *testing.T) { testIPNReplay(t, ipnOpen(t, be.dsn(t))) })
 			t.Run("two claimers", func(t *testing.T) {
@@ -447,6 +460,66 @@ func testIPNParked(t *testing.T, db *store.DB) {
 	if got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "o4", Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute), Limit: 10}); err != nil ||
 		!slices.Equal(ipnIDs(got), sorted(recent.ID, late.ID)) {
 		t.Fatalf("claimed after the save %v, %v", ipnIDs(got), err)
+	}
+}
+
+// A payment whose merchant has no IPN URL stores its notification parked
+// (the payment service asks for it): no worker claims it, and it waits for
+// the merchant, not counted as pending. The store checks the saved
+// configuration as it inserts: an endpoint saved since the caller read the
+// settings (by another node, or another process on the file) makes the
+// event pending, due, and the worker is woken for it.
+func testIPNParkedAsQueued(t *testing.T, db, other *store.DB) {
+	ctx := t.Context()
+	now := time.Now().Truncate(time.Millisecond)
+	m := ipnMerchant(t, db, "")
+	queued := make(chan ipn.Endpoint, 10)
+	db.OnIPNQueued(func(e ipn.Endpoint) { queued <- e })
+	ev, err := queueIPNEventAs(ctx, db, m, now, ipn.Parked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(queued) != 0 {
+		t.Error("the worker was woken for a parked event")
+	}
+	note := ipn.ParkedNote("no IPN URL configured for test mode")
+	if ev.Status != ipn.Parked || ev.LastError != note {
+		t.Errorf("FinishPayment left the event %s, %q", ev.Status, ev.LastError)
+	}
+	if got, err := db.IPNEvent(ctx, ev.ID); err != nil || got.Status != ipn.Parked || got.LastError != note || got.Attempts != 0 {
+		t.Fatalf("stored %+v, %v; want parked with %q", got, err, note)
+	}
+	if got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "o1", Now: now.Add(time.Hour), LeaseUntil: now.Add(2 * time.Hour), Limit: 10}); err != nil || len(got) != 0 {
+		t.Fatalf("a parked event claimed: %v, %v", ipnIDs(got), err)
+	}
+	if stats, err := db.IPNStats(ctx); err != nil || stats.Pending != 0 {
+		t.Fatalf("stats: %+v, %v", stats, err)
+	}
+
+	if _, err := other.SetIPN(ctx, m, merchant.Test, merchant.IPNConfig{URL: "https://a.example/ipn", Username: "u", Password: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	late, err := queueIPNEventAs(ctx, db, m, now, ipn.Parked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if late.Status != ipn.Pending || late.LastError != "" {
+		t.Errorf("FinishPayment left the event %s, %q after a URL was saved", late.Status, late.LastError)
+	}
+	if got, err := db.IPNEvent(ctx, late.ID); err != nil || got.Status != ipn.Pending || got.LastError != "" {
+		t.Fatalf("stored %+v, %v after a URL was saved; want pending", got, err)
+	}
+	select {
+	case e := <-queued:
+		if e != (ipn.Endpoint{MerchantCode: m, Mode: merchant.Test}) {
+			t.Errorf("woke the worker for %+v", e)
+		}
+	default:
+		t.Error("the worker was not woken for the event made pending")
+	}
+	if got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "o2", Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute), Limit: 10}); err != nil ||
+		!slices.Contains(ipnIDs(got), late.ID) {
+		t.Fatalf("claimed %v, %v; want the event made pending", ipnIDs(got), err)
 	}
 }
 

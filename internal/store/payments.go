@@ -71,8 +71,12 @@ func (s *DB) ClaimChallenge(ctx context.Context, id, node string, at time.Time) 
 }
 
 // FinishPayment records p's outcome, moves its bill on and, for a success,
-// writes the IPN outbox row, all in one transaction.
+// writes the IPN outbox row, all in one transaction. An event handed in
+// parked is stored parked only if the saved configuration still gives it
+// no endpoint, else pending; event then says which.
 func (s *DB) FinishPayment(ctx context.Context, p payment.Payment, maxFailures int, event *ipn.Event) error {
+	var status ipn.Status
+	var lastError string
 	err := s.inTx(ctx, func(t tx) error {
 		res, err := t.exec(ctx, `UPDATE payments SET status = ?, network_ref = ?, approval_code = ?, decline_code = ?, message = ?, updated_at = ?
 			WHERE id = ? AND status IN (?, ?, ?)`,
@@ -95,20 +99,64 @@ func (s *DB) FinishPayment(ctx context.Context, p payment.Payment, maxFailures i
 		if err != nil {
 			return fmt.Errorf("update bill: %w", err)
 		}
-		if event != nil {
-			_, err = t.exec(ctx, `INSERT INTO ipn_events (id, merchant_code, mode, payment_id, payload, status, next_attempt_at, created_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, event.ID, event.MerchantCode, string(event.Mode), event.PaymentID, string(event.Payload),
-				string(event.Status), ms(event.NextAttemptAt), ms(event.CreatedAt))
+		if event == nil {
+			return nil
+		}
+		status, lastError = event.Status, event.LastError
+		if status == ipn.Parked {
+			why, parked, err := s.noEndpoint(ctx, t, event.MerchantCode, event.Mode)
 			if err != nil {
-				return fmt.Errorf("insert IPN event: %w", err)
+				return err
 			}
+			if parked {
+				lastError = ipn.ParkedNote(why)
+			} else {
+				status, lastError = ipn.Pending, ""
+			}
+		}
+		_, err = t.exec(ctx, `INSERT INTO ipn_events (id, merchant_code, mode, payment_id, payload, status, next_attempt_at, created_at, last_error)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, event.ID, event.MerchantCode, string(event.Mode), event.PaymentID, string(event.Payload),
+			string(status), ms(event.NextAttemptAt), ms(event.CreatedAt), lastError)
+		if err != nil {
+			return fmt.Errorf("insert IPN event: %w", err)
 		}
 		return nil
 	})
-	if err == nil && event != nil {
+	if err != nil || event == nil {
+		return err
+	}
+	if event.Status == ipn.Parked && status == ipn.Pending {
+		// Parked on settings this DB kept in memory while another
+		// process or node saved an endpoint: they are stale.
+		s.settings.forgetAll()
+	}
+	event.Status, event.LastError = status, lastError
+	if status == ipn.Pending {
 		s.notifyIPNQueued(ipn.Endpoint{MerchantCode: event.MerchantCode, Mode: event.Mode})
 	}
-	return err
+	return nil
+}
+
+// noEndpoint reads the saved IPN configuration of an endpoint inside t and
+// says why it gives a notification nowhere to go, if it does
+// (ipn.NoEndpoint). On PostgreSQL it holds a share lock on the row until t
+// ends, so SetIPN, which sends the parked events, runs either before (and
+// this sees its URL) or after (and its update sees the event t parks), as
+// stillSaved does for a worker's park.
+func (s *DB) noEndpoint(ctx context.Context, t tx, code string, mode merchant.Mode) (string, bool, error) {
+	q := `SELECT ipn_url, ipn_disabled_at FROM merchant_settings WHERE merchant_code = ? AND mode = ?`
+	if s.d.name == "postgres" {
+		q += ` FOR SHARE`
+	}
+	var cfg merchant.IPNConfig
+	var disabled int64
+	err := t.queryRow(ctx, q, code, string(mode)).Scan(&cfg.URL, &disabled)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return "", false, fmt.Errorf("read the IPN configuration: %w", err)
+	}
+	cfg.DisabledAt = fromMS(disabled)
+	why, ok := ipn.NoEndpoint(cfg, mode)
+	return why, ok, nil
 }
 
 // PaymentByID loads one payment.
