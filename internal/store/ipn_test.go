@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -521,6 +522,105 @@ func testIPNParkedAsQueued(t *testing.T, db, other *store.DB) {
 	if got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "o2", Now: time.Now(), LeaseUntil: time.Now().Add(time.Minute), Limit: 10}); err != nil ||
 		!slices.Contains(ipnIDs(got), late.ID) {
 		t.Fatalf("claimed %v, %v; want the event made pending", ipnIDs(got), err)
+	}
+}
+
+// On PostgreSQL a park reads the IPN configuration under a share lock: a
+// payment's (FinishPayment with a parked event) and a worker's (RecordIPN
+// with a Parked result). A save in progress (the row updated, not yet
+// committed, its resend of the parked events still to run) is waited for,
+// and its URL seen: the event is left pending. Read without the lock, the
+// park saw the old configuration and committed after the save's resend had
+// looked, and the event stayed parked with a URL saved.
+func TestParkWaitsForASaveInProgress(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// park parks an event of m and returns its id and whether it was
+		// left pending.
+		park func(db *store.DB, m string) (string, bool, error)
+	}{
+		{"a payment's", func(db *store.DB, m string) (string, bool, error) {
+			ev, err := queueIPNEventAs(context.Background(), db, m, time.Now(), ipn.Parked)
+			return ev.ID, ev.Status == ipn.Pending, err
+		}},
+		{"a worker's", func(db *store.DB, m string) (string, bool, error) {
+			ctx := context.Background()
+			now := time.Now()
+			got, err := db.ClaimIPN(ctx, ipn.Claim{Owner: "w", Now: now, LeaseUntil: now.Add(time.Minute), Limit: 1})
+			if err != nil || len(got) != 1 {
+				return "", false, fmt.Errorf("claim: %d, %v", len(got), err)
+			}
+			err = db.RecordIPN(ctx, ipn.Result{EventID: got[0].ID, Owner: "w", Status: ipn.Parked, NextAttemptAt: now, LastError: "no IPN URL"})
+			if errors.Is(err, ipn.ErrConfigChanged) {
+				return got[0].ID, true, nil
+			}
+			return got[0].ID, false, err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			dsn := freshSchema(t, postgresURL(t))
+			db := ipnOpen(t, dsn)
+			m := ipnMerchant(t, db, "")
+			// The worker's park needs an event pending to claim.
+			ipnEvent(t, db, m, time.Now())
+			raw, err := sql.Open("pgx", dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			save, err := raw.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer save.Rollback()
+			var savePID int
+			if err := save.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&savePID); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := save.ExecContext(ctx, `UPDATE merchant_settings SET ipn_url = 'https://a.example/ipn' WHERE merchant_code = $1 AND mode = 'test'`, m); err != nil {
+				t.Fatal(err)
+			}
+			type parked struct {
+				id      string
+				pending bool
+				err     error
+			}
+			done := make(chan parked, 1)
+			go func() {
+				id, pending, err := tc.park(db, m)
+				done <- parked{id, pending, err}
+			}()
+			deadline := time.Now().Add(10 * time.Second)
+			for waiting := 0; waiting == 0; {
+				select {
+				case p := <-done:
+					t.Fatalf("the park ended while a save held the settings row: left pending %t, %v", p.pending, p.err)
+				case <-time.After(5 * time.Millisecond):
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the park never waited for the save in progress")
+				}
+				if err := raw.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, savePID).Scan(&waiting); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := save.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			var p parked
+			select {
+			case p = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the park did not go on once the save committed")
+			}
+			if p.err != nil || !p.pending {
+				t.Fatalf("after the save: left pending %t, %v", p.pending, p.err)
+			}
+			if got, err := db.IPNEvent(ctx, p.id); err != nil || got.Status != ipn.Pending {
+				t.Fatalf("stored %s, %v; want pending", got.Status, err)
+			}
+		})
 	}
 }
 
