@@ -33,10 +33,7 @@ func TestKadiLoadRuns(t *testing.T) {
 func loadedGateway(t *testing.T, extra ...string) (bin, credsFile string, g *gateway) {
 	t.Helper()
 	dir := t.TempDir()
-	bin = filepath.Join(dir, "kadi-load")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kadi-load").CombinedOutput(); err != nil {
-		t.Fatalf("build kadi-load: %v\n%s", err, out)
-	}
+	bin = buildKadiLoad(t, dir)
 	var m merchantCreds
 	g = startGateway(t, func(d string) { m = createMerchant(t, d, "Load Shop") }, extra...)
 	creds, err := json.Marshal(m)
@@ -48,6 +45,40 @@ func loadedGateway(t *testing.T, extra ...string) (bin, credsFile string, g *gat
 		t.Fatal(err)
 	}
 	return bin, credsFile, g
+}
+
+// buildKadiLoad builds kadi-load into dir.
+func buildKadiLoad(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "kadi-load")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kadi-load").CombinedOutput(); err != nil {
+		t.Fatalf("build kadi-load: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// kadi-load run without what it needs says what is missing, and a
+// credentials file given but not readable is named as such: it was told
+// "--credentials FILE and an approving --card NUMBER are required".
+func TestKadiLoadSaysWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	bin := buildKadiLoad(t, t.TempDir())
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "kadi-load: --credentials FILE and an approving --card NUMBER are required\n"},
+		{[]string{"--credentials", "/nonexistent/merchant.json"}, "kadi-load: --credentials: open /nonexistent/merchant.json: no such file or directory\n"},
+	} {
+		var out, errOut bytes.Buffer
+		cmd := exec.Command(bin, tc.args...)
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || errOut.String() != tc.want || out.Len() != 0 {
+			t.Errorf("kadi-load %v: %v, stderr %q, stdout %q; want exit 2 and %q", tc.args, err, errOut.String(), out.String(), tc.want)
+		}
+	}
 }
 
 // A gateway serving /metrics on its own listener (--metrics-addr, as
@@ -144,10 +175,7 @@ func TestKadiLoadTwoNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "kadi-load")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/kadi-load").CombinedOutput(); err != nil {
-		t.Fatalf("build kadi-load: %v\n%s", err, out)
-	}
+	bin := buildKadiLoad(t, dir)
 	credsFile := filepath.Join(dir, "merchant.json")
 	if err := os.WriteFile(credsFile, out, 0o600); err != nil {
 		t.Fatal(err)

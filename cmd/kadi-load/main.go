@@ -89,9 +89,14 @@ func main() {
 		}
 		o.Only = re
 	}
-	raw, err := os.ReadFile(creds)
-	if err != nil || (o.Card == "" && seed == 0) {
+	if creds == "" || (o.Card == "" && seed == 0) {
 		fmt.Fprintln(os.Stderr, "kadi-load: --credentials FILE and an approving --card NUMBER are required")
+		os.Exit(2)
+	}
+	raw, err := os.ReadFile(creds)
+	if err != nil {
+		// A file given but not there said "--credentials FILE … required".
+		fmt.Fprintln(os.Stderr, "kadi-load: --credentials:", err)
 		os.Exit(2)
 	}
 	if err := json.Unmarshal(raw, &o.Credentials); err != nil {
