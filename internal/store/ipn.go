@@ -389,29 +389,39 @@ func (s *DB) RecordIPN(ctx context.Context, r ipn.Result) error {
 }
 
 // stillSaved says whether saw is still the saved IPN configuration of the
-// event's endpoint. On PostgreSQL it holds a share lock on that row until
-// the transaction ends, so SetIPN, which sends the parked events, runs
-// either before (and this sees its change) or after (and its update sees
-// this event parked); a share lock, not an update, so that parks for one
-// merchant do not queue behind each other. SQLite's one writer orders
-// them already.
+// event's endpoint (savedIPN).
 func (s *DB) stillSaved(ctx context.Context, t tx, eventID string, saw merchant.IPNConfig) (bool, error) {
-	q := `SELECT 1 FROM merchant_settings
-		WHERE merchant_code = (SELECT merchant_code FROM ipn_events WHERE id = ?)
-		AND mode = (SELECT mode FROM ipn_events WHERE id = ?)
-		AND ipn_url = ? AND ipn_disabled_at = ?`
+	cfg, found, err := s.savedIPN(ctx, t, `merchant_code = (SELECT merchant_code FROM ipn_events WHERE id = ?)
+		AND mode = (SELECT mode FROM ipn_events WHERE id = ?)`, eventID, eventID)
+	if err != nil {
+		return false, err
+	}
+	return found && cfg.URL == saw.URL && ms(cfg.DisabledAt) == ms(saw.DisabledAt), nil
+}
+
+// savedIPN reads the saved IPN configuration of the endpoint where selects,
+// inside t, for a park: a worker's (stillSaved) or a payment's
+// (FinishPayment). On PostgreSQL it holds a share lock on that row until
+// t ends, so SetIPN, which sends the parked events, runs either before (and
+// the park sees its change) or after (and its update sees the event
+// parked); a share lock, not an update, so that parks for one merchant do
+// not queue behind each other. SQLite's one writer orders them already.
+// found is false when the endpoint has no settings row.
+func (s *DB) savedIPN(ctx context.Context, t tx, where string, args ...any) (cfg merchant.IPNConfig, found bool, err error) {
+	q := `SELECT ipn_url, ipn_disabled_at FROM merchant_settings WHERE ` + where
 	if s.d.name == "postgres" {
 		q += ` FOR SHARE`
 	}
-	var one int
-	err := t.queryRow(ctx, q, eventID, eventID, saw.URL, ms(saw.DisabledAt)).Scan(&one)
+	var disabled int64
+	err = t.queryRow(ctx, q, args...).Scan(&cfg.URL, &disabled)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
+		return merchant.IPNConfig{}, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("check the IPN configuration: %w", err)
+		return merchant.IPNConfig{}, false, fmt.Errorf("read the IPN configuration: %w", err)
 	}
-	return true, nil
+	cfg.DisabledAt = fromMS(disabled)
+	return cfg, true, nil
 }
 
 // IPNStats counts pending and failed events.

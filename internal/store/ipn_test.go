@@ -498,6 +498,11 @@ func testIPNParkedAsQueued(t *testing.T, db, other *store.DB) {
 		t.Fatalf("stats: %+v, %v", stats, err)
 	}
 
+	// db holds the settings it read before the save elsewhere, as a
+	// node does for a second.
+	if st, err := db.RecentSettings(ctx, m, merchant.Test); err != nil || st.IPN.URL != "" {
+		t.Fatalf("settings before the save: %+v, %v", st.IPN, err)
+	}
 	if _, err := other.SetIPN(ctx, m, merchant.Test, merchant.IPNConfig{URL: "https://a.example/ipn", Username: "u", Password: "p"}); err != nil {
 		t.Fatal(err)
 	}
@@ -510,6 +515,11 @@ func testIPNParkedAsQueued(t *testing.T, db, other *store.DB) {
 	}
 	if got, err := db.IPNEvent(ctx, late.ID); err != nil || got.Status != ipn.Pending || got.LastError != "" {
 		t.Fatalf("stored %+v, %v after a URL was saved; want pending", got, err)
+	}
+	// The stale settings are dropped: the next payment is not parked on
+	// them again, nor is the worker's park of this event.
+	if st, err := db.RecentSettings(ctx, m, merchant.Test); err != nil || st.IPN.URL != "https://a.example/ipn" {
+		t.Errorf("settings after the refused park: %+v, %v; want the URL saved elsewhere", st.IPN, err)
 	}
 	select {
 	case e := <-queued:

@@ -137,24 +137,13 @@ func (s *DB) FinishPayment(ctx context.Context, p payment.Payment, maxFailures i
 	return nil
 }
 
-// noEndpoint reads the saved IPN configuration of an endpoint inside t and
-// says why it gives a notification nowhere to go, if it does
-// (ipn.NoEndpoint). On PostgreSQL it holds a share lock on the row until t
-// ends, so SetIPN, which sends the parked events, runs either before (and
-// this sees its URL) or after (and its update sees the event t parks), as
-// stillSaved does for a worker's park.
+// noEndpoint says why the endpoint's saved IPN configuration, read inside
+// t (savedIPN), gives a notification nowhere to go, if it does.
 func (s *DB) noEndpoint(ctx context.Context, t tx, code string, mode merchant.Mode) (string, bool, error) {
-	q := `SELECT ipn_url, ipn_disabled_at FROM merchant_settings WHERE merchant_code = ? AND mode = ?`
-	if s.d.name == "postgres" {
-		q += ` FOR SHARE`
+	cfg, _, err := s.savedIPN(ctx, t, `merchant_code = ? AND mode = ?`, code, string(mode))
+	if err != nil {
+		return "", false, err
 	}
-	var cfg merchant.IPNConfig
-	var disabled int64
-	err := t.queryRow(ctx, q, code, string(mode)).Scan(&cfg.URL, &disabled)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return "", false, fmt.Errorf("read the IPN configuration: %w", err)
-	}
-	cfg.DisabledAt = fromMS(disabled)
 	why, ok := ipn.NoEndpoint(cfg, mode)
 	return why, ok, nil
 }
