@@ -81,6 +81,10 @@ func TestMetricsSeries(t *testing.T) {
 	if waited < 9 || timed < 1 || timed > waited || scraped(t, text, "kadi_store_commit_duration_seconds_sum") <= 0 {
 		t.Errorf("store writer histograms: %v writes waited, %v commits timed\n%s", waited, timed, text)
 	}
+	// Of those commits, the ones a checkpoint ran beside (none or some).
+	if beside := scraped(t, text, "kadi_store_commit_beside_checkpoint_seconds_count"); beside > timed {
+		t.Errorf("%v commits timed beside a checkpoint, of %v", beside, timed)
+	}
 	// The checkpointer beside the writer has run, and has not failed.
 	if n := scraped(t, text, "kadi_store_checkpoints_total"); n < 1 || scraped(t, text, "kadi_store_checkpoint_failures_total") != 0 {
 		t.Errorf("checkpointer series: %v checkpoints\n%s", n, text)

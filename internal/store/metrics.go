@@ -13,9 +13,10 @@ import (
 // small for the load or a database slow to answer), and the SQLite
 // group-commit writer's: writes over commits is how many writes share an
 // fsync, and the commit seconds' rate is how busy the one writer is (1 is
-// saturated). PostgreSQL has no writer of ours. The two histograms say
-// where a slow write's time went: waiting for the writer, or in a slow
-// commit.
+// saturated). PostgreSQL has no writer of ours. The first two histograms
+// say where a slow write's time went: waiting for the writer, or in a
+// slow commit; the third, whether the slow commits are those a WAL
+// checkpoint ran beside.
 func (s *DB) RegisterMetrics(r *metrics.Registry) {
 	r.MustRegister(collectors.NewDBStatsCollector(s.db, "kadi"))
 	w := s.writes
@@ -32,7 +33,7 @@ func (s *DB) RegisterMetrics(r *metrics.Registry) {
 			func() float64 { return float64(w.commits.Load()) }),
 		counter("kadi_store_commit_seconds_total", "Time the SQLite group-commit writer spent running and committing its transactions.",
 			func() float64 { return float64(w.busy.Load()) / 1e9 }),
-		w.commitTime, w.waitTime,
+		w.commitTime, w.waitTime, w.besideCheckpoint,
 		counter("kadi_store_checkpoints_total", "WAL checkpoints run beside the SQLite writer.",
 			func() float64 { return float64(w.checkpoints.Load()) }),
 		counter("kadi_store_checkpoint_failures_total", "WAL checkpoints beside the SQLite writer that failed; SQLite's own checkpoint, inside a commit, then copies the WAL.",

@@ -91,6 +91,11 @@ type writer struct {
 	// the store, and where a slow request's milliseconds went (a commit
 	// that checkpointed the WAL, or a queue behind one).
 	commitTime, waitTime prometheus.Histogram
+	// besideCheckpoint is commitTime for the commits a checkpoint ran
+	// beside, at any moment: the checkpoint's page writes and fsync go to
+	// the same disk as the commit's, and at half the peak the slow
+	// commits were mostly these (docs/performance.md, session 38).
+	besideCheckpoint prometheus.Histogram
 	// kick asks the checkpointer to copy the WAL into the database file;
 	// checkpointed is closed when it has stopped.
 	kick         chan struct{}
@@ -102,6 +107,9 @@ type writer struct {
 	// (kadi_store_* on /metrics). A reader holding an old snapshot, or a
 	// disk that cannot keep up, shows as frames left behind.
 	checkpoints, checkpointFailures, behindFrames atomic.Int64
+	// checkpointsEnded counts the checkpoints that have returned, failed
+	// or not: fewer than checkpoints while one runs.
+	checkpointsEnded atomic.Int64
 }
 
 // checkpointGap spaces the background checkpoints.
@@ -128,6 +136,7 @@ func (w *writer) checkpoint(conn *sql.Conn) {
 // checkpointOnce runs one PASSIVE checkpoint on conn and counts it.
 func (w *writer) checkpointOnce(conn *sql.Conn) {
 	w.checkpoints.Add(1)
+	defer w.checkpointsEnded.Add(1)
 	// busy is 1 when the checkpoint could not finish; frames is the WAL's
 	// length and copied how much of it is now in the database file.
 	var busy, frames, copied int64
@@ -162,6 +171,8 @@ func startWriter(ctx context.Context, s *DB) (*writer, error) {
 			Help: "How long each commit of the SQLite group-commit writer took, its writes and its fsync included.", Buckets: writerBuckets}),
 		waitTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kadi_store_write_wait_seconds",
 			Help: "How long each write waited for the SQLite group-commit writer to begin the commit that carries it.", Buckets: writerBuckets}),
+		besideCheckpoint: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kadi_store_commit_beside_checkpoint_seconds",
+			Help: "How long each commit of the SQLite group-commit writer took when a WAL checkpoint ran beside it (among kadi_store_commit_duration_seconds): if the slow commits are these, the checkpoint's writes and fsync are holding up the commits' on the disk.", Buckets: writerBuckets}),
 	}
 	if cp, err := s.db.Conn(ctx); err == nil {
 		w.kick, w.checkpointed = make(chan struct{}, 1), make(chan struct{})
@@ -273,25 +284,34 @@ func (w *writer) run() {
 				break more
 			}
 		}
-		start := time.Now()
-		for _, req := range batch {
-			w.waitTime.Observe(start.Sub(req.queued).Seconds())
-		}
 		w.commit(batch)
 		select {
 		case w.kick <- struct{}{}:
 		default:
 		}
-		took := time.Since(start)
-		w.busy.Add(int64(took))
-		w.commitTime.Observe(took.Seconds())
 	}
 }
 
-// commit runs batch in one transaction and answers every write in it.
+// commit runs batch in one transaction and answers every write in it,
+// once the commit is counted and timed: a caller that has its answer
+// finds its commit in the metrics.
 func (w *writer) commit(batch []*write) {
+	// A checkpoint ran beside the commit if one had begun and not ended
+	// when the commit began, or began during it: more begun by its end
+	// than ended by its start.
+	ended := w.checkpointsEnded.Load()
+	start := time.Now()
+	for _, req := range batch {
+		w.waitTime.Observe(start.Sub(req.queued).Seconds())
+	}
 	errs := make([]error, len(batch))
 	defer func() {
+		took := time.Since(start)
+		w.busy.Add(int64(took))
+		w.commitTime.Observe(took.Seconds())
+		if w.checkpoints.Load() > ended {
+			w.besideCheckpoint.Observe(took.Seconds())
+		}
 		w.commits.Add(1)
 		w.writes.Add(int64(len(batch)))
 		for i, req := range batch {

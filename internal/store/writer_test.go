@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"modernc.org/sqlite"
 
 	"github.com/kadipay/kadi/internal/outage"
@@ -623,6 +624,73 @@ func TestCheckpointerCounts(t *testing.T) {
 	}
 	if got := w.checkpointFailures.Load() - failures; got != 1 {
 		t.Errorf("%d failures counted after a checkpoint on a closed connection, want 1", got)
+	}
+}
+
+// TestCommitsBesideACheckpoint: a commit during which a checkpoint ran
+// is timed in kadi_store_commit_beside_checkpoint_seconds too, and one
+// with none beside it is not: that series is how an operator tells a
+// commit slowed by the checkpoint's writes from one slowed by the disk.
+func TestCommitsBesideACheckpoint(t *testing.T) {
+	s, ctx := openSQLite(t), t.Context()
+	w := s.writes
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(w.besideCheckpoint, w.commitTime)
+	counts := func() (beside, all uint64) {
+		t.Helper()
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			n := f.GetMetric()[0].GetHistogram().GetSampleCount()
+			if f.GetName() == "kadi_store_commit_beside_checkpoint_seconds" {
+				beside = n
+			} else {
+				all = n
+			}
+		}
+		return beside, all
+	}
+	insert := func(k string) {
+		t.Helper()
+		if _, err := s.exec(ctx, `INSERT INTO t (k, v) VALUES (?, 1)`, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The checkpointer runs after commits only: once the last commit's
+	// checkpoint has run, none runs until the next commit.
+	quiet := func() { time.Sleep(20 * checkpointGap) }
+
+	insert("a")
+	quiet()
+	beside0, all0 := counts()
+	insert("alone")
+	if beside, all := counts(); all != all0+1 || beside != beside0 {
+		t.Fatalf("a commit with no checkpoint beside it: %d commits timed beside one, %d in all, want %d and %d", beside, all, beside0, all0+1)
+	}
+
+	// A commit held open while a real checkpoint runs and ends.
+	quiet()
+	release := holdWriter(t, s)
+	w.checkpointOnce(conn)
+	release()
+	if beside, all := counts(); all != all0+2 || beside != beside0+1 {
+		t.Fatalf("a commit a checkpoint ran beside: %d commits timed beside one, %d in all, want %d and %d", beside, all, beside0+1, all0+2)
+	}
+
+	// A checkpoint that began before the commit and ends after it.
+	quiet()
+	w.checkpoints.Add(1) // begun, as checkpointOnce counts it
+	insert("during")
+	w.checkpointsEnded.Add(1)
+	if beside, all := counts(); all != all0+3 || beside != beside0+2 {
+		t.Fatalf("a commit inside a checkpoint: %d commits timed beside one, %d in all, want %d and %d", beside, all, beside0+2, all0+3)
 	}
 }
 
