@@ -125,7 +125,7 @@ func (r Result) plus(s Result) Result {
 	r.Latencies = append(r.Latencies, s.Latencies...)
 	r.ServerCPU += s.ServerCPU
 	r.LoadCPU += s.LoadCPU
-	r.Writer = r.Writer.add(s.Writer)
+	r.Writer = r.Writer.add(s.Writer, 1)
 	r.PeakRSS = max(r.PeakRSS, s.PeakRSS)
 	return r
 }
@@ -639,8 +639,10 @@ func runPaced(ctx context.Context, name string, o Options, rate int, op func(con
 // from the baseline the scenario alternated with where it has one
 // (Paired; against the minimal server through /healthz's own ratio), the
 // server's CPU time per request and, on SQLite, the group-commit writer's
-// writes per commit, the share of the scenario it was busy, and the
-// buckets its slowest commits and its writes' slowest waits fell in; and
+// writes per commit, the share of the scenario it was busy, the
+// buckets its slowest commits and its writes' slowest waits fell in, and
+// the share of its commits a WAL checkpoint ran beside, with the bucket
+// of their slowest; and
 // how many of this machine's cores the server and kadi-load kept busy
 // together: near all of them the cores are the ceiling, well short of it
 // something else is (the writer, when it is near 100 % busy).
@@ -655,8 +657,8 @@ func Report(w io.Writer, rs []Result) {
 	for _, r := range rs {
 		width = max(width, utf8.RuneCountInString(r.Name))
 	}
-	fmt.Fprintf(w, "%-*s %8s %6s %9s %9s %9s %11s %11s %10s %13s %11s %10s %10s %9s %13s %10s %14s\n", width, "scenario", "ok", "errors", "per sec", "p50", "p99",
-		"vs minimal", "vs /healthz", "CPU/req", "writes/commit", "writer busy", "commit p99", "wait p99", "peak RSS", "load CPU/req", "cores used", "paired per sec")
+	fmt.Fprintf(w, "%-*s %8s %6s %9s %9s %9s %11s %11s %10s %13s %11s %10s %10s %17s %9s %13s %10s %14s\n", width, "scenario", "ok", "errors", "per sec", "p50", "p99",
+		"vs minimal", "vs /healthz", "CPU/req", "writes/commit", "writer busy", "commit p99", "wait p99", "beside checkpoint", "peak RSS", "load CPU/req", "cores used", "paired per sec")
 	for i, r := range rs {
 		vsMinimal, vsHealth := r.PerSecond()/minimal.PerSecond(), r.PerSecond()/health.PerSecond()
 		paired := "—"
@@ -683,19 +685,19 @@ func Report(w io.Writer, rs []Result) {
 		if r.ServerCPU > 0 && r.LoadCPU > 0 && r.Elapsed > 0 {
 			cores = fmt.Sprintf("%.2f/%d", (r.ServerCPU+r.LoadCPU).Seconds()/r.Elapsed.Seconds(), runtime.NumCPU())
 		}
-		perCommit, busy, commitP99, waitP99 := "—", "—", "—", "—"
+		perCommit, busy, commitP99, waitP99, beside := "—", "—", "—", "—", "—"
 		if st := r.Writer; st.commits > 0 && r.Elapsed > 0 {
 			perCommit = fmt.Sprintf("%.1f", float64(st.writes)/float64(st.commits))
 			busy = fmt.Sprintf("%.0f%%", 100*st.busy.Seconds()/r.Elapsed.Seconds())
-			commitP99, waitP99 = st.commitTime.p99(), st.waitTime.p99()
+			commitP99, waitP99, beside = st.commitTime.p99(), st.waitTime.p99(), st.beside()
 		}
 		rss := "—"
 		if r.PeakRSS > 0 {
 			rss = fmt.Sprintf("%dMB", r.PeakRSS>>20)
 		}
-		fmt.Fprintf(w, "%-*s %8d %6d %9.0f %9s %9s %10.3fx %10.3fx %10s %13s %11s %10s %10s %9s %13s %10s %14s\n", width, r.Name, r.Count, r.Errors, r.PerSecond(),
+		fmt.Fprintf(w, "%-*s %8d %6d %9.0f %9s %9s %10.3fx %10.3fx %10s %13s %11s %10s %10s %17s %9s %13s %10s %14s\n", width, r.Name, r.Count, r.Errors, r.PerSecond(),
 			r.Percentile(50).Round(10*time.Microsecond), r.Percentile(99).Round(10*time.Microsecond),
-			vsMinimal, vsHealth, cpu, perCommit, busy, commitP99, waitP99, rss, loadCPU, cores, paired)
+			vsMinimal, vsHealth, cpu, perCommit, busy, commitP99, waitP99, beside, rss, loadCPU, cores, paired)
 	}
 	for _, r := range rs {
 		if r.Errors > 0 {

@@ -17,23 +17,39 @@ import (
 // writerStats are a SQLite gateway's group-commit counters, read from its
 // /metrics (open to loopback peers by default). Their change over a
 // scenario says how many writes shared each commit and how busy the one
-// writer was (near 100 % it is the gateway's ceiling), and, from the two
-// histograms, how long the slowest commits took and the slowest writes
-// waited for theirs to begin.
+// writer was (near 100 % it is the gateway's ceiling), and, from the
+// histograms, how long the slowest commits took, the slowest writes
+// waited for theirs to begin, and how many commits had a WAL checkpoint
+// running beside them and how long the slowest of those took.
 type writerStats struct {
-	writes, commits      int64
-	busy                 time.Duration
-	commitTime, waitTime histogram
+	writes, commits                  int64
+	busy                             time.Duration
+	commitTime, waitTime, besideTime histogram
 }
 
-func (a writerStats) sub(b writerStats) writerStats {
-	return writerStats{a.writes - b.writes, a.commits - b.commits, a.busy - b.busy,
-		a.commitTime.add(b.commitTime, -1), a.waitTime.add(b.waitTime, -1)}
+func (a writerStats) sub(b writerStats) writerStats { return a.add(b, -1) }
+
+// add is a plus sign times b.
+func (a writerStats) add(b writerStats, sign int64) writerStats {
+	return writerStats{a.writes + sign*b.writes, a.commits + sign*b.commits, a.busy + time.Duration(sign)*b.busy,
+		a.commitTime.add(b.commitTime, float64(sign)), a.waitTime.add(b.waitTime, float64(sign)), a.besideTime.add(b.besideTime, float64(sign))}
 }
 
-func (a writerStats) add(b writerStats) writerStats {
-	return writerStats{a.writes + b.writes, a.commits + b.commits, a.busy + b.busy,
-		a.commitTime.add(b.commitTime, 1), a.waitTime.add(b.waitTime, 1)}
+// beside says "27%,≤16ms": the share of commits a checkpoint ran beside,
+// and the bucket of their 99th percentile.
+func (a writerStats) beside() string {
+	all, ok := a.commitTime[math.Inf(1)]
+	if !ok || all <= 0 {
+		return "—"
+	}
+	n, ok := a.besideTime[math.Inf(1)]
+	switch {
+	case !ok:
+		return "—" // a gateway older than the series
+	case n <= 0:
+		return "0%"
+	}
+	return fmt.Sprintf("%.0f%%,%s", 100*n/all, a.besideTime.p99())
 }
 
 // histogram is a Prometheus histogram's cumulative counts by upper bound,
@@ -89,7 +105,7 @@ func readWriterStats(ctx context.Context, c *http.Client, urls []string) (writer
 		if err != nil || !ok {
 			return writerStats{}, false
 		}
-		sum = sum.add(st)
+		sum = sum.add(st, 1)
 	}
 	return sum, true
 }
@@ -116,9 +132,9 @@ func scrapeWriterStats(ctx context.Context, c *http.Client, u string) (writerSta
 }
 
 // parseWriterStats reads the three kadi_store_* counters from a text
-// exposition, and the two histograms where the gateway has them.
+// exposition, and the histograms where the gateway has them.
 func parseWriterStats(r io.Reader) (writerStats, bool) {
-	st := writerStats{commitTime: histogram{}, waitTime: histogram{}}
+	st := writerStats{commitTime: histogram{}, waitTime: histogram{}, besideTime: histogram{}}
 	seen := 0
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -167,6 +183,8 @@ func (st writerStats) bucket(series string) (histogram, float64, bool) {
 		return st.commitTime, le, true
 	case "kadi_store_write_wait_seconds":
 		return st.waitTime, le, true
+	case "kadi_store_commit_beside_checkpoint_seconds":
+		return st.besideTime, le, true
 	}
 	return nil, 0, false
 }

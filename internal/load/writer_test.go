@@ -25,6 +25,9 @@ kadi_store_commit_duration_seconds_sum 0.25
 kadi_store_commit_duration_seconds_count 95
 kadi_store_write_wait_seconds_bucket{le="0.001"} 1200
 kadi_store_write_wait_seconds_bucket{le="+Inf"} 1234
+kadi_store_commit_beside_checkpoint_seconds_bucket{le="0.001"} 10
+kadi_store_commit_beside_checkpoint_seconds_bucket{le="0.016"} 24
+kadi_store_commit_beside_checkpoint_seconds_bucket{le="+Inf"} 25
 `
 	inf := math.Inf(1)
 	for _, c := range []struct {
@@ -33,8 +36,8 @@ kadi_store_write_wait_seconds_bucket{le="+Inf"} 1234
 		ok         bool
 	}{
 		{"the counters and histograms", counters + histograms, writerStats{1234, 95, 250 * time.Millisecond,
-			histogram{0.001: 90, 0.004: 94, inf: 95}, histogram{0.001: 1200, inf: 1234}}, true},
-		{"a gateway without the histograms", counters, writerStats{1234, 95, 250 * time.Millisecond, histogram{}, histogram{}}, true},
+			histogram{0.001: 90, 0.004: 94, inf: 95}, histogram{0.001: 1200, inf: 1234}, histogram{0.001: 10, 0.016: 24, inf: 25}}, true},
+		{"a gateway without the histograms", counters, writerStats{1234, 95, 250 * time.Millisecond, histogram{}, histogram{}, histogram{}}, true},
 		{"PostgreSQL: none", "go_goroutines 12\nkadi_ipn_queue_depth 0\n", writerStats{}, false},
 		{"one counter missing", strings.Replace(counters, "kadi_store_commits_total 95\n", "", 1), writerStats{}, false},
 		{"a value that is no number", strings.Replace(counters, " 95", " many", 1), writerStats{}, false},
@@ -70,5 +73,28 @@ func TestHistogramP99(t *testing.T) {
 	}
 	if got := (histogram(nil)).add(before, 1).p99(); got != "≤1ms" {
 		t.Errorf("nil plus a histogram: p99 %s", got)
+	}
+}
+
+// TestBesideCheckpoint reads, from the change of the histograms over a
+// scenario, the share of commits a checkpoint ran beside and the bucket
+// of their 99th percentile.
+func TestBesideCheckpoint(t *testing.T) {
+	inf := math.Inf(1)
+	before := writerStats{commitTime: histogram{0.001: 50, inf: 50}, besideTime: histogram{0.001: 10, 0.016: 10, inf: 10}}
+	older := writerStats{commitTime: histogram{0.001: 50, inf: 50}}
+	for _, c := range []struct {
+		name          string
+		before, after writerStats
+		want          string
+	}{
+		{"a quarter, slow", before, writerStats{commitTime: histogram{0.001: 120, inf: 150}, besideTime: histogram{0.001: 11, 0.016: 35, inf: 35}}, "25%,≤16ms"},
+		{"none beside", before, writerStats{commitTime: histogram{0.001: 150, inf: 150}, besideTime: histogram{0.001: 10, 0.016: 10, inf: 10}}, "0%"},
+		{"no commit", before, before, "—"},
+		{"a gateway without the series", older, writerStats{commitTime: histogram{0.001: 150, inf: 150}}, "—"},
+	} {
+		if got := c.after.sub(c.before).beside(); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
 	}
 }
