@@ -75,13 +75,18 @@ func (h *redactor) Enabled(ctx context.Context, l slog.Level) bool { return h.ne
 
 func (h *redactor) Handle(ctx context.Context, r slog.Record) error {
 	out := slog.NewRecord(r.Time, r.Level, card.Redact(r.Message), r.PC)
+	// Gathered, then added at once: a record's attributes past its first
+	// five live in a slice that each AddAttrs would otherwise regrow.
+	var buf [10]slog.Attr
+	attrs := buf[:0]
 	if id := RequestID(ctx); id != "" {
-		out.AddAttrs(slog.String("request_id", id))
+		attrs = append(attrs, slog.String("request_id", id))
 	}
 	r.Attrs(func(a slog.Attr) bool {
-		out.AddAttrs(redactAttr(a))
+		attrs = append(attrs, redactAttr(a))
 		return true
 	})
+	out.AddAttrs(attrs...)
 	return h.next.Handle(ctx, out)
 }
 

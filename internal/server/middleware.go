@@ -82,15 +82,29 @@ func withRequest(next http.Handler, log *slog.Logger, addrs clientaddr.Resolver,
 				status = http.StatusOK // nothing written: net/http answers 200
 			}
 			m.observe(r, status, took)
-			attrs := []any{"method", r.Method, "path", loggedPath(r.URL.Path), "status", rec.status,
-				"duration_ms", took.Milliseconds(), "remote", client}
-			if peer := clientaddr.Socket(r.RemoteAddr); peer != client {
-				attrs = append(attrs, "proxy", peer) // who vouched for remote
-			}
-			log.InfoContext(ctx, "request", append(attrs, logging.Notes(ctx)...)...)
+			accessLog(ctx, log.Handler(), r, rec.status, took, client)
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// accessLog writes a request's access line. It builds the record itself
+// rather than through Logger.InfoContext, which captures the caller's
+// stack for a source position nobody asked for and boxes each value: on
+// /healthz the line was a fifth of the gateway's CPU, and these were an
+// eighth of it.
+func accessLog(ctx context.Context, h slog.Handler, r *http.Request, status int, took time.Duration, client string) {
+	if !h.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	line := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
+	line.AddAttrs(slog.String("method", r.Method), slog.String("path", loggedPath(r.URL.Path)), slog.Int("status", status),
+		slog.Int64("duration_ms", took.Milliseconds()), slog.String("remote", client))
+	if peer := clientaddr.Socket(r.RemoteAddr); peer != client {
+		line.AddAttrs(slog.String("proxy", peer)) // who vouched for remote
+	}
+	line.Add(logging.Notes(ctx)...)
+	_ = h.Handle(ctx, line)
 }
 
 // withBudget gives each request at most d (its handler's store calls end
