@@ -82,7 +82,7 @@ func withRequest(next http.Handler, log *slog.Logger, addrs clientaddr.Resolver,
 				status = http.StatusOK // nothing written: net/http answers 200
 			}
 			m.observe(r, status, took)
-			accessLog(ctx, log.Handler(), r, rec.status, took, client)
+			accessLog(ctx, log.Handler(), r, status, took, client)
 		}()
 		next.ServeHTTP(rec, r)
 	})

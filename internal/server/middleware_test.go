@@ -118,6 +118,44 @@ func TestPanicRecovered(t *testing.T) {
 	}
 }
 
+// The access line says what the client got, in the fields log collectors
+// read: a handler that writes nothing is a 200 (it was logged as status 0).
+func TestAccessLine(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+		status  float64
+	}{
+		{"nothing written", func(http.ResponseWriter, *http.Request) {}, 200},
+		{"a body", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("{}")) }, 200},
+		{"a status", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }, 418},
+	} {
+		var logs bytes.Buffer
+		h := withRequest(tc.handler, logging.New(&logs, slog.LevelInfo), clientaddr.Resolver{}, nil)
+		req := httptest.NewRequest(http.MethodPost, "/payment/v2/bills", nil)
+		req.RemoteAddr = "192.0.2.7:4711"
+		req.Header.Set(RequestIDHeader, "req-line-1")
+		h.ServeHTTP(httptest.NewRecorder(), req)
+		var line map[string]any
+		if err := json.Unmarshal(logs.Bytes(), &line); err != nil {
+			t.Fatalf("%s: %v\n%s", tc.name, err, logs.String())
+		}
+		want := map[string]any{"level": "INFO", "msg": "request", "request_id": "req-line-1", "method": "POST",
+			"path": "/payment/v2/bills", "status": tc.status, "remote": "192.0.2.7"}
+		for k, v := range want {
+			if line[k] != v {
+				t.Errorf("%s: %s is %v, want %v", tc.name, k, line[k], v)
+			}
+		}
+		if _, ok := line["duration_ms"].(float64); !ok {
+			t.Errorf("%s: duration_ms %v", tc.name, line["duration_ms"])
+		}
+		if _, ok := line["time"].(string); !ok || len(line) != len(want)+2 {
+			t.Errorf("%s: fields %v", tc.name, line)
+		}
+	}
+}
+
 // The access log holds the path, with a card number in it masked however
 // it is split: slashes too, which the logs' own redaction leaves alone
 // (they join a file path's numbered directories).
