@@ -90,9 +90,9 @@ func withRequest(next http.Handler, log *slog.Logger, addrs clientaddr.Resolver,
 
 // accessLog writes a request's access line. It builds the record itself
 // rather than through Logger.InfoContext, which captures the caller's
-// stack for a source position nobody asked for and boxes each value: on
-// /healthz the line was a fifth of the gateway's CPU, and these were an
-// eighth of it.
+// stack for a source position the log never prints and boxes each value:
+// on /healthz the line is most of what the gateway adds to a bare handler
+// (docs/performance.md, "Middleware").
 func accessLog(ctx context.Context, h slog.Handler, r *http.Request, status int, took time.Duration, client string) {
 	if !h.Enabled(ctx, slog.LevelInfo) {
 		return
